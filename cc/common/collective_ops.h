@@ -1,0 +1,45 @@
+// Performs one negotiated Response on this rank: stages tensors through the
+// fusion buffer when needed, runs the transport collective, applies scaling,
+// allocates variable-size outputs and completes every entry's callback.
+#ifndef TFHVD_COMMON_COLLECTIVE_OPS_H_
+#define TFHVD_COMMON_COLLECTIVE_OPS_H_
+
+#include <vector>
+
+#include "cc/common/fusion_buffer.h"
+#include "cc/common/message.h"
+#include "cc/common/tensor_queue.h"
+#include "cc/common/transport.h"
+
+namespace tfhvd {
+
+class CollectiveOps {
+ public:
+  CollectiveOps(Transport* transport, const Topology& topology)
+      : transport_(transport), topology_(topology) {}
+
+  // entries[i] belongs to response.names[i]; present[i] is false where this
+  // rank has no such tensor (it joined early). Returns a transport failure,
+  // which is fatal for the job; per-tensor errors go to the callbacks.
+  Status Perform(const Response& response, std::vector<TensorTableEntry>& entries,
+                 const std::vector<bool>& present);
+
+ private:
+  Status Allreduce(const Response& r, std::vector<TensorTableEntry>& e,
+                   const std::vector<bool>& present);
+  Status Allgather(const Response& r, TensorTableEntry* e, bool present, size_t index);
+  Status Broadcast(const Response& r, TensorTableEntry& e);
+  Status Alltoall(const Response& r, TensorTableEntry& e);
+  Status Reducescatter(const Response& r, TensorTableEntry& e);
+  // Divides for Average, then applies postscale.
+  void PostScale(const Response& r, void* buf, size_t n);
+
+  Transport* transport_;
+  Topology topology_;
+  FusionBuffer fusion_;
+  FusionBuffer scratch_;
+};
+
+}  // namespace tfhvd
+
+#endif  // TFHVD_COMMON_COLLECTIVE_OPS_H_

@@ -1,0 +1,144 @@
+#include "cc/common/controller.h"
+
+#include <algorithm>
+
+#include "cc/common/fusion.h"
+#include "cc/common/logging.h"
+
+namespace tfhvd {
+
+namespace {
+constexpr uint64_t kShutdownFlag = 1;
+constexpr uint64_t kUncachedFlag = 2;
+
+void SetBit(std::vector<uint64_t>* words, size_t offset, uint32_t bit) {
+  (*words)[offset + bit / 64] |= uint64_t{1} << (bit % 64);
+}
+bool GetBit(const std::vector<uint64_t>& words, size_t offset, uint32_t bit) {
+  return (words[offset + bit / 64] >> (bit % 64)) & 1;
+}
+}  // namespace
+
+Controller::Controller(Transport* transport, const Topology& topology,
+                       const Parameters& params, TensorQueue* queue)
+    : transport_(transport),
+      topology_(topology),
+      params_(params),
+      queue_(queue),
+      cache_(static_cast<size_t>(params.cache_capacity)) {
+  if (topology.rank == 0) coordinator_.reset(new Coordinator(topology.size, params));
+}
+
+Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* out) {
+  out->responses.clear();
+  out->shutdown = false;
+
+  std::vector<Request> fresh;
+  queue_->PopNewRequests(&fresh);
+  auto now = std::chrono::steady_clock::now();
+  std::vector<Waiting> candidates;
+  candidates.swap(waiting_hits_);
+  for (auto& q : fresh) candidates.push_back({std::move(q), now});
+
+  // Sort requests: cache hits wait for the bit exchange; everything else goes
+  // to the coordinator. A hit that waited past the stall warning time is
+  // invalidated so that the coordinator (which names missing ranks) sees it.
+  const size_t words = cache_.words();
+  std::vector<uint64_t> bits(1 + 2 * words, 0);  // flags | invalid | not-hit
+  for (size_t i = 0; i < words; ++i) bits[1 + words + i] = ~uint64_t{0};
+  std::vector<Request> uncached;
+  std::vector<std::pair<Waiting, uint32_t>> hits;
+  double stale_s = params_.stall_check ? params_.stall_warning_s : 1e30;
+  for (auto& w : candidates) {
+    uint32_t bit = 0;
+    auto state = ResponseCache::State::MISS;
+    if (cache_.enabled() && w.request.type != OpType::JOIN &&
+        w.request.type != OpType::BARRIER) {
+      state = cache_.Lookup(w.request, &bit);
+    }
+    bool stale = std::chrono::duration<double>(now - w.since).count() > stale_s;
+    if (state == ResponseCache::State::HIT && !stale) {
+      hits.emplace_back(std::move(w), bit);
+      bits[1 + words + bit / 64] &= ~(uint64_t{1} << (bit % 64));
+    } else {
+      if (state != ResponseCache::State::MISS) SetBit(&bits, 1, bit);
+      uncached.push_back(std::move(w.request));
+    }
+  }
+  if (shutdown_requested) bits[0] |= kShutdownFlag;
+  if (!uncached.empty()) bits[0] |= kUncachedFlag;
+
+  Status s = transport_->BitwiseOr(bits.data(), bits.size());
+  if (!s.ok()) return s;
+  if (bits[0] & kShutdownFlag) {
+    out->shutdown = true;
+    return Status();
+  }
+
+  // Apply invalidations everywhere, then collect the bits hit on every rank.
+  for (uint32_t bit = 0; bit < cache_.capacity(); ++bit) {
+    if (GetBit(bits, 1, bit)) cache_.Erase(bit);
+  }
+  std::vector<uint32_t> common;
+  for (auto& h : hits) {
+    if (GetBit(bits, 1, h.second)) {
+      uncached.push_back(std::move(h.first.request));  // invalidated meanwhile
+    } else if (!GetBit(bits, 1 + words, h.second)) {
+      common.push_back(h.second);
+    } else {
+      waiting_hits_.push_back(std::move(h.first));
+    }
+  }
+  std::sort(common.begin(), common.end());
+  std::vector<Response> cached;
+  for (uint32_t bit : common) {
+    cached.push_back(cache_.Get(bit));
+    cache_.Touch(bit);
+  }
+  out->responses = FuseResponses(std::move(cached), params_.fusion_threshold_bytes);
+
+  if (bits[0] & kUncachedFlag) {
+    RequestList mine;
+    mine.requests = std::move(uncached);
+    for (auto& q : mine.requests) q.rank = topology_.rank;
+    std::vector<std::string> all;
+    s = transport_->GatherBytes(SerializeRequestList(mine), &all);
+    if (!s.ok()) return s;
+    std::string encoded;
+    if (coordinator_) {
+      for (const auto& bytes : all) {
+        RequestList list;
+        if (!ParseRequestList(bytes, &list)) {
+          return Status::Unknown("corrupt request list received by the coordinator");
+        }
+        coordinator_->Add(list);
+      }
+      ResponseList negotiated;
+      negotiated.responses =
+          FuseResponses(coordinator_->TakeReadyResponses(), params_.fusion_threshold_bytes);
+      encoded = SerializeResponseList(negotiated);
+    }
+    s = transport_->BroadcastBytes(&encoded, 0);
+    if (!s.ok()) return s;
+    ResponseList negotiated;
+    if (!ParseResponseList(encoded, &negotiated)) {
+      return Status::Unknown("corrupt response list received from the coordinator");
+    }
+    for (auto& r : negotiated.responses) out->responses.push_back(std::move(r));
+  } else if (!uncached.empty()) {
+    // Only possible for requests orphaned by an invalidation this round when no
+    // rank flagged uncached work: send them next round.
+    for (auto& q : uncached) waiting_hits_.push_back({std::move(q), now});
+  }
+  return Status();
+}
+
+void Controller::CacheResponse(const Response& response,
+                               const std::vector<Request>& own_requests) {
+  if (!cache_.enabled() || !response.cacheable || response.kind != Response::OPERATION) return;
+  for (size_t i = 0; i < response.names.size(); ++i) {
+    cache_.Put(SingleTensorResponse(response, i, topology_.size), own_requests[i]);
+  }
+}
+
+}  // namespace tfhvd

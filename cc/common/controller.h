@@ -1,0 +1,50 @@
+// One negotiation round, run by every rank's background thread in lockstep:
+// sort new requests into cache hits and uncached ones, exchange one bit vector
+// (shutdown/uncached flags, invalidated and hit cache bits), gather uncached
+// requests on the coordinator when any rank has some, and return the ordered
+// list of operations every rank performs.
+#ifndef TFHVD_COMMON_CONTROLLER_H_
+#define TFHVD_COMMON_CONTROLLER_H_
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "cc/common/coordinator.h"
+#include "cc/common/message.h"
+#include "cc/common/parameters.h"
+#include "cc/common/response_cache.h"
+#include "cc/common/tensor_queue.h"
+#include "cc/common/transport.h"
+
+namespace tfhvd {
+
+class Controller {
+ public:
+  Controller(Transport* transport, const Topology& topology, const Parameters& params,
+             TensorQueue* queue);
+
+  // Fills *out with the responses to perform now. out->shutdown is set when
+  // any rank asked to shut down.
+  Status ComputeResponseList(bool shutdown_requested, ResponseList* out);
+  // Records a performed response in the response cache (all ranks, same order).
+  void CacheResponse(const Response& response, const std::vector<Request>& own_requests);
+
+ private:
+  struct Waiting {
+    Request request;
+    std::chrono::steady_clock::time_point since;
+  };
+
+  Transport* transport_;
+  Topology topology_;
+  Parameters params_;
+  TensorQueue* queue_;
+  ResponseCache cache_;
+  std::vector<Waiting> waiting_hits_;  // cache hits not yet hit on every rank
+  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+};
+
+}  // namespace tfhvd
+
+#endif  // TFHVD_COMMON_CONTROLLER_H_

@@ -1,0 +1,48 @@
+// Rank 0's negotiation state: the table of requests received from every rank,
+// join bookkeeping, and the construction of the ordered response list once a
+// tensor has been requested by all ranks.
+#ifndef TFHVD_COMMON_COORDINATOR_H_
+#define TFHVD_COMMON_COORDINATOR_H_
+
+#include <chrono>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cc/common/message.h"
+#include "cc/common/parameters.h"
+#include "cc/common/stall_inspector.h"
+
+namespace tfhvd {
+
+class Coordinator {
+ public:
+  Coordinator(int size, const Parameters& params);
+
+  void Add(const RequestList& list);
+  // Responses for every tensor now requested by all (non-joined) ranks, in
+  // the order tensors first arrived, plus errors for stalled tensors.
+  std::vector<Response> TakeReadyResponses();
+
+ private:
+  struct Pending {
+    std::vector<Request> requests;  // by rank
+    std::vector<bool> submitted;    // by rank
+    int count = 0;
+    std::chrono::steady_clock::time_point first_seen;
+  };
+  bool Ready(const Pending& p) const;
+
+  int size_;
+  std::unordered_map<std::string, Pending> table_;
+  std::vector<std::string> order_;
+  std::vector<bool> joined_;
+  std::vector<std::string> join_names_;
+  int joined_count_ = 0;
+  int last_joined_ = -1;
+  StallInspector stall_;
+};
+
+}  // namespace tfhvd
+
+#endif  // TFHVD_COMMON_COORDINATOR_H_

@@ -1,0 +1,65 @@
+#include "cc/common/logging.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+
+namespace tfhvd {
+
+namespace {
+std::atomic<int> log_rank{-1};
+
+LogLevel ParseLevel(const char* value) {
+  if (value == nullptr) return LogLevel::WARNING;
+  std::string v(value);
+  for (auto& c : v) c = static_cast<char>(std::tolower(c));
+  if (v == "trace") return LogLevel::TRACE;
+  if (v == "debug") return LogLevel::DEBUG;
+  if (v == "info") return LogLevel::INFO;
+  if (v == "warning" || v == "warn") return LogLevel::WARNING;
+  if (v == "error") return LogLevel::ERROR;
+  if (v == "fatal") return LogLevel::FATAL;
+  return LogLevel::WARNING;
+}
+
+const char* LevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::TRACE: return "TRACE";
+    case LogLevel::DEBUG: return "DEBUG";
+    case LogLevel::INFO: return "INFO";
+    case LogLevel::WARNING: return "WARNING";
+    case LogLevel::ERROR: return "ERROR";
+    case LogLevel::FATAL: return "FATAL";
+  }
+  return "?";
+}
+}  // namespace
+
+LogLevel MinLogLevel() {
+  static const LogLevel level = ParseLevel(std::getenv("HOROVOD_LOG_LEVEL"));
+  return level;
+}
+
+void SetLogRank(int rank) { log_rank = rank; }
+
+LogMessage::LogMessage(const char* file, int line, LogLevel level)
+    : file_(file), line_(line), level_(level) {}
+
+LogMessage::~LogMessage() {
+  const char* base = std::strrchr(file_, '/');
+  base = base ? base + 1 : file_;
+  std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+  int rank = log_rank.load();
+  std::string prefix = rank >= 0 ? "[" + std::to_string(rank) + "]" : "[?]";
+  std::fprintf(stderr, "%s[%s %s tf_hvd %s:%d] %s\n", prefix.c_str(), stamp,
+               LevelName(level_), base, line_, str().c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace tfhvd

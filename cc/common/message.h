@@ -1,0 +1,65 @@
+// Negotiation messages: a rank's Request for one tensor, the coordinator's
+// Response for one (possibly fused) operation, and their list forms, with a
+// compact binary wire encoding.
+#ifndef TFHVD_COMMON_MESSAGE_H_
+#define TFHVD_COMMON_MESSAGE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cc/common/common.h"
+
+namespace tfhvd {
+
+struct Request {
+  int32_t rank = 0;
+  OpType type = OpType::ALLREDUCE;
+  DataType dtype = DataType::FLOAT32;
+  std::string name;
+  Shape shape;
+  int32_t root_rank = 0;
+  ReduceOp reduce_op = ReduceOp::SUM;
+  double prescale = 1.0;
+  double postscale = 1.0;
+};
+
+struct RequestList {
+  std::vector<Request> requests;
+  bool shutdown = false;
+};
+
+struct Response {
+  enum Type : uint8_t { OPERATION = 0, ERROR = 1 };
+  Type kind = OPERATION;
+  OpType type = OpType::ALLREDUCE;
+  DataType dtype = DataType::FLOAT32;
+  std::vector<std::string> names;
+  // ALLREDUCE: elements per tensor. ALLGATHER: dim0 of every rank, tensor-major
+  // (names.size() * size entries). Others: unused.
+  std::vector<int64_t> sizes;
+  // ALLGATHER: elements per row per tensor (lets a joined rank take part).
+  std::vector<int64_t> row_elements;
+  int32_t root_rank = 0;
+  ReduceOp reduce_op = ReduceOp::SUM;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  int32_t last_joined_rank = -1;
+  bool cacheable = false;
+  uint8_t error_code = 0;  // Status::Code when kind == ERROR
+  std::string error;
+};
+
+struct ResponseList {
+  std::vector<Response> responses;
+  bool shutdown = false;
+};
+
+std::string SerializeRequestList(const RequestList& list);
+bool ParseRequestList(const std::string& bytes, RequestList* list);
+std::string SerializeResponseList(const ResponseList& list);
+bool ParseResponseList(const std::string& bytes, ResponseList* list);
+
+}  // namespace tfhvd
+
+#endif  // TFHVD_COMMON_MESSAGE_H_

@@ -1,0 +1,43 @@
+// Transport over MPI, used when the job was started by mpirun/mpiexec (or
+// HOROVOD_CONTROLLER=mpi). MPI is initialised and used only by the core's
+// background thread.
+#ifndef TFHVD_COMMON_MPI_MPI_TRANSPORT_H_
+#define TFHVD_COMMON_MPI_MPI_TRANSPORT_H_
+
+#include <mpi.h>
+
+#include "cc/common/transport.h"
+
+namespace tfhvd {
+
+class MpiTransport : public Transport {
+ public:
+  const char* name() const override { return "mpi"; }
+  Status Init(Topology* topology) override;
+  void Finalize() override;
+  Status GatherBytes(const std::string& mine, std::vector<std::string>* all) override;
+  Status BroadcastBytes(std::string* data, int root) override;
+  Status BitwiseOr(uint64_t* words, size_t n) override;
+  Status Allreduce(void* buffer, int64_t count, DataType dtype, ReduceOp op) override;
+  Status Allgatherv(const void* in, void* out,
+                    const std::vector<int64_t>& bytes_per_rank) override;
+  Status Broadcast(void* buffer, int64_t bytes, int root) override;
+  Status Alltoallv(const void* in, const std::vector<int64_t>& send_bytes, void* out,
+                   const std::vector<int64_t>& recv_bytes) override;
+  Status Barrier() override;
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Datatype float16_type_ = MPI_DATATYPE_NULL;
+  MPI_Datatype bfloat16_type_ = MPI_DATATYPE_NULL;
+  // User-defined MPI_Ops for float16 [0] and bfloat16 [1], one per ReduceOp,
+  // created on first use.
+  MPI_Op ops16_[2][6];
+  bool ops16_made_[2][6] = {};
+  bool we_initialized_ = false;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace tfhvd
+
+#endif  // TFHVD_COMMON_MPI_MPI_TRANSPORT_H_

@@ -1,0 +1,253 @@
+#include "cc/common/operations.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "cc/common/collective_ops.h"
+#include "cc/common/controller.h"
+#include "cc/common/local_transport.h"
+#include "cc/common/logging.h"
+#include "cc/common/parameters.h"
+#if HAVE_GLOO
+#include "cc/common/gloo/gloo_transport.h"
+#endif
+#if HAVE_MPI
+#include "cc/common/mpi/mpi_transport.h"
+#endif
+
+namespace tfhvd {
+
+namespace {
+
+struct GlobalState {
+  std::mutex mutex;  // guards start/stop
+  std::thread background;
+  std::atomic<bool> running{false};
+  std::atomic<bool> shutdown_requested{false};
+  // Why the core stopped (shutdown or a fatal transport error); returned by
+  // Enqueue after the loop ended.
+  std::mutex status_mutex;
+  Status stopped_status = Status::Precondition(
+      "Horovod has not been initialized; use hvd.init().");
+  std::unique_ptr<TensorQueue> queue;
+  std::unique_ptr<Transport> transport;
+  Topology topology;
+  Parameters params;
+};
+
+GlobalState& State() {
+  static GlobalState* state = new GlobalState();  // never destroyed: see Shutdown
+  return *state;
+}
+
+bool EnvSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+Status CreateTransport(std::unique_ptr<Transport>* out) {
+  std::string choice = EnvSet("HOROVOD_CONTROLLER") ? std::getenv("HOROVOD_CONTROLLER") : "";
+  bool under_mpi = EnvSet("PMI_RANK") || EnvSet("PMI_SIZE") || EnvSet("OMPI_COMM_WORLD_RANK");
+  if (choice.empty()) {
+    if (under_mpi) choice = "mpi";
+    else if (EnvSet("HOROVOD_RANK")) choice = "gloo";
+    else choice = "local";
+  }
+  if (choice == "mpi") {
+#if HAVE_MPI
+    out->reset(new MpiTransport());
+    return Status();
+#else
+    return Status::Precondition("this tf_hvd build has no MPI support");
+#endif
+  }
+  if (choice == "gloo") {
+#if HAVE_GLOO
+    if (!EnvSet("HOROVOD_RANK")) {
+      out->reset(new LocalTransport());
+      return Status();
+    }
+    out->reset(new GlooTransport());
+    return Status();
+#else
+    return Status::Precondition("this tf_hvd build has no Gloo support");
+#endif
+  }
+  if (choice == "local") {
+    out->reset(new LocalTransport());
+    return Status();
+  }
+  return Status::InvalidArgument("HOROVOD_CONTROLLER='" + choice +
+                                 "' is not one of: gloo, mpi");
+}
+
+void SetStopped(GlobalState& st, const Status& s) {
+  std::lock_guard<std::mutex> lock(st.status_mutex);
+  st.stopped_status = s;
+}
+
+// The background loop: wait for work (or the cycle time), negotiate, perform.
+void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready) {
+  Status s = st->transport->Init(&st->topology);
+  if (s.ok()) SetLogRank(st->topology.rank);
+  ready->set_value(s);
+  if (!s.ok()) return;
+  TFHVD_LOG(DEBUG) << "background thread started: transport " << st->transport->name()
+                   << ", rank " << st->topology.rank << " of " << st->topology.size;
+  Controller controller(st->transport.get(), st->topology, st->params, st->queue.get());
+  CollectiveOps ops(st->transport.get(), st->topology);
+  auto cycle = std::chrono::microseconds(static_cast<int64_t>(st->params.cycle_time_ms * 1000));
+  Status final_status = Status::Aborted(
+      "Horovod has been shut down (hvd.shutdown() was called or a rank exited); "
+      "this collective did not run");
+  for (;;) {
+    st->queue->WaitForWork(cycle);
+    ResponseList list;
+    s = controller.ComputeResponseList(st->shutdown_requested.load(), &list);
+    if (!s.ok()) {
+      final_status = s;
+      TFHVD_LOG(ERROR) << "negotiation failed, stopping: " << s.message();
+      break;
+    }
+    bool fatal = false;
+    for (const Response& r : list.responses) {
+      std::vector<TensorTableEntry> entries(r.names.size());
+      std::vector<bool> present(r.names.size());
+      std::vector<Request> own(r.names.size());
+      for (size_t i = 0; i < r.names.size(); ++i) {
+        present[i] = st->queue->Take(r.names[i], &entries[i]);
+        own[i] = entries[i].request;
+      }
+      controller.CacheResponse(r, own);
+      s = ops.Perform(r, entries, present);
+      if (!s.ok()) {
+        final_status = s;
+        fatal = true;
+        TFHVD_LOG(ERROR) << "collective failed, stopping: " << s.message();
+        break;
+      }
+    }
+    if (fatal || list.shutdown) break;
+  }
+  SetStopped(*st, final_status);
+  st->running = false;
+  st->queue->FailAll(final_status);
+  st->transport->Finalize();
+}
+
+}  // namespace
+
+Status Initialize() {
+  GlobalState& st = State();
+  std::lock_guard<std::mutex> lock(st.mutex);
+  if (st.running) return Status();
+  if (st.background.joinable()) st.background.join();
+  st.params = Parameters::FromEnvironment();
+  st.queue.reset(new TensorQueue());
+  st.shutdown_requested = false;
+  Status s = CreateTransport(&st.transport);
+  if (!s.ok()) return s;
+  auto ready = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = ready->get_future();
+  st.running = true;
+  st.background = std::thread(BackgroundLoop, &st, ready);
+  s = result.get();
+  if (!s.ok()) {
+    st.running = false;
+    st.background.join();
+    SetStopped(st, Status::Precondition("Horovod initialization failed: " + s.message()));
+    return Status(s.code(), "Horovod initialization failed (" +
+                                std::string(st.transport->name()) + "): " + s.message());
+  }
+  SetStopped(st, Status());
+  return Status();
+}
+
+void Shutdown() {
+  GlobalState& st = State();
+  std::lock_guard<std::mutex> lock(st.mutex);
+  if (st.background.joinable()) {
+    st.shutdown_requested = true;
+    st.queue->Notify();
+    st.background.join();
+  }
+  SetStopped(st, Status::Aborted(
+                     "Horovod has been shut down; call hvd.init() again to use collectives"));
+}
+
+bool IsInitialized() { return State().running.load(); }
+
+Status CheckInitialized() {
+  GlobalState& st = State();
+  if (st.running) return Status();
+  std::lock_guard<std::mutex> lock(st.status_mutex);
+  if (st.stopped_status.ok()) {
+    return Status::Precondition("Horovod has not been initialized; use hvd.init().");
+  }
+  return st.stopped_status;
+}
+
+Topology GetTopology() { return State().topology; }
+
+const char* TransportName() {
+  GlobalState& st = State();
+  return st.transport ? st.transport->name() : "none";
+}
+
+Status Enqueue(TensorTableEntry entry) {
+  GlobalState& st = State();
+  Status s = CheckInitialized();
+  if (!s.ok()) return s;
+  const Request& q = entry.request;
+  const int size = st.topology.size;
+  if ((q.type == OpType::ALLGATHER || q.type == OpType::ALLTOALL ||
+       q.type == OpType::REDUCESCATTER) && q.shape.empty()) {
+    return Status::InvalidArgument("tensor '" + q.name + "': " + OpTypeName(q.type) +
+                                   " needs a tensor of rank >= 1, got a scalar");
+  }
+  if (q.type == OpType::ALLREDUCE && q.reduce_op == ReduceOp::ADASUM) {
+    return Status::InvalidArgument("tensor '" + q.name + "': Adasum is not supported yet");
+  }
+  if (q.type == OpType::REDUCESCATTER && q.reduce_op != ReduceOp::SUM &&
+      q.reduce_op != ReduceOp::AVERAGE) {
+    return Status::InvalidArgument("tensor '" + q.name +
+                                   "': reducescatter supports only Sum and Average, got " +
+                                   ReduceOpName(q.reduce_op));
+  }
+  if (q.type == OpType::BROADCAST && (q.root_rank < 0 || q.root_rank >= size)) {
+    return Status::InvalidArgument("tensor '" + q.name + "': root_rank " +
+                                   std::to_string(q.root_rank) + " is out of range for " +
+                                   std::to_string(size) + " ranks");
+  }
+  if (q.type == OpType::ALLTOALL) {
+    if (entry.splits.empty()) {
+      if (q.shape[0] % size != 0) {
+        return Status::InvalidArgument(
+            "tensor '" + q.name + "': alltoall without splits needs dimension 0 (" +
+            std::to_string(q.shape[0]) + ") divisible by the number of ranks (" +
+            std::to_string(size) + ")");
+      }
+      entry.splits.assign(static_cast<size_t>(size), static_cast<int32_t>(q.shape[0] / size));
+    }
+    int64_t sum = 0;
+    bool negative = false;
+    for (int32_t v : entry.splits) { sum += v; negative |= v < 0; }
+    if (entry.splits.size() != static_cast<size_t>(size) || sum != q.shape[0] || negative) {
+      return Status::InvalidArgument(
+          "tensor '" + q.name + "': alltoall splits must have one non-negative entry per rank (" +
+          std::to_string(size) + ") summing to dimension 0 (" + std::to_string(q.shape[0]) +
+          "), got " + std::to_string(entry.splits.size()) + " entries summing to " +
+          std::to_string(sum));
+    }
+  }
+  return st.queue->Add(std::move(entry));
+}
+
+}  // namespace tfhvd

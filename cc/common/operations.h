@@ -1,0 +1,29 @@
+// The core's public entry points: start and stop the background thread, query
+// the topology, and hand tensors to it. Framework adapters call only these.
+#ifndef TFHVD_COMMON_OPERATIONS_H_
+#define TFHVD_COMMON_OPERATIONS_H_
+
+#include "cc/common/tensor_queue.h"
+#include "cc/common/transport.h"
+
+namespace tfhvd {
+
+// Starts the background thread, which selects and connects the transport.
+// Blocks until that is done; idempotent while running.
+Status Initialize();
+// Asks every rank to shut down, completes pending ops with an error, joins
+// the background thread.
+void Shutdown();
+bool IsInitialized();
+// FAILED_PRECONDITION unless initialized (and not shut down).
+Status CheckInitialized();
+Topology GetTopology();
+const char* TransportName();  // "gloo", "mpi" or "local"
+
+// Hands one tensor to the background thread. On error the callback is NOT
+// called; the caller completes the op with the returned status.
+Status Enqueue(TensorTableEntry entry);
+
+}  // namespace tfhvd
+
+#endif  // TFHVD_COMMON_OPERATIONS_H_

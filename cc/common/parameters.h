@@ -1,0 +1,22 @@
+// Tunable knobs of the core, read from Horovod's environment variables.
+#ifndef TFHVD_COMMON_PARAMETERS_H_
+#define TFHVD_COMMON_PARAMETERS_H_
+
+#include <cstdint>
+
+namespace tfhvd {
+
+struct Parameters {
+  int64_t fusion_threshold_bytes = 64 * 1024 * 1024;  // HOROVOD_FUSION_THRESHOLD; 0 = off
+  double cycle_time_ms = 1.0;                          // HOROVOD_CYCLE_TIME
+  int64_t cache_capacity = 1024;                       // HOROVOD_CACHE_CAPACITY; 0 = off
+  bool stall_check = true;                             // !HOROVOD_STALL_CHECK_DISABLE
+  double stall_warning_s = 60.0;                       // HOROVOD_STALL_CHECK_TIME_SECONDS
+  double stall_shutdown_s = 0.0;                       // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
+
+  static Parameters FromEnvironment();
+};
+
+}  // namespace tfhvd
+
+#endif  // TFHVD_COMMON_PARAMETERS_H_

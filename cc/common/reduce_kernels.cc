@@ -1,0 +1,151 @@
+#include "cc/common/reduce_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cc/common/half.h"
+
+namespace tfhvd {
+
+namespace {
+
+template <typename T>
+void ReduceTyped(ReduceOp op, T* dst, const T* a, const T* b, size_t n) {
+  switch (op) {
+    case ReduceOp::MIN:
+      for (size_t i = 0; i < n; ++i) dst[i] = std::min(a[i], b[i]);
+      break;
+    case ReduceOp::MAX:
+      for (size_t i = 0; i < n; ++i) dst[i] = std::max(a[i], b[i]);
+      break;
+    case ReduceOp::PRODUCT:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(a[i] * b[i]);
+      break;
+    default:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(a[i] + b[i]);
+      break;
+  }
+}
+
+// 16-bit floats: widen to float, combine, round once.
+template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
+void Reduce16(ReduceOp op, uint16_t* dst, const uint16_t* a, const uint16_t* b,
+              size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    float x = ToF(a[i]), y = ToF(b[i]), r;
+    switch (op) {
+      case ReduceOp::MIN: r = std::fmin(x, y); break;
+      case ReduceOp::MAX: r = std::fmax(x, y); break;
+      case ReduceOp::PRODUCT: r = x * y; break;
+      default: r = x + y; break;
+    }
+    dst[i] = FromF(r);
+  }
+}
+
+template <typename T>
+void ScaleTyped(T* buf, size_t n, double factor) {
+  for (size_t i = 0; i < n; ++i) {
+    if (std::numeric_limits<T>::is_integer) {
+      buf[i] = static_cast<T>(std::llround(static_cast<double>(buf[i]) * factor));
+    } else {
+      buf[i] = static_cast<T>(buf[i] * factor);
+    }
+  }
+}
+
+template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
+void Scale16(uint16_t* buf, size_t n, double factor) {
+  for (size_t i = 0; i < n; ++i)
+    buf[i] = FromF(static_cast<float>(ToF(buf[i]) * factor));
+}
+
+template <typename T>
+void DivideTyped(T* buf, size_t n, int64_t divisor) {
+  for (size_t i = 0; i < n; ++i) buf[i] = static_cast<T>(buf[i] / static_cast<T>(divisor));
+}
+
+template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
+void Divide16(uint16_t* buf, size_t n, int64_t divisor) {
+  for (size_t i = 0; i < n; ++i)
+    buf[i] = FromF(ToF(buf[i]) / static_cast<float>(divisor));
+}
+
+template <typename T>
+void FillTyped(ReduceOp op, T* buf, size_t n) {
+  T value = 0;
+  if (op == ReduceOp::PRODUCT) value = 1;
+  if (op == ReduceOp::MIN) value = std::numeric_limits<T>::has_infinity
+                                       ? std::numeric_limits<T>::infinity()
+                                       : std::numeric_limits<T>::max();
+  if (op == ReduceOp::MAX) value = std::numeric_limits<T>::has_infinity
+                                       ? -std::numeric_limits<T>::infinity()
+                                       : std::numeric_limits<T>::lowest();
+  std::fill(buf, buf + n, value);
+}
+
+uint16_t Identity16(ReduceOp op, bool bf16) {
+  float v = 0.0f;
+  if (op == ReduceOp::PRODUCT) v = 1.0f;
+  if (op == ReduceOp::MIN) v = std::numeric_limits<float>::infinity();
+  if (op == ReduceOp::MAX) v = -std::numeric_limits<float>::infinity();
+  return bf16 ? FloatToBFloat16(v) : FloatToHalf(v);
+}
+
+}  // namespace
+
+#define TFHVD_DISPATCH(DTYPE, CALL_T, CALL_HALF, CALL_BF16)      \
+  switch (DTYPE) {                                              \
+    case DataType::UINT8: { using T = uint8_t; CALL_T; } break;  \
+    case DataType::BOOL: { using T = uint8_t; CALL_T; } break;   \
+    case DataType::INT8: { using T = int8_t; CALL_T; } break;    \
+    case DataType::UINT16: { using T = uint16_t; CALL_T; } break;\
+    case DataType::INT16: { using T = int16_t; CALL_T; } break;  \
+    case DataType::INT32: { using T = int32_t; CALL_T; } break;  \
+    case DataType::INT64: { using T = int64_t; CALL_T; } break;  \
+    case DataType::FLOAT32: { using T = float; CALL_T; } break;  \
+    case DataType::FLOAT64: { using T = double; CALL_T; } break; \
+    case DataType::FLOAT16: { CALL_HALF; } break;                \
+    case DataType::BFLOAT16: { CALL_BF16; } break;               \
+  }
+
+void ReduceBuffers(DataType dtype, ReduceOp op, void* dst, const void* a,
+                   const void* b, size_t n) {
+  auto* d16 = static_cast<uint16_t*>(dst);
+  auto* a16 = static_cast<const uint16_t*>(a);
+  auto* b16 = static_cast<const uint16_t*>(b);
+  TFHVD_DISPATCH(dtype,
+      ReduceTyped<T>(op, static_cast<T*>(dst), static_cast<const T*>(a),
+                     static_cast<const T*>(b), n),
+      (Reduce16<HalfToFloat, FloatToHalf>(op, d16, a16, b16, n)),
+      (Reduce16<BFloat16ToFloat, FloatToBFloat16>(op, d16, a16, b16, n)))
+}
+
+void ScaleBuffer(DataType dtype, void* buf, size_t n, double factor) {
+  if (factor == 1.0) return;
+  auto* b16 = static_cast<uint16_t*>(buf);
+  TFHVD_DISPATCH(dtype, ScaleTyped<T>(static_cast<T*>(buf), n, factor),
+                 (Scale16<HalfToFloat, FloatToHalf>(b16, n, factor)),
+                 (Scale16<BFloat16ToFloat, FloatToBFloat16>(b16, n, factor)))
+}
+
+void DivideBuffer(DataType dtype, void* buf, size_t n, int64_t divisor) {
+  if (divisor == 1) return;
+  auto* b16 = static_cast<uint16_t*>(buf);
+  TFHVD_DISPATCH(dtype, DivideTyped<T>(static_cast<T*>(buf), n, divisor),
+                 (Divide16<HalfToFloat, FloatToHalf>(b16, n, divisor)),
+                 (Divide16<BFloat16ToFloat, FloatToBFloat16>(b16, n, divisor)))
+}
+
+void FillIdentity(DataType dtype, ReduceOp op, void* buf, size_t n) {
+  auto* b16 = static_cast<uint16_t*>(buf);
+  TFHVD_DISPATCH(dtype, FillTyped<T>(op, static_cast<T*>(buf), n),
+                 (std::fill(b16, b16 + n, Identity16(op, false))),
+                 (std::fill(b16, b16 + n, Identity16(op, true))))
+}
+
+#undef TFHVD_DISPATCH
+
+}  // namespace tfhvd

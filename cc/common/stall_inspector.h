@@ -1,0 +1,35 @@
+// Watches tensors that some ranks submitted and others did not: warns (on the
+// coordinator) naming the missing ranks after HOROVOD_STALL_CHECK_TIME_SECONDS
+// and, with HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, turns the stall into an error.
+#ifndef TFHVD_COMMON_STALL_INSPECTOR_H_
+#define TFHVD_COMMON_STALL_INSPECTOR_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "cc/common/parameters.h"
+
+namespace tfhvd {
+
+class StallInspector {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit StallInspector(const Parameters& params) : params_(params) {}
+
+  // Called per pending tensor each round. Logs a warning at most once per
+  // warning period; returns true when the tensor has stalled past the
+  // shutdown time and should fail. *message describes the stall.
+  bool Check(const std::string& name, const char* op, Clock::time_point first_seen,
+             const std::vector<bool>& submitted, std::string* message);
+  void StartRound();
+
+ private:
+  Parameters params_;
+  Clock::time_point last_warning_{};
+  bool warn_this_round_ = false;
+};
+
+}  // namespace tfhvd
+
+#endif  // TFHVD_COMMON_STALL_INSPECTOR_H_

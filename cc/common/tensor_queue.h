@@ -1,0 +1,66 @@
+// The table of tensors that ops have handed to the core and that wait for the
+// background thread, plus the queue of their not-yet-negotiated requests.
+#ifndef TFHVD_COMMON_TENSOR_QUEUE_H_
+#define TFHVD_COMMON_TENSOR_QUEUE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cc/common/common.h"
+#include "cc/common/message.h"
+
+namespace tfhvd {
+
+struct TensorTableEntry {
+  Request request;  // name, op, dtype, shape, root, reduce op, scaling
+  const void* input = nullptr;
+  // Preallocated output for ops whose output shape equals the input's
+  // (allreduce, broadcast); may equal input (in place).
+  void* output = nullptr;
+  // For ops whose output shape is known only after negotiation (allgather,
+  // alltoall, reducescatter). Called from the background thread.
+  std::function<Status(const Shape&, void**)> allocate_output;
+  std::vector<int32_t> splits;             // alltoall: rows sent to each rank
+  int32_t* received_splits = nullptr;      // alltoall: [size] rows received
+  int32_t* join_result = nullptr;          // join: last rank that joined
+  std::function<void(const Status&)> callback;
+  std::chrono::steady_clock::time_point enqueued;
+};
+
+class TensorQueue {
+ public:
+  // Fails if a tensor of the same name is already in flight.
+  Status Add(TensorTableEntry entry);
+  // Moves requests added since the last call into *out (in enqueue order).
+  void PopNewRequests(std::vector<Request>* out);
+  // Blocks until new requests arrive, Notify() is called or timeout passes.
+  void WaitForWork(std::chrono::microseconds timeout);
+  void Notify();
+  // Moves the entry for name out of the table; false if this rank has none
+  // (a rank that joined early).
+  bool Take(const std::string& name, TensorTableEntry* out);
+  bool Contains(const std::string& name);
+  // Completes every waiting entry with status, empties the table and refuses
+  // later Adds with the same status.
+  void FailAll(const Status& status);
+  size_t size();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::unordered_map<std::string, TensorTableEntry> table_;
+  std::deque<Request> new_requests_;
+  bool notified_ = false;
+  bool closed_ = false;
+  Status closed_status_;
+};
+
+}  // namespace tfhvd
+
+#endif  // TFHVD_COMMON_TENSOR_QUEUE_H_

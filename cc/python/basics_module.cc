@@ -1,0 +1,68 @@
+// The pybind11 module tf_hvd._hvd: the basics (init, shutdown, size, rank,
+// ...) over the same core state the TensorFlow ops use, since both live in
+// one shared library.
+#include <pybind11/pybind11.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "cc/common/operations.h"
+
+namespace py = pybind11;
+
+namespace {
+
+const char kNotInitialized[] = "Horovod has not been initialized; use hvd.init().";
+
+tfhvd::Topology RequireTopology() {
+  if (!tfhvd::IsInitialized()) throw py::value_error(kNotInitialized);
+  return tfhvd::GetTopology();
+}
+
+bool TransportIs(const char* name) {
+  return tfhvd::IsInitialized() && std::string(tfhvd::TransportName()) == name;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_hvd, m) {
+  m.doc() = "tf_hvd core: process topology and lifecycle";
+  m.def(
+      "init",
+      [] {
+        tfhvd::Status s;
+        {
+          py::gil_scoped_release release;
+          s = tfhvd::Initialize();
+        }
+        if (!s.ok()) throw std::runtime_error(s.message());
+      },
+      "Starts the background thread and connects to the other ranks.");
+  m.def("shutdown", [] {
+    py::gil_scoped_release release;
+    tfhvd::Shutdown();
+  });
+  m.def("is_initialized", [] { return tfhvd::IsInitialized(); });
+  m.def("size", [] { return RequireTopology().size; });
+  m.def("rank", [] { return RequireTopology().rank; });
+  m.def("local_size", [] { return RequireTopology().local_size; });
+  m.def("local_rank", [] { return RequireTopology().local_rank; });
+  m.def("cross_size", [] { return RequireTopology().cross_size; });
+  m.def("cross_rank", [] { return RequireTopology().cross_rank; });
+  m.def("is_homogeneous", [] { return RequireTopology().homogeneous; });
+  m.def("transport", [] { return std::string(tfhvd::TransportName()); });
+  m.def("mpi_built", [] { return HAVE_MPI + 0 == 1; });
+  m.def("gloo_built", [] { return HAVE_GLOO + 0 == 1; });
+#if HAVE_NCCL
+  m.def("nccl_built", [] { return true; });
+#else
+  m.def("nccl_built", [] { return false; });
+#endif
+#if HAVE_CUDA
+  m.def("cuda_built", [] { return true; });
+#else
+  m.def("cuda_built", [] { return false; });
+#endif
+  m.def("mpi_enabled", [] { return TransportIs("mpi"); });
+  m.def("gloo_enabled", [] { return TransportIs("gloo"); });
+}

@@ -1,0 +1,49 @@
+"""pip-installable tf_hvd: `pip install .` builds tf_hvd/_hvd.so with Bazel (tools/build_lib.sh).
+
+The library is built against the TensorFlow of the Python running pip (PYTHON_BIN_PATH
+overrides). Extra Bazel flags: TF_HVD_BAZEL_FLAGS="--config=cuda" pip install .
+"""
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+class BazelBuildExt(build_ext):
+    """Builds the single Bazel target //:_hvd.so instead of compiling with distutils."""
+
+    def get_ext_filename(self, fullname):
+        # tf_hvd._hvd -> tf_hvd/_hvd.so (the name the package loads; no ABI tag).
+        return os.path.join(*fullname.split(".")) + ".so"
+
+    def build_extension(self, ext):
+        env = dict(os.environ)
+        env.setdefault("PYTHON_BIN_PATH", sys.executable)
+        flags = shlex.split(env.get("TF_HVD_BAZEL_FLAGS", ""))
+        subprocess.check_call([os.path.join(ROOT, "tools", "build_lib.sh")] + flags,
+                              cwd=ROOT, env=env)
+        built = os.path.join(ROOT, "tf_hvd", "_hvd.so")
+        dest = os.path.abspath(self.get_ext_fullpath(ext.name))
+        if dest != built:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copyfile(built, dest)
+            os.chmod(dest, 0o755)
+
+
+setup(
+    name="tf_hvd",
+    version="0.1.0",
+    description="Horovod-style data-parallel training for TensorFlow 2.21 / Keras 3",
+    python_requires=">=3.9",
+    packages=find_packages(where=ROOT, include=["tf_hvd", "tf_hvd.*"]),
+    ext_modules=[Extension("tf_hvd._hvd", sources=[])],
+    cmdclass={"build_ext": BazelBuildExt},
+    entry_points={"console_scripts": ["tfhvdrun = tf_hvd.runner.launch:main"]},
+    zip_safe=False,
+)

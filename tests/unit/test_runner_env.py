@@ -1,0 +1,253 @@
+"""What each rank is started with: HOROVOD_* variables, ssh and mpiexec command lines."""
+
+import os
+import shlex
+import stat
+import sys
+
+import pytest
+
+from tf_hvd.runner import args as cli
+from tf_hvd.runner import env as rank_env
+from tf_hvd.runner import mpi, network, ssh
+from tf_hvd.runner.plan import Plan
+
+
+def _plan(argv, local_hosts=("localhost",)):
+    return Plan(cli.parse(argv), is_local=lambda h: h in local_hosts)
+
+
+# -- knobs ----------------------------------------------------------------------------
+
+def test_no_knobs_by_default():
+    assert rank_env.knob_env(cli.parse(["-np", "1", "x"])) == {}
+
+
+def test_knob_env_mapping():
+    a = cli.parse(["-np", "1", "--fusion-threshold-mb", "32", "--cycle-time-ms", "2.5",
+                   "--cache-capacity", "512", "--timeline-filename", "/tmp/t.json",
+                   "--timeline-mark-cycles", "--log-level", "warning", "--no-stall-check",
+                   "--stall-check-warning-time-seconds", "30",
+                   "--stall-check-shutdown-time-seconds", "90.5", "--start-timeout", "45",
+                   "--network-interface", "eth0", "x"])
+    assert rank_env.knob_env(a) == {
+        "HOROVOD_FUSION_THRESHOLD": str(32 * 1024 * 1024),
+        "HOROVOD_CYCLE_TIME": "2.5",
+        "HOROVOD_CACHE_CAPACITY": "512",
+        "HOROVOD_TIMELINE": "/tmp/t.json",
+        "HOROVOD_TIMELINE_MARK_CYCLES": "1",
+        "HOROVOD_LOG_LEVEL": "WARNING",
+        "HOROVOD_STALL_CHECK_DISABLE": "1",
+        "HOROVOD_STALL_CHECK_TIME_SECONDS": "30",
+        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "90.5",
+        "HOROVOD_GLOO_TIMEOUT_SECONDS": "45",
+        "HOROVOD_GLOO_IFACE": "eth0",
+    }
+
+
+def test_knob_env_fractional_mb_and_disable_cache():
+    a = cli.parse(["-np", "1", "--fusion-threshold-mb", "0.5", "--cycle-time-ms", "1",
+                   "--cache-capacity", "9", "--disable-cache", "x"])
+    env = rank_env.knob_env(a)
+    assert env["HOROVOD_FUSION_THRESHOLD"] == str(512 * 1024)
+    assert env["HOROVOD_CYCLE_TIME"] == "1"
+    assert env["HOROVOD_CACHE_CAPACITY"] == "0"
+
+
+# -- Gloo rank environment ---------------------------------------------------------------
+
+def test_local_gloo_envs():
+    plan = _plan(["-np", "3", "--cycle-time-ms", "5", "python", "t.py"])
+    assert plan.all_local and plan.launcher_address() == "127.0.0.1"
+    assert plan.rendezvous_bind_address() == "127.0.0.1"
+    envs = plan.gloo_envs("127.0.0.1", 4242)
+    for r, env in enumerate(envs):
+        assert env == {
+            "HOROVOD_RANK": str(r), "HOROVOD_SIZE": "3",
+            "HOROVOD_LOCAL_RANK": str(r), "HOROVOD_LOCAL_SIZE": "3",
+            "HOROVOD_CROSS_RANK": "0", "HOROVOD_CROSS_SIZE": "1",
+            "HOROVOD_HOSTNAME": "127.0.0.1",
+            "HOROVOD_GLOO_RENDEZVOUS_ADDR": "127.0.0.1",
+            "HOROVOD_GLOO_RENDEZVOUS_PORT": "4242",
+            "HOROVOD_CONTROLLER": "gloo",
+            "HOROVOD_CYCLE_TIME": "5",
+        }
+
+
+def test_multi_host_gloo_envs(monkeypatch):
+    monkeypatch.setattr(network, "address_towards", lambda host: "10.1.1.1")
+    plan = _plan(["-np", "5", "-H", "localhost:2,node2:2,node3:2", "python", "t.py"])
+    assert not plan.all_local and plan.any_local
+    assert plan.launcher_address() == "10.1.1.1"
+    assert plan.rendezvous_bind_address() == "0.0.0.0"
+    envs = plan.gloo_envs("10.1.1.1", 5555)
+    table = [(e["HOROVOD_RANK"], e["HOROVOD_HOSTNAME"], e["HOROVOD_LOCAL_RANK"],
+              e["HOROVOD_LOCAL_SIZE"], e["HOROVOD_CROSS_RANK"], e["HOROVOD_CROSS_SIZE"])
+             for e in envs]
+    assert table == [
+        ("0", "10.1.1.1", "0", "2", "0", "3"),
+        ("1", "10.1.1.1", "1", "2", "0", "2"),
+        ("2", "node2", "0", "2", "1", "3"),
+        ("3", "node2", "1", "2", "1", "2"),
+        ("4", "node3", "0", "1", "2", "3"),
+    ]
+    assert all(e["HOROVOD_SIZE"] == "5" for e in envs)
+    assert all(e["HOROVOD_GLOO_RENDEZVOUS_ADDR"] == "10.1.1.1" for e in envs)
+    assert all(e["HOROVOD_GLOO_RENDEZVOUS_PORT"] == "5555" for e in envs)
+    assert plan.mpi_hosts_arg() == "localhost:2,node2:2,node3:1"
+
+
+def test_hostfile_plan(tmp_path, monkeypatch):
+    monkeypatch.setattr(network, "address_towards", lambda host: "10.0.0.9")
+    hf = tmp_path / "hosts"
+    hf.write_text("a slots=1\nb slots=3\n")
+    plan = _plan(["-np", "4", "--hostfile", str(hf), "x"], local_hosts=())
+    assert not plan.any_local
+    envs = plan.gloo_envs("10.0.0.9", 1)
+    assert [e["HOROVOD_HOSTNAME"] for e in envs] == ["a", "b", "b", "b"]
+    assert [e["HOROVOD_LOCAL_RANK"] for e in envs] == ["0", "0", "1", "2"]
+    assert [e["HOROVOD_CROSS_RANK"] for e in envs] == ["0", "1", "0", "0"]
+    assert [e["HOROVOD_CROSS_SIZE"] for e in envs] == ["2", "2", "1", "1"]
+
+
+def test_not_enough_slots():
+    with pytest.raises(cli.UsageError, match="more than the 4 slot"):
+        _plan(["-np", "5", "-H", "a:2,b:2", "x"])
+
+
+def test_process_env_keeps_base_and_sets_unbuffered():
+    env = rank_env.process_env({"PATH": "/bin", "KEEP": "1"}, {"HOROVOD_RANK": "3"})
+    assert env == {"PATH": "/bin", "KEEP": "1", "HOROVOD_RANK": "3", "PYTHONUNBUFFERED": "1"}
+    env = rank_env.process_env({"PYTHONUNBUFFERED": ""}, {})
+    assert env["PYTHONUNBUFFERED"] == ""
+
+
+def test_forwarded_env_selects_variables():
+    base = {"PATH": "/p", "PYTHONPATH": "/pp", "HOME": "/root", "SECRET_TOKEN": "x",
+            "TF_CPP_MIN_LOG_LEVEL": "2", "NCCL_DEBUG": "INFO", "HOROVOD_LOG_LEVEL": "debug"}
+    env = rank_env.forwarded_env(base, {"HOROVOD_RANK": "1"})
+    assert env == {"PATH": "/p", "PYTHONPATH": "/pp", "TF_CPP_MIN_LOG_LEVEL": "2",
+                   "NCCL_DEBUG": "INFO", "HOROVOD_LOG_LEVEL": "debug",
+                   "HOROVOD_RANK": "1", "PYTHONUNBUFFERED": "1"}
+
+
+# -- ssh ------------------------------------------------------------------------------
+
+def test_ssh_command_construction():
+    argv = ssh.ssh_command("node2", ["python", "train.py", "--name", "a b", "it's"],
+                           {"HOROVOD_RANK": "2", "X": "has space"}, "/work/my dir")
+    assert argv[:4] == ["ssh", "-o", "BatchMode=yes", "node2"]
+    assert len(argv) == 5
+    remote = argv[4]
+    assert remote.startswith("cd '/work/my dir' && env ")
+    # What the remote shell will execute, word by word:
+    words = shlex.split(remote)
+    assert words == ["cd", "/work/my dir", "&&", "env", "HOROVOD_RANK=2", "X=has space",
+                     "python", "train.py", "--name", "a b", "it's"]
+
+
+def test_ssh_command_port_and_identity():
+    argv = ssh.ssh_command("me@h", ["prog"], {}, "/w", ssh_port=2222, identity_file="/k/id")
+    assert argv[:8] == ["ssh", "-o", "BatchMode=yes", "-p", "2222", "-i", "/k/id", "me@h"]
+    assert shlex.split(argv[8]) == ["cd", "/w", "&&", "env", "prog"]
+
+
+def test_plan_rank_argv_local_and_remote(monkeypatch):
+    monkeypatch.setattr(network, "address_towards", lambda host: "10.1.1.1")
+    plan = _plan(["-np", "3", "-H", "localhost:2,node2:1", "-p", "2200",
+                  "python", "t.py", "--lr", "0.1"])
+    envs = plan.gloo_envs("10.1.1.1", 7)
+    argv0, local0 = plan.rank_argv(plan.slots[0], envs[0], "/cwd")
+    assert local0 and argv0 == ["python", "t.py", "--lr", "0.1"]
+    argv2, local2 = plan.rank_argv(plan.slots[2], envs[2], "/cwd",
+                                   base_env={"PATH": "/venv/bin:/bin", "HOME": "/root"})
+    assert not local2
+    assert argv2[:6] == ["ssh", "-o", "BatchMode=yes", "-p", "2200", "node2"]
+    words = shlex.split(argv2[6])
+    assert words[:4] == ["cd", "/cwd", "&&", "env"]
+    assignments = dict(w.split("=", 1) for w in words[4:-4])
+    assert assignments["HOROVOD_RANK"] == "2"
+    assert assignments["HOROVOD_HOSTNAME"] == "node2"
+    assert assignments["HOROVOD_GLOO_RENDEZVOUS_ADDR"] == "10.1.1.1"
+    assert assignments["PATH"] == "/venv/bin:/bin"
+    assert "HOME" not in assignments
+    assert words[-4:] == ["python", "t.py", "--lr", "0.1"]
+
+
+# -- mpiexec ----------------------------------------------------------------------------
+
+def _fake_exe(path):
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def test_find_mpiexec_prefers_python_bin_dir(tmp_path):
+    bindir = tmp_path / "bin"
+    other = tmp_path / "other"
+    bindir.mkdir()
+    other.mkdir()
+    mine = _fake_exe(bindir / "mpiexec")
+    _fake_exe(other / "mpiexec")
+    assert mpi.find_mpiexec(str(bindir), str(other)) == mine
+
+
+def test_find_mpiexec_falls_back_to_path(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    theirs = _fake_exe(other / "mpiexec")
+    assert mpi.find_mpiexec(str(tmp_path), str(other)) == theirs
+    assert mpi.find_mpiexec(str(tmp_path), str(tmp_path / "empty")) is None
+
+
+def test_find_mpiexec_default_is_venv():
+    venv_mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.path.exists(venv_mpiexec):
+        pytest.skip("no mpiexec next to this python")
+    assert mpi.find_mpiexec() == venv_mpiexec
+    assert mpi.mpi_flavor(venv_mpiexec) == mpi.HYDRA
+
+
+def test_mpiexec_command_hydra():
+    argv = mpi.mpiexec_command("/v/bin/mpiexec", mpi.HYDRA, 4, "a:2,b:2",
+                               {"HOROVOD_CONTROLLER": "mpi", "HOROVOD_CYCLE_TIME": "5"},
+                               ["python", "t.py"], output_dir="/o", status_dir="/s",
+                               python="/v/bin/python")
+    assert argv == ["/v/bin/mpiexec", "-n", "4", "-hosts", "a:2,b:2",
+                    "-genv", "HOROVOD_CONTROLLER", "mpi", "-genv", "HOROVOD_CYCLE_TIME", "5",
+                    "/v/bin/python", mpi.WRAPPER_PATH, "--output-filename", "/o",
+                    "--status-dir", "/s", "--", "python", "t.py"]
+
+
+def test_mpiexec_command_openmpi_local():
+    argv = mpi.mpiexec_command("mpiexec", mpi.OPENMPI, 2, None, {"HOROVOD_CONTROLLER": "mpi"},
+                               ["./prog"], python="py")
+    assert argv == ["mpiexec", "-n", "2", "-x", "HOROVOD_CONTROLLER=mpi",
+                    "py", mpi.WRAPPER_PATH, "--", "./prog"]
+    argv = mpi.mpiexec_command("mpiexec", mpi.OPENMPI, 2, "a:1,b:1", {}, ["p"], python="py")
+    assert argv[3:5] == ["-H", "a:1,b:1"]
+
+
+def test_wrapper_path_exists():
+    assert os.path.isfile(mpi.WRAPPER_PATH)
+
+
+# -- network ----------------------------------------------------------------------------
+
+def test_is_local_host():
+    assert network.is_local_host("localhost")
+    assert network.is_local_host("127.0.0.1")
+    assert network.is_local_host("127.0.1.1")
+    assert network.is_local_host(__import__("socket").gethostname())
+    assert network.is_local_host("user@localhost")
+    assert not network.is_local_host("no-such-host-tfhvd.invalid")
+
+
+def test_interface_address_loopback():
+    assert network.interface_address("lo") == "127.0.0.1"
+    with pytest.raises(OSError):
+        network.interface_address("nosuchiface0")
+
+
+def test_address_towards_loopback():
+    assert network.address_towards("127.0.0.1").startswith("127.")

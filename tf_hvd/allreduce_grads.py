@@ -1,0 +1,191 @@
+"""Reduce a list of gradients over all ranks.
+
+This is the one function every training wrapper (the TF1 DistributedOptimizer,
+DistributedGradientTape, the Keras DistributedOptimizer and the local gradient
+aggregation helpers) uses to turn local gradients into global ones:
+
+* dense tensors go through ``allreduce`` (or ``grouped_allreduce`` when groups
+  are asked for), with the gradient compression of the caller;
+* ``tf.IndexedSlices`` (embedding gradients) are reduced by gathering the values
+  and the indices of every rank, then scaling the values (Average divides by the
+  number of ranks), unless ``sparse_as_dense`` turns them into dense tensors;
+* ``None`` gradients pass through untouched;
+* with one process the gradients come back unchanged (no op is created).
+"""
+
+import tensorflow as tf
+
+from tf_hvd import basics
+from tf_hvd import ops
+from tf_hvd.compression import Compression
+from tf_hvd.ops import Adasum, Average, Sum
+
+
+def _is_sparse(grad):
+    return isinstance(grad, tf.IndexedSlices)
+
+
+def _scale_factors(op, gradient_predivide_factor):
+    """Split the averaging into a factor applied before and after the sum."""
+    if gradient_predivide_factor == 1.0:
+        return op, 1.0, 1.0
+    if op != Average:
+        raise ValueError(
+            "gradient_predivide_factor is only supported with op=Average "
+            "(got op=%r)" % (op,))
+    # The kernel divides by size for Average; the factors move part of that
+    # division before the sum: sum(g / f) * f / size == mean(g).
+    return Average, 1.0 / gradient_predivide_factor, gradient_predivide_factor
+
+
+def _sparse_reduce(grad, op, prescale_factor, postscale_factor, device_sparse):
+    """Reduce an IndexedSlices gradient with two allgathers."""
+    if op not in (Average, Sum):
+        raise NotImplementedError(
+            "Only Average and Sum are supported for sparse (IndexedSlices) "
+            "gradients; pass sparse_as_dense=True to use op=%r" % (op,))
+    with tf.device(device_sparse):
+        values = grad.values
+        if prescale_factor != 1.0:
+            values = values * tf.cast(prescale_factor, values.dtype)
+        values = ops.allgather(values)
+        indices = ops.allgather(grad.indices)
+        scale = postscale_factor
+        if op == Average:
+            scale = scale / basics.size()
+        if scale != 1.0:
+            values = values * tf.cast(scale, values.dtype)
+    return tf.IndexedSlices(values, indices, dense_shape=grad.dense_shape)
+
+
+def _group_layout(grads, variables, groups):
+    """Return a tuple of index tuples: gradients reduced together.
+
+    Only the positions of dense, not-None gradients appear in the layout.
+    ``groups`` is an int (number of groups, contiguous near-equal chunks) or a
+    list of lists of variables (variables in one inner list form one group;
+    every other gradient is reduced on its own).
+    """
+    dense = [i for i, g in enumerate(grads) if g is not None and not _is_sparse(g)]
+    if not groups:
+        return tuple((i,) for i in dense)
+    if isinstance(groups, int):
+        if groups < 0:
+            raise ValueError("groups must be a non-negative int or a list of "
+                             "lists of variables, got %r" % (groups,))
+        n = min(groups, len(dense)) or 1
+        base, extra = divmod(len(dense), n)
+        layout, start = [], 0
+        for k in range(n):
+            end = start + base + (1 if k < extra else 0)
+            if end > start:
+                layout.append(tuple(dense[start:end]))
+            start = end
+        return tuple(layout)
+    if variables is None:
+        raise ValueError("groups given as lists of variables needs the "
+                         "variables of the gradients")
+    group_of = {}
+    for k, members in enumerate(groups):
+        for v in members:
+            group_of[id(v)] = k
+    by_group = {}
+    layout = []
+    for i in dense:
+        k = group_of.get(id(variables[i]))
+        if k is None:
+            layout.append((i,))
+        elif k in by_group:
+            by_group[k].append(i)
+        else:
+            by_group[k] = [i]
+            layout.append(by_group[k])
+    return tuple(tuple(g) for g in layout)
+
+
+def _check_groups(groups):
+    if groups is None or isinstance(groups, int):
+        return
+    if not isinstance(groups, (list, tuple)) or not all(
+            isinstance(g, (list, tuple)) for g in groups):
+        raise ValueError("groups must be a non-negative int or a list of lists "
+                         "of variables, got %r" % (groups,))
+
+
+def make_allreduce_grads_fn(name, device_dense='', device_sparse='',
+                            compression=Compression.none, sparse_as_dense=False,
+                            op=Average, gradient_predivide_factor=1.0,
+                            groups=None):
+    """Build ``allreduce_grads(grads, variables=None) -> list of gradients``.
+
+    The returned function keeps the positions of ``grads`` (None stays None).
+    Executed eagerly, the reductions of one call run inside one tf.function so
+    that all gradients are submitted together (and fused) instead of one
+    blocking collective after the other.
+    """
+    if op == Adasum:
+        raise NotImplementedError("op=Adasum is not supported by tf_hvd")
+    _check_groups(groups)
+    op, prescale_factor, postscale_factor = _scale_factors(
+        op, gradient_predivide_factor)
+    scope = (name or "DistributedGradients") + "_Allreduce"
+
+    def reduce_all(grads, layout):
+        with tf.name_scope(scope):
+            out = list(grads)
+            for idxs in layout:
+                if len(idxs) == 1:
+                    i = idxs[0]
+                    out[i] = ops.allreduce(
+                        grads[i], device_dense=device_dense,
+                        device_sparse=device_sparse, compression=compression,
+                        op=op, prescale_factor=prescale_factor,
+                        postscale_factor=postscale_factor)
+                else:
+                    reduced = ops.grouped_allreduce(
+                        [grads[i] for i in idxs], device_dense=device_dense,
+                        device_sparse=device_sparse, compression=compression,
+                        op=op, prescale_factor=prescale_factor,
+                        postscale_factor=postscale_factor)
+                    for i, r in zip(idxs, reduced):
+                        out[i] = r
+            for i, g in enumerate(grads):
+                if _is_sparse(g):
+                    out[i] = _sparse_reduce(g, op, prescale_factor,
+                                            postscale_factor, device_sparse)
+            return out
+
+    eager_fns = {}
+
+    def allreduce_grads(grads, variables=None):
+        grads = list(grads)
+        if sparse_as_dense:
+            grads = [tf.convert_to_tensor(g) if _is_sparse(g) else g
+                     for g in grads]
+        if basics.size() == 1:
+            return grads
+        variables = list(variables) if variables is not None else None
+        layout = _group_layout(grads, variables, groups)
+        if not tf.executing_eagerly():
+            return reduce_all(grads, layout)
+        fn = eager_fns.get(layout)
+        if fn is None:
+            fn = tf.function(lambda g: reduce_all(g, layout),
+                             autograph=False, reduce_retracing=True)
+            eager_fns[layout] = fn
+        return list(fn(grads))
+
+    return allreduce_grads
+
+
+# Horovod's private name, kept for users who reached for it.
+_make_allreduce_grads_fn = make_allreduce_grads_fn
+
+
+def groups_from_num_groups(num_groups, groups):
+    """Horovod's deprecated num_groups argument folded into groups."""
+    if num_groups and groups is None:
+        return num_groups
+    if num_groups and groups is not None:
+        raise ValueError("pass either num_groups or groups, not both")
+    return groups

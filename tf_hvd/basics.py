@@ -1,0 +1,227 @@
+"""Loading the native library and the basic process API (init, size, rank, ...).
+
+``tf_hvd/_hvd.so`` is one shared library that is both a TensorFlow op library
+(HorovodAllreduce, HorovodAllgather, ...) and the pybind11 module
+``tf_hvd._hvd``. It is loaded once, the first time this module is imported:
+``tf.load_op_library`` first (so TensorFlow registers the ops and kernels),
+then the same file is imported as a Python extension module. Both views share
+one global state in the process.
+"""
+
+import glob
+import importlib
+import os
+
+import tensorflow as tf
+
+# Reduce operations; the integers are the values the ops' ``reduce_op`` attr takes.
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+
+_REDUCE_OP_NAMES = {
+    Average: "Average",
+    Sum: "Sum",
+    Adasum: "Adasum",
+    Min: "Min",
+    Max: "Max",
+    Product: "Product",
+}
+
+NOT_INITIALIZED_MESSAGE = "Horovod has not been initialized; use hvd.init()."
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _find_library():
+    """Returns the path of the built _hvd shared library."""
+    override = os.environ.get("TF_HVD_LIBRARY")
+    if override:
+        if not os.path.isfile(override):
+            raise ImportError("TF_HVD_LIBRARY=%s does not name a file" % override)
+        return override
+    candidates = [os.path.join(_PACKAGE_DIR, "_hvd.so")]
+    candidates += sorted(glob.glob(os.path.join(_PACKAGE_DIR, "_hvd.*.so")))
+    for path in candidates:
+        if os.path.isfile(path):
+            return path
+    raise ImportError(
+        "tf_hvd's native library was not found in %s (expected _hvd.so). "
+        "Build it first: `bash tools/setup.sh` in a source tree, or "
+        "`pip install .`." % _PACKAGE_DIR)
+
+
+def _load():
+    path = _find_library()
+    op_lib = tf.load_op_library(path)
+    if os.path.dirname(os.path.abspath(path)) == _PACKAGE_DIR:
+        module = importlib.import_module("tf_hvd._hvd")
+    else:
+        # A library outside the package (TF_HVD_LIBRARY): import that file.
+        from importlib import machinery, util
+        loader = machinery.ExtensionFileLoader("tf_hvd._hvd", path)
+        spec = util.spec_from_file_location("tf_hvd._hvd", path, loader=loader)
+        module = util.module_from_spec(spec)
+        loader.exec_module(module)
+    return op_lib, module
+
+
+# _op_lib: the generated TF op wrappers (horovod_allreduce, ...);
+# _lib: the pybind11 module (init, size, ...).
+_op_lib, _lib = _load()
+
+
+def _check_initialized():
+    """Raises ValueError unless hvd.init() has been called (and no shutdown since)."""
+    if not _lib.is_initialized():
+        raise ValueError(NOT_INITIALIZED_MESSAGE)
+
+
+def init(comm=None, process_sets=None):
+    """Initializes tf_hvd: joins the other processes of the job.
+
+    The transport is chosen from the environment: MPI when the process was
+    started by mpirun/mpiexec (or HOROVOD_CONTROLLER=mpi), Gloo when it was
+    started by ``tfhvdrun`` (HOROVOD_RANK set), otherwise a job of size 1.
+    Calling init again while initialized does nothing.
+
+    ``comm`` (an mpi4py communicator or a list of ranks) and ``process_sets``
+    are accepted for signature compatibility with horovod.tensorflow; only the
+    default (all processes) is supported.
+    """
+    if comm is not None:
+        raise NotImplementedError(
+            "tf_hvd.init(comm=...) is not supported: tf_hvd always uses every "
+            "process of the job (the global communicator).")
+    if process_sets not in (None, [], ()):
+        raise NotImplementedError(
+            "tf_hvd.init(process_sets=...) is not supported: only the global "
+            "process set exists.")
+    _lib.init()
+
+
+def shutdown():
+    """Shuts tf_hvd down. Pending collectives complete with an error."""
+    _lib.shutdown()
+
+
+def is_initialized():
+    """True between init() and shutdown()."""
+    return bool(_lib.is_initialized())
+
+
+def size():
+    """Number of processes in the job."""
+    _check_initialized()
+    return int(_lib.size())
+
+
+def rank():
+    """This process's rank in the job, 0 <= rank < size."""
+    _check_initialized()
+    return int(_lib.rank())
+
+
+def local_size():
+    """Number of processes of the job on this host."""
+    _check_initialized()
+    return int(_lib.local_size())
+
+
+def local_rank():
+    """This process's rank among the processes on this host."""
+    _check_initialized()
+    return int(_lib.local_rank())
+
+
+def cross_size():
+    """Number of hosts (processes with the same local rank)."""
+    _check_initialized()
+    return int(_lib.cross_size())
+
+
+def cross_rank():
+    """This host's index among the hosts."""
+    _check_initialized()
+    return int(_lib.cross_rank())
+
+
+def is_homogeneous():
+    """True if every host runs the same number of processes."""
+    _check_initialized()
+    return bool(_lib.is_homogeneous())
+
+
+def mpi_built():
+    """True if the library was built with MPI support."""
+    return bool(_lib.mpi_built())
+
+
+def mpi_enabled():
+    """True if this job runs over MPI (valid after init())."""
+    return bool(_lib.mpi_enabled())
+
+
+def mpi_threads_supported():
+    """True if MPI was initialized with MPI_THREAD_MULTIPLE (valid after init())."""
+    _check_initialized()
+    fn = getattr(_lib, "mpi_threads_supported", None)
+    return bool(fn()) if fn is not None else False
+
+
+def gloo_built():
+    """True if the library was built with Gloo support."""
+    return bool(_lib.gloo_built())
+
+
+def gloo_enabled():
+    """True if this job runs over Gloo (valid after init())."""
+    return bool(_lib.gloo_enabled())
+
+
+def nccl_built():
+    """True if the library was built with NCCL (GPU collectives)."""
+    return bool(_lib.nccl_built())
+
+
+def cuda_built():
+    """True if the library was built with CUDA."""
+    return bool(_lib.cuda_built())
+
+
+def rocm_built():
+    """Always False: tf_hvd has no ROCm build."""
+    return False
+
+
+def ddl_built():
+    """Always False: tf_hvd has no IBM DDL support."""
+    return False
+
+
+def ccl_built():
+    """Always False: tf_hvd has no oneCCL support."""
+    return False
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing a timeline to ``file_path`` (also: HOROVOD_TIMELINE)."""
+    _check_initialized()
+    fn = getattr(_lib, "start_timeline", None)
+    if fn is None:
+        raise NotImplementedError(
+            "start_timeline is not available in this build; set HOROVOD_TIMELINE "
+            "before starting the job instead.")
+    fn(file_path, mark_cycles)
+
+
+def stop_timeline():
+    """Stops writing the timeline started by start_timeline."""
+    _check_initialized()
+    fn = getattr(_lib, "stop_timeline", None)
+    if fn is None:
+        raise NotImplementedError("stop_timeline is not available in this build.")
+    fn()

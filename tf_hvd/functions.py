@@ -1,0 +1,163 @@
+"""Helpers built on the collectives: broadcasting variables and Python objects.
+
+``broadcast_variables`` works with ``tf.Variable`` and Keras 3 variables
+(``keras.Variable``), which are not ``tf.Variable`` subclasses: a variable is
+read with ``tf.convert_to_tensor`` and written with ``.assign``, nothing else
+is assumed.
+"""
+
+import pickle
+
+import numpy as np
+import tensorflow as tf
+
+from tf_hvd.basics import _check_initialized, rank
+from tf_hvd.ops import _broadcast, _allgather, _noname
+
+# ---------------------------------------------------------------------------
+# Variables
+
+
+def _broadcast_values(values, root_rank):
+    return [_broadcast(v, root_rank) for v in values]
+
+
+# Eagerly, the broadcasts run inside one tf.function so that they are submitted
+# together (negotiated and fused in a few cycles instead of one round each).
+# Its inputs are the variables' values, so one trace serves every call with the
+# same shapes/dtypes/root.
+_broadcast_values_fn = tf.function(_broadcast_values, autograph=False,
+                                   reduce_retracing=False)
+
+
+def broadcast_variables(variables, root_rank):
+    """Sets every variable to its value on ``root_rank``.
+
+    Args:
+      variables: an iterable of tf.Variable / keras.Variable, in the same order
+        on every rank (e.g. ``model.variables``).
+      root_rank: the rank whose values are kept.
+
+    Returns:
+      Eagerly: None (the variables are updated when it returns). In a graph
+      (TF1 or tf.function): the op that performs the update.
+    """
+    _check_initialized()
+    variables = list(variables)
+    if tf.executing_eagerly():
+        if not variables:
+            return None
+        values = [tf.convert_to_tensor(v) for v in variables]
+        new_values = _broadcast_values_fn(values, int(root_rank))
+        for var, value in zip(variables, new_values):
+            var.assign(value)
+        return None
+    if not variables:
+        return tf.no_op(name="broadcast_variables")
+    updates = []
+    for var in variables:
+        value = _broadcast(tf.convert_to_tensor(var), root_rank)
+        updates.append(_as_op(var.assign(value)))
+    return tf.group(*[u for u in updates if u is not None], name="broadcast_variables")
+
+
+def _as_op(update):
+    """The tf.Operation behind what ``assign`` returned (tensor, op, variable or None)."""
+    if update is None or isinstance(update, tf.Operation):
+        return update
+    op = getattr(update, "op", None)
+    return op if isinstance(op, tf.Operation) else None
+
+
+def broadcast_global_variables(root_rank):
+    """TF1 graph mode: the op that broadcasts all global variables from ``root_rank``.
+
+    Eagerly there is no global variable collection: use
+    ``hvd.broadcast_variables(model.variables + optimizer.variables, root_rank)``.
+    """
+    _check_initialized()
+    if tf.executing_eagerly():
+        raise RuntimeError(
+            "hvd.broadcast_global_variables() does not support eager execution; use "
+            "hvd.broadcast_variables(<model/optimizer variables>, root_rank) instead.")
+    return broadcast_variables(tf.compat.v1.global_variables(), root_rank)
+
+
+# ---------------------------------------------------------------------------
+# Python objects (pickled into uint8 tensors)
+
+
+def _to_bytes_tensor(obj):
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+def _outside_functions(fn):
+    """Runs ``fn(evaluate)`` eagerly or, in TF1 graph mode, in a private graph.
+
+    ``evaluate(tensors)`` returns numpy values. In TF1 graph mode each call
+    builds its ops in a fresh graph run by its own session, so it works even
+    when the user's graph is finalized (MonitoredTrainingSession).
+    """
+    with tf.init_scope():
+        if tf.executing_eagerly():
+            return fn(lambda tensors: [t.numpy() for t in tensors])
+        graph = tf.Graph()
+        with graph.as_default():
+            with tf.compat.v1.Session(graph=graph) as session:
+                return fn(session.run)
+
+
+def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None):
+    """Returns the Python object ``obj`` of ``root_rank`` on every rank.
+
+    The object is pickled (standard ``pickle``), so it must be picklable on
+    the root; other ranks may pass anything (e.g. None). Works eagerly and in
+    TF1 graph mode; ``session`` is accepted for compatibility and not needed.
+    Inside a tf.function it runs once, when the function is traced.
+    """
+    _check_initialized()
+    root_rank = int(root_rank)
+    if name is None:
+        name = "broadcast_object.noname.%d" % _noname.take("broadcast_object")
+
+    def run(evaluate):
+        if rank() == root_rank:
+            payload = _to_bytes_tensor(obj)
+        else:
+            payload = np.zeros([0], dtype=np.uint8)
+        length = _broadcast(tf.constant([payload.size], dtype=tf.int64), root_rank,
+                            name=name + ".size")
+        (length,) = evaluate([length])
+        if rank() != root_rank:
+            payload = np.zeros([int(length[0])], dtype=np.uint8)
+        data = _broadcast(tf.constant(payload), root_rank, name=name + ".data")
+        (data,) = evaluate([data])
+        return pickle.loads(data.tobytes())
+
+    return _outside_functions(run)
+
+
+def allgather_object(obj, session=None, name=None, process_set=None):
+    """Returns the list of every rank's Python object ``obj``, in rank order.
+
+    Objects are pickled with the standard ``pickle``. Works eagerly and in TF1
+    graph mode (``session`` is accepted for compatibility and not needed).
+    """
+    _check_initialized()
+    if name is None:
+        name = "allgather_object.noname.%d" % _noname.take("allgather_object")
+
+    def run(evaluate):
+        payload = _to_bytes_tensor(obj)
+        lengths = _allgather(tf.constant([payload.size], dtype=tf.int64),
+                             name=name + ".size")
+        data = _allgather(tf.constant(payload), name=name + ".data")
+        lengths, data = evaluate([lengths, data])
+        objects, start = [], 0
+        for n in lengths.tolist():
+            objects.append(pickle.loads(data[start:start + n].tobytes()))
+            start += n
+        return objects
+
+    return _outside_functions(run)

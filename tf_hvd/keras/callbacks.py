@@ -1,0 +1,255 @@
+"""Keras 3 callbacks for data-parallel training with tf_hvd.
+
+Put ``MetricAverageCallback`` before callbacks that read epoch metrics
+(checkpointing, early stopping, learning-rate reduction) so they see the
+averages. Keras inserts its progress bar first, so the numbers it prints are
+the local ones of the printing rank; ``History`` (added last) records the
+averages.
+"""
+
+import warnings
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import tf_hvd
+from tf_hvd import functions as _functions
+from tf_hvd import ops as _ops
+from tf_hvd.ops import Average
+
+
+def _get_lr(optimizer):
+    return float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+
+
+def _set_lr(optimizer, value):
+    lr = getattr(optimizer, "_learning_rate", None)
+    if not isinstance(lr, keras.Variable):
+        raise ValueError("the optimizer's learning rate is a schedule or a "
+                         "callable; learning-rate callbacks need a float "
+                         "learning rate")
+    lr.assign(value)
+
+
+def _momentum_buffers(optimizer):
+    """The velocity variables that a momentum correction scales."""
+    momentum = getattr(optimizer, "momentum", 0.0)
+    if not momentum:
+        return []
+    for attr in ("momentums", "_momentums"):
+        buffers = getattr(optimizer, attr, None)
+        if buffers:
+            return list(buffers)
+    return []
+
+
+class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
+    """Broadcast the model's and the optimizer's variables from ``root_rank``
+    after the first training batch (so the optimizer's state exists), making
+    every rank continue from the same state.
+
+    Args:
+      root_rank: the rank whose variables everyone takes.
+      device: device for the broadcasts ('' = default).
+    """
+
+    def __init__(self, root_rank, device=''):
+        super(BroadcastGlobalVariablesCallback, self).__init__()
+        self.root_rank = root_rank
+        self.device = device
+        self.broadcast_done = False
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.broadcast_done:
+            return
+        variables = list(self.model.variables)
+        opt = getattr(self.model, "optimizer", None)
+        if opt is not None and getattr(opt, "built", False):
+            variables += list(opt.variables)
+        with tf.device(self.device):
+            _functions.broadcast_variables(variables, self.root_rank)
+        self.broadcast_done = True
+
+
+class MetricAverageCallback(keras.callbacks.Callback):
+    """Replace the epoch-end metrics in ``logs`` by their average over ranks.
+
+    Must come before callbacks that read the metrics. Every rank must produce
+    the same metric names.
+    """
+
+    def __init__(self, device=''):
+        super(MetricAverageCallback, self).__init__()
+        self.device = device
+
+    def _average_in_place(self, logs):
+        if not logs or tf_hvd.size() == 1:
+            return
+        names = sorted(k for k, v in logs.items() if _is_number(v))
+        if not names:
+            return
+        values = tf.constant([float(logs[k]) for k in names], dtype=tf.float64)
+        with tf.device(self.device):
+            averaged = _ops.allreduce(values, op=Average,
+                                      name="MetricAverageCallback")
+        averaged = averaged.numpy()
+        for k, v in zip(names, averaged):
+            logs[k] = float(v)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._average_in_place(logs)
+
+
+def _is_number(value):
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return True
+    if isinstance(value, (np.ndarray, tf.Tensor)) and np.ndim(value) == 0:
+        return True
+    return False
+
+
+class LearningRateScheduleCallback(keras.callbacks.Callback):
+    """Set the learning rate to ``initial_lr * multiplier`` between epochs
+    ``start_epoch`` (inclusive) and ``end_epoch`` (exclusive).
+
+    Args:
+      initial_lr: the base learning rate (usually already scaled by size).
+      multiplier: a constant, or a function of the epoch number (a float
+        when ``staircase=False``: epoch + batch / steps_per_epoch).
+      start_epoch, end_epoch: the epochs the schedule covers.
+      staircase: change once per epoch (at its first batch) rather than on
+        every batch.
+      momentum_correction: when the learning rate changes from ``old`` to
+        ``new``, scale the optimizer's momentum buffers by ``new / old``
+        (Goyal et al. 2017). Keras 3 bakes the ``momentum`` hyperparameter
+        into the traced step, so the correction is applied to the velocity
+        variables, which is the same update for SGD and RMSprop momentum.
+      steps_per_epoch: batches per epoch (taken from ``fit`` if not given;
+        needed when ``staircase=False``).
+    """
+
+    def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None,
+                 staircase=True, momentum_correction=True, steps_per_epoch=None,
+                 verbose=0):
+        super(LearningRateScheduleCallback, self).__init__()
+        self.initial_lr = initial_lr
+        self.start_epoch = start_epoch
+        self.end_epoch = end_epoch
+        self.staircase = staircase
+        self.momentum_correction = momentum_correction
+        self.steps_per_epoch = steps_per_epoch
+        self.verbose = verbose
+        self.current_epoch = None
+        if not callable(multiplier):
+            self.staircase = True
+            constant = multiplier
+            self.multiplier = lambda epoch: constant
+        else:
+            self.multiplier = multiplier
+
+    def _autodetect_steps_per_epoch(self):
+        params = self.params or {}
+        if params.get("steps"):
+            return params["steps"]
+        if params.get("samples") and params.get("batch_size"):
+            return int(np.ceil(params["samples"] / params["batch_size"]))
+        raise ValueError("could not find the number of steps per epoch; pass "
+                         "steps_per_epoch")
+
+    def _adjust_learning_rate(self, epoch):
+        opt = self.model.optimizer
+        old_lr = _get_lr(opt)
+        new_lr = self.initial_lr * self.multiplier(epoch)
+        _set_lr(opt, new_lr)
+        if self.momentum_correction and old_lr > 0 and new_lr != old_lr:
+            ratio = new_lr / old_lr
+            for buf in _momentum_buffers(opt):
+                buf.assign(buf.value * ratio)
+
+    def in_range(self, epoch):
+        if epoch < self.start_epoch:
+            return False
+        return self.end_epoch is None or epoch < self.end_epoch
+
+    def on_train_begin(self, logs=None):
+        if self.initial_lr is None:
+            self.initial_lr = _get_lr(self.model.optimizer)
+        if not self.staircase and not self.steps_per_epoch:
+            self.steps_per_epoch = self._autodetect_steps_per_epoch()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.current_epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.current_epoch is None or not self.in_range(self.current_epoch):
+            return
+        if self.staircase:
+            if batch == 0:
+                self._adjust_learning_rate(self.current_epoch)
+        else:
+            self._adjust_learning_rate(
+                self.current_epoch + float(batch) / self.steps_per_epoch)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["learning_rate"] = _get_lr(self.model.optimizer)
+
+
+class LearningRateWarmupCallback(LearningRateScheduleCallback):
+    """Ramp the learning rate from ``initial_lr / size`` to ``initial_lr`` over
+    ``warmup_epochs`` epochs, batch by batch (Goyal et al. 2017).
+
+    ``initial_lr`` is the scaled rate (e.g. ``0.1 * hvd.size()``). At fractional
+    epoch e (epoch + batch/steps_per_epoch) the rate is
+    ``initial_lr / size * (1 + e' * (size - 1) / warmup_epochs)`` with
+    ``e' = e + 1 / steps_per_epoch``, so the last batch of the warmup uses
+    ``initial_lr`` exactly.
+    """
+
+    def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
+                 steps_per_epoch=None, verbose=0):
+        self.warmup_epochs = warmup_epochs
+
+        def multiplier(epoch):
+            epoch = epoch + 1.0 / self.steps_per_epoch
+            n = tf_hvd.size()
+            return 1.0 / n * (epoch * (n - 1) / warmup_epochs + 1)
+
+        super(LearningRateWarmupCallback, self).__init__(
+            initial_lr, multiplier, start_epoch=0, end_epoch=warmup_epochs,
+            staircase=False, momentum_correction=momentum_correction,
+            steps_per_epoch=steps_per_epoch, verbose=verbose)
+
+    def on_epoch_end(self, epoch, logs=None):
+        super(LearningRateWarmupCallback, self).on_epoch_end(epoch, logs)
+        if epoch == self.end_epoch - 1 and self.verbose > 0 and tf_hvd.rank() == 0:
+            print("\nEpoch %d: finished gradual learning rate warmup to %g."
+                  % (epoch + 1, _get_lr(self.model.optimizer)))
+
+
+class BestModelCheckpoint(keras.callbacks.ModelCheckpoint):
+    """Keep the best model seen so far (by ``monitor``), saved by rank 0 only.
+
+    Same arguments as Horovod's (``monitor``, ``verbose``, ``mode``,
+    ``save_freq``) plus ``filepath`` (Keras 3 needs it up front: ``.keras``,
+    or ``.weights.h5`` with ``save_weights_only=True``). Put
+    ``MetricAverageCallback`` before it so the decision uses the averages.
+    """
+
+    def __init__(self, monitor='val_loss', verbose=0, mode='auto',
+                 save_freq='epoch', filepath=None, save_weights_only=False):
+        if filepath is None:
+            raise ValueError("BestModelCheckpoint needs filepath= (a .keras "
+                             "file, or .weights.h5 with save_weights_only)")
+        super(BestModelCheckpoint, self).__init__(
+            filepath=filepath, monitor=monitor, verbose=verbose,
+            save_best_only=True, save_weights_only=save_weights_only,
+            mode=mode, save_freq=save_freq)
+
+    def _save_model(self, *args, **kwargs):
+        if tf_hvd.rank() != 0:
+            return
+        return super(BestModelCheckpoint, self)._save_model(*args, **kwargs)

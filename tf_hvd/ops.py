@@ -1,0 +1,507 @@
+"""Collective operations on tf.Tensor (and tf.IndexedSlices) and their gradients.
+
+Every function here works eagerly, inside ``tf.function`` and in TF1 graph
+mode. A collective is matched across processes by its *tensor name*:
+
+* ``name`` given: it is the op's name in a graph (so, with TensorFlow's name
+  scope, ``scope/name``; pass ``ignore_name_scope=True`` to drop the scope) and
+  the tensor name when executing eagerly.
+* ``name`` omitted: in a graph the op is named ``<OpType>_<input tensor name>``
+  (e.g. ``HorovodAllreduce_dense_kernel_0``); eagerly the tensor name is
+  ``<kind>.noname.<n>`` where ``n`` counts this process's unnamed eager calls of
+  that kind, so ranks that issue the same sequence of calls agree.
+
+Every collective raises ``ValueError("Horovod has not been initialized; use
+hvd.init().")`` if called before ``hvd.init()``. Mismatched submissions across
+ranks (dtype, shape, op, root rank, ...) fail on every rank with
+``tf.errors.InvalidArgumentError`` naming the tensor and what each rank sent.
+"""
+
+import re
+import threading
+import warnings
+
+import tensorflow as tf
+
+from tf_hvd import basics
+from tf_hvd.basics import (Adasum, Average, Max, Min, Product, Sum,
+                           _check_initialized, _op_lib, rank, size)
+from tf_hvd.compression import Compression
+
+_VALID_REDUCE_OPS = (Average, Sum, Adasum, Min, Max, Product)
+
+# ---------------------------------------------------------------------------
+# Naming
+
+
+_NOT_NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")
+
+
+def _normalize_name(name):
+    """Turns a tensor name like ``dense/kernel:0`` into ``dense_kernel_0``."""
+    return _NOT_NAME_CHARS.sub("_", name)
+
+
+class _NonameCounters(object):
+    """Per-kind counters of unnamed eager collectives of this process."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._next = {}
+
+    def take(self, kind):
+        with self._lock:
+            n = self._next.get(kind, 0)
+            self._next[kind] = n + 1
+        return n
+
+
+_noname = _NonameCounters()
+
+
+def _tensor_label(tensor):
+    try:
+        return _normalize_name(tensor.name)
+    except (AttributeError, ValueError):
+        # An EagerTensor captured into a graph has no graph name.
+        return "tensor"
+
+
+def _names(kind, op_type, name, tensor=None):
+    """Returns (op name for the graph, tensor_name attr) following the naming rule."""
+    if tf.executing_eagerly():
+        if name is None:
+            return None, "%s.noname.%d" % (kind, _noname.take(kind))
+        return None, str(name)
+    if name is None:
+        if tensor is None:
+            return op_type, ""
+        return "%s_%s" % (op_type, _tensor_label(tensor)), ""
+    return str(name), ""
+
+
+def _sub_name(name, suffix):
+    return None if name is None else "%s_%s" % (name, suffix)
+
+
+# ---------------------------------------------------------------------------
+# Argument checks
+
+
+def _resolve_op(op, average, default=Average):
+    """Combines the deprecated ``average`` flag with ``op`` as Horovod does."""
+    if op is not None and average is not None:
+        raise ValueError("The op parameter supersedes average; pass only one of them.")
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and will be "
+                      "removed; use op=hvd.Average or op=hvd.Sum.", DeprecationWarning,
+                      stacklevel=3)
+        return Average if average else Sum
+    if op is None:
+        return default
+    op = int(op)
+    if op not in _VALID_REDUCE_OPS:
+        raise ValueError("Unknown reduce op %r; use hvd.Average, hvd.Sum, hvd.Adasum, "
+                         "hvd.Min, hvd.Max or hvd.Product." % (op,))
+    return op
+
+
+def _check_process_set(process_set):
+    if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
+        raise NotImplementedError("tf_hvd supports only the global process set.")
+
+
+# ---------------------------------------------------------------------------
+# Thin wrappers of the ops (one op each, no compression)
+
+
+def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
+               ignore_name_scope=False):
+    """One HorovodAllreduce op: reduces ``tensor`` (same shape/dtype on every rank)."""
+    _check_initialized()
+    tensor = tf.convert_to_tensor(tensor)
+    op_name, tensor_name = _names("allreduce", "HorovodAllreduce", name, tensor)
+    return _op_lib.horovod_allreduce(
+        tensor, reduce_op=int(op), prescale_factor=float(prescale_factor),
+        postscale_factor=float(postscale_factor), ignore_name_scope=bool(ignore_name_scope),
+        tensor_name=tensor_name, name=op_name)
+
+
+def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0,
+                       postscale_factor=1.0, ignore_name_scope=False):
+    """One HorovodGroupedAllreduce op: all ``tensors`` are reduced together."""
+    _check_initialized()
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    op_name, tensor_name = _names("grouped_allreduce", "HorovodGroupedAllreduce", name,
+                                  tensors[0])
+    return list(_op_lib.horovod_grouped_allreduce(
+        tensors, reduce_op=int(op), prescale_factor=float(prescale_factor),
+        postscale_factor=float(postscale_factor), ignore_name_scope=bool(ignore_name_scope),
+        tensor_name=tensor_name, name=op_name))
+
+
+def _allgather(tensor, name=None, ignore_name_scope=False):
+    _check_initialized()
+    tensor = tf.convert_to_tensor(tensor)
+    op_name, tensor_name = _names("allgather", "HorovodAllgather", name, tensor)
+    return _op_lib.horovod_allgather(
+        tensor, ignore_name_scope=bool(ignore_name_scope), tensor_name=tensor_name,
+        name=op_name)
+
+
+def _broadcast(tensor, root_rank, name=None, ignore_name_scope=False):
+    _check_initialized()
+    tensor = tf.convert_to_tensor(tensor)
+    op_name, tensor_name = _names("broadcast", "HorovodBroadcast", name, tensor)
+    return _op_lib.horovod_broadcast(
+        tensor, root_rank=int(root_rank), ignore_name_scope=bool(ignore_name_scope),
+        tensor_name=tensor_name, name=op_name)
+
+
+def _alltoall(tensor, splits=None, name=None, ignore_name_scope=False):
+    _check_initialized()
+    tensor = tf.convert_to_tensor(tensor)
+    if splits is None:
+        splits = tf.zeros([0], dtype=tf.int32)
+    else:
+        splits = tf.convert_to_tensor(splits)
+        if splits.dtype != tf.int32:
+            splits = tf.cast(splits, tf.int32)
+    op_name, tensor_name = _names("alltoall", "HorovodAlltoall", name, tensor)
+    result = _op_lib.horovod_alltoall(
+        tensor, splits, ignore_name_scope=bool(ignore_name_scope), tensor_name=tensor_name,
+        name=op_name)
+    return result[0], result[1]
+
+
+def _reducescatter(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
+                   ignore_name_scope=False):
+    _check_initialized()
+    tensor = tf.convert_to_tensor(tensor)
+    op_name, tensor_name = _names("reducescatter", "HorovodReducescatter", name, tensor)
+    return _op_lib.horovod_reducescatter(
+        tensor, reduce_op=int(op), prescale_factor=float(prescale_factor),
+        postscale_factor=float(postscale_factor), ignore_name_scope=bool(ignore_name_scope),
+        tensor_name=tensor_name, name=op_name)
+
+
+# ---------------------------------------------------------------------------
+# Public collectives
+
+
+def allreduce(tensor, average=None, device_dense="", device_sparse="",
+              compression=Compression.none, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, name=None, process_set=None, ignore_name_scope=False):
+    """Reduces a tensor over all processes; every process gets the result.
+
+    Args:
+      tensor: a tf.Tensor (same shape and dtype on every rank), or a
+        tf.IndexedSlices (rows may differ per rank).
+      average: deprecated; use ``op``.
+      device_dense, device_sparse: devices for the dense and sparse paths.
+      compression: ``Compression.none`` or ``Compression.fp16`` (dense only).
+      op: hvd.Average (default), hvd.Sum, hvd.Min, hvd.Max, hvd.Product or
+        hvd.Adasum. Average of integer tensors truncates toward zero.
+      prescale_factor, postscale_factor: multiply each input before, and the
+        result after, the reduction.
+      name: the collective's name (see module docstring).
+      process_set: only None / the global process set is supported.
+      ignore_name_scope: drop the graph name scope from the tensor name.
+
+    Returns:
+      A tensor like ``tensor`` holding the reduction. For tf.IndexedSlices
+      (Sum or Average only) the result is a tf.IndexedSlices whose values and
+      indices are the concatenation of every rank's (two allgathers), the values
+      divided by size() for Average; duplicate indices are summed when it is
+      converted to a dense tensor.
+    """
+    _check_initialized()
+    _check_process_set(process_set)
+    op = _resolve_op(op, average)
+    if isinstance(tensor, tf.IndexedSlices):
+        return _allreduce_indexed_slices(tensor, device_sparse, op, prescale_factor,
+                                         postscale_factor, name, ignore_name_scope)
+    with tf.device(device_dense):
+        tensor = tf.convert_to_tensor(tensor)
+        compressed, ctx = compression.compress(tensor)
+        reduced = _allreduce(compressed, name=name, op=op, prescale_factor=prescale_factor,
+                             postscale_factor=postscale_factor,
+                             ignore_name_scope=ignore_name_scope)
+        return compression.decompress(reduced, ctx)
+
+
+def _allreduce_indexed_slices(slices, device, op, prescale_factor, postscale_factor, name,
+                              ignore_name_scope):
+    if op == Adasum:
+        raise NotImplementedError("Adasum does not support tf.IndexedSlices (sparse "
+                                  "gradients); densify them or use op=hvd.Average.")
+    if op not in (Sum, Average):
+        raise ValueError("allreduce of tf.IndexedSlices supports only hvd.Sum and "
+                         "hvd.Average (got %s)." % basics._REDUCE_OP_NAMES[op])
+    with tf.device(device):
+        values = _allgather(slices.values, name=_sub_name(name, "values"),
+                            ignore_name_scope=ignore_name_scope)
+        indices = _allgather(slices.indices, name=_sub_name(name, "indices"),
+                             ignore_name_scope=ignore_name_scope)
+        factor = float(prescale_factor) * float(postscale_factor)
+        if factor != 1.0:
+            values = values * tf.cast(factor, values.dtype)
+        if op == Average:
+            if values.dtype.is_integer:
+                values = tf.truncatediv(values, tf.cast(size(), values.dtype))
+            else:
+                values = values / tf.cast(size(), values.dtype)
+    return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
+
+
+def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
+                      compression=Compression.none, op=None, prescale_factor=1.0,
+                      postscale_factor=1.0, name=None, process_set=None,
+                      ignore_name_scope=False):
+    """Reduces a list of tensors as one group (negotiated and fused together).
+
+    Same arguments as :func:`allreduce`; returns a list in the order of
+    ``tensors``. tf.IndexedSlices members are reduced as in allreduce.
+    """
+    _check_initialized()
+    _check_process_set(process_set)
+    op = _resolve_op(op, average)
+    tensors = list(tensors)
+    if not tensors:
+        return []
+    results = [None] * len(tensors)
+    dense_idx = []
+    for i, t in enumerate(tensors):
+        if isinstance(t, tf.IndexedSlices):
+            results[i] = _allreduce_indexed_slices(
+                t, device_sparse, op, prescale_factor, postscale_factor,
+                _sub_name(name, i), ignore_name_scope)
+        else:
+            dense_idx.append(i)
+    if dense_idx:
+        with tf.device(device_dense):
+            compressed, ctxs = [], []
+            for i in dense_idx:
+                c, ctx = compression.compress(tf.convert_to_tensor(tensors[i]))
+                compressed.append(c)
+                ctxs.append(ctx)
+            reduced = _grouped_allreduce(compressed, name=name, op=op,
+                                         prescale_factor=prescale_factor,
+                                         postscale_factor=postscale_factor,
+                                         ignore_name_scope=ignore_name_scope)
+            for i, r, ctx in zip(dense_idx, reduced, ctxs):
+                results[i] = compression.decompress(r, ctx)
+    return results
+
+
+def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
+    """Concatenates every rank's tensor along dimension 0, in rank order.
+
+    Dimension 0 may differ per rank (and may be 0); the other dimensions and
+    the dtype must agree. bool tensors are supported.
+    """
+    _check_initialized()
+    _check_process_set(process_set)
+    return _allgather(tensor, name=name, ignore_name_scope=ignore_name_scope)
+
+
+def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=None):
+    """allgather of each tensor of a list (``<name>_<i>`` when named)."""
+    _check_initialized()
+    _check_process_set(process_set)
+    return [_allgather(t, name=_sub_name(name, i), ignore_name_scope=ignore_name_scope)
+            for i, t in enumerate(tensors)]
+
+
+def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
+    """Returns ``root_rank``'s tensor on every rank (shape and dtype must agree)."""
+    _check_initialized()
+    _check_process_set(process_set)
+    return _broadcast(tensor, root_rank, name=name, ignore_name_scope=ignore_name_scope)
+
+
+def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=None):
+    """Scatters slices of ``tensor`` to every rank and gathers what they sent.
+
+    Rank r sends rows ``[sum(splits[:p]), sum(splits[:p+1]))`` of ``tensor`` to
+    rank p. Without ``splits`` dimension 0 is split evenly (it must divide by
+    size()).
+
+    Returns:
+      ``(output, received_splits)``: the rows received, concatenated in rank
+      order, and an int32 vector of how many rows came from each rank.
+    """
+    _check_initialized()
+    _check_process_set(process_set)
+    return _alltoall(tensor, splits=splits, name=name, ignore_name_scope=ignore_name_scope)
+
+
+def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average,
+                  name=None, prescale_factor=1.0, postscale_factor=1.0,
+                  ignore_name_scope=False, process_set=None):
+    """Reduces ``tensor`` over all ranks and gives each rank a block of rows.
+
+    Rank r gets ``dim0 // size()`` rows, one more if ``r < dim0 % size()``,
+    in rank order. ``op`` is hvd.Average (default) or hvd.Sum.
+    """
+    _check_initialized()
+    _check_process_set(process_set)
+    op = _resolve_op(op, None)
+    if op not in (Sum, Average):
+        raise ValueError("reducescatter supports only hvd.Sum and hvd.Average (got %s)."
+                         % basics._REDUCE_OP_NAMES[op])
+    with tf.device(device_dense):
+        tensor = tf.convert_to_tensor(tensor)
+        compressed, ctx = compression.compress(tensor)
+        reduced = _reducescatter(compressed, name=name, op=op,
+                                 prescale_factor=prescale_factor,
+                                 postscale_factor=postscale_factor,
+                                 ignore_name_scope=ignore_name_scope)
+        return compression.decompress(reduced, ctx)
+
+
+def grouped_reducescatter(tensors, device_dense="", compression=Compression.none, op=Average,
+                          name=None, prescale_factor=1.0, postscale_factor=1.0,
+                          ignore_name_scope=False, process_set=None):
+    """reducescatter of each tensor of a list (``<name>_<i>`` when named)."""
+    return [reducescatter(t, device_dense=device_dense, compression=compression, op=op,
+                          name=_sub_name(name, i), prescale_factor=prescale_factor,
+                          postscale_factor=postscale_factor,
+                          ignore_name_scope=ignore_name_scope, process_set=process_set)
+            for i, t in enumerate(tensors)]
+
+
+def join(name=None):
+    """Marks this rank as done: until every rank has joined, it takes part in
+    other ranks' allreduces with zeros. Returns (int32 scalar) the rank that
+    joined last."""
+    _check_initialized()
+    op_name, tensor_name = _names("join", "HorovodJoin", name)
+    return _op_lib.horovod_join(tensor_name=tensor_name, name=op_name)
+
+
+def barrier(name=None, process_set=None):
+    """Blocks until every rank reaches the barrier (eager); returns the op in a graph."""
+    _check_initialized()
+    _check_process_set(process_set)
+    op_name, tensor_name = _names("barrier", "HorovodBarrier", name)
+    return _op_lib.horovod_barrier(tensor_name=tensor_name, name=op_name)
+
+
+def size_op(name=None, process_set_id=0):
+    """An op returning size() (int32 scalar) when run."""
+    _check_initialized()
+    return _op_lib.horovod_size(name=name)
+
+
+def rank_op(name=None):
+    """An op returning rank() (int32 scalar) when run."""
+    _check_initialized()
+    return _op_lib.horovod_rank(name=name)
+
+
+def local_size_op(name=None, process_set_id=0):
+    """An op returning local_size() (int32 scalar) when run."""
+    _check_initialized()
+    return _op_lib.horovod_local_size(name=name)
+
+
+def local_rank_op(name=None):
+    """An op returning local_rank() (int32 scalar) when run."""
+    _check_initialized()
+    return _op_lib.horovod_local_rank(name=name)
+
+
+# ---------------------------------------------------------------------------
+# Gradients. The loss of the job is the sum of every rank's loss; each
+# gradient below is d(sum of losses)/d(this rank's input).
+
+
+def _attrs(op):
+    return dict(op=op.get_attr("reduce_op"), prescale_factor=op.get_attr("prescale_factor"),
+                postscale_factor=op.get_attr("postscale_factor"),
+                ignore_name_scope=op.get_attr("ignore_name_scope"))
+
+
+def _extremum_or_product_grad(x, grad, attrs):
+    """Gradient of y = post * R_q(pre * x_q) for R in Min, Max, Product."""
+    reduce_op = attrs["op"]
+    pre, post = attrs["prescale_factor"], attrs["postscale_factor"]
+    ign = attrs["ignore_name_scope"]
+    summed = _allreduce(grad, op=Sum, ignore_name_scope=ign)
+    if reduce_op in (Min, Max):
+        scaled = x * tf.cast(pre, x.dtype)
+        extreme = _allreduce(scaled, op=reduce_op, ignore_name_scope=ign)
+        hit = tf.cast(tf.equal(scaled, extreme), grad.dtype)
+        # Ties share the gradient equally, as tf.reduce_max does.
+        ties = _allreduce(hit, op=Sum, ignore_name_scope=ign)
+        return summed * hit / tf.maximum(ties, tf.ones_like(ties)) * tf.cast(pre * post,
+                                                                          grad.dtype)
+    # Product: dy/dx_q = post * pre**n * prod_{p != q} x_p, from every rank's x.
+    everyone = _allgather(tf.expand_dims(x, 0), ignore_name_scope=ign)
+    others = (tf.math.cumprod(everyone, axis=0, exclusive=True) *
+              tf.math.cumprod(everyone, axis=0, exclusive=True, reverse=True))[rank()]
+    return summed * others * tf.cast(post * pre ** size(), grad.dtype)
+
+
+@tf.RegisterGradient("HorovodAllreduce")
+def _allreduce_grad(op, grad):
+    attrs = _attrs(op)
+    if attrs["op"] in (Sum, Average, Adasum):
+        return _allreduce(grad, **attrs)
+    return _extremum_or_product_grad(op.inputs[0], grad, attrs)
+
+
+@tf.RegisterGradient("HorovodGroupedAllreduce")
+def _grouped_allreduce_grad(op, *grads):
+    attrs = _attrs(op)
+    grads = [tf.zeros_like(y) if g is None else g for g, y in zip(grads, op.outputs)]
+    if attrs["op"] in (Sum, Average, Adasum):
+        return _grouped_allreduce(grads, **attrs)
+    return [_extremum_or_product_grad(x, g, attrs) for x, g in zip(op.inputs, grads)]
+
+
+@tf.RegisterGradient("HorovodAllgather")
+def _allgather_grad(op, grad):
+    ign = op.get_attr("ignore_name_scope")
+    summed = _allreduce(grad, op=Sum, ignore_name_scope=ign)
+    rows = tf.shape(op.inputs[0], out_type=tf.int64)[:1]
+    every_rows = _allgather(rows, ignore_name_scope=ign)
+    me = rank()
+    offset = tf.reduce_sum(every_rows[:me])
+    return summed[offset:offset + every_rows[me]]
+
+
+@tf.RegisterGradient("HorovodBroadcast")
+def _broadcast_grad(op, grad):
+    summed = _allreduce(grad, op=Sum, ignore_name_scope=op.get_attr("ignore_name_scope"))
+    if rank() != op.get_attr("root_rank"):
+        return tf.zeros_like(summed)
+    return summed
+
+
+@tf.RegisterGradient("HorovodAlltoall")
+def _alltoall_grad(op, grad, unused_grad_received_splits):
+    if grad is None:
+        grad = tf.zeros_like(op.outputs[0])
+    back, _ = _alltoall(grad, splits=op.outputs[1],
+                        ignore_name_scope=op.get_attr("ignore_name_scope"))
+    return [back, None]
+
+
+@tf.RegisterGradient("HorovodReducescatter")
+def _reducescatter_grad(op, grad):
+    attrs = _attrs(op)
+    gathered = _allgather(grad, ignore_name_scope=attrs["ignore_name_scope"])
+    factor = attrs["prescale_factor"] * attrs["postscale_factor"]
+    if attrs["op"] == Average:
+        factor /= size()
+    if factor != 1.0:
+        gathered = gathered * tf.cast(factor, gathered.dtype)
+    return gathered
+
+
+for _op_type in ("HorovodJoin", "HorovodBarrier", "HorovodSize", "HorovodRank",
+                 "HorovodLocalSize", "HorovodLocalRank"):
+    tf.no_gradient(_op_type)
+del _op_type

@@ -1,0 +1,203 @@
+"""DistributedOptimizer: wrap an optimizer so that gradients are allreduced.
+
+``DistributedOptimizer(opt, ...)`` is a factory:
+
+* a ``tf.compat.v1.train.Optimizer`` (TF1 graphs, ``opt.minimize(loss)``)
+  becomes a ``_DistributedOptimizer`` whose ``compute_gradients`` returns the
+  allreduced gradients and whose ``apply_gradients``, ``get_slot``,
+  ``variables`` ... are those of the wrapped optimizer;
+* a Keras 3 optimizer (``keras.optimizers.Optimizer``) becomes the Keras
+  wrapper of ``tf_hvd.keras`` (gradients allreduced inside ``apply``);
+* anything else is a ``TypeError``.
+"""
+
+import tensorflow as tf
+
+from tf_hvd.allreduce_grads import groups_from_num_groups, make_allreduce_grads_fn
+from tf_hvd.compression import Compression
+from tf_hvd.gradient_aggregation import LocalGradientAggregationHelper
+from tf_hvd.ops import Average
+
+_LegacyOptimizer = tf.compat.v1.train.Optimizer
+
+
+class _DistributedOptimizer(_LegacyOptimizer):
+    """A tf.compat.v1.train.Optimizer that wraps another one and allreduces the
+    gradients in ``compute_gradients`` before they are applied.
+
+    With ``backward_passes_per_step > 1`` the gradients are accumulated
+    locally and communicated (and applied) once every that many passes; the
+    ``global_step`` given to ``apply_gradients`` (if any) still advances on
+    every pass, as in Horovod, so it counts backward passes.
+    """
+
+    def __init__(self, optimizer, name=None, use_locking=False,
+                 device_dense='', device_sparse='',
+                 compression=Compression.none, sparse_as_dense=False,
+                 op=Average, gradient_predivide_factor=1.0,
+                 backward_passes_per_step=1,
+                 average_aggregated_gradients=False, groups=None):
+        if name is None:
+            name = "Distributed{}".format(type(optimizer).__name__)
+        super(_DistributedOptimizer, self).__init__(
+            name=name, use_locking=use_locking)
+        self._optimizer = optimizer
+        self._allreduce_grads = make_allreduce_grads_fn(
+            name, device_dense, device_sparse, compression, sparse_as_dense,
+            op, gradient_predivide_factor, groups)
+        self._agg_helper = None
+        if backward_passes_per_step > 1:
+            self._agg_helper = LocalGradientAggregationHelper(
+                backward_passes_per_step, self._allreduce_grads,
+                sparse_as_dense=sparse_as_dense,
+                average_aggregated_gradients=average_aggregated_gradients,
+                name=name + "_aggregation")
+
+    def compute_gradients(self, *args, **kwargs):
+        """Compute the local gradients with the wrapped optimizer, then
+        allreduce them (every ``backward_passes_per_step`` passes when local
+        aggregation is on). Returns a list of (gradient, variable) pairs."""
+        gradients = self._optimizer.compute_gradients(*args, **kwargs)
+        if not gradients:
+            return gradients
+        grads, variables = zip(*gradients)
+        if self._agg_helper is not None:
+            reduced = self._agg_helper.compute_gradients(grads, variables)
+        else:
+            reduced = self._allreduce_grads(grads, variables)
+        return list(zip(reduced, variables))
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        """Apply with the wrapped optimizer (only on communicating passes when
+        local aggregation is on)."""
+        if self._agg_helper is None:
+            return self._optimizer.apply_gradients(
+                grads_and_vars, global_step=global_step, name=name)
+        grads_and_vars = list(grads_and_vars)
+
+        def apply_fn():
+            return self._optimizer.apply_gradients(
+                grads_and_vars, global_step=global_step, name=name)
+
+        skip_fn = None
+        if global_step is not None:
+            def skip_fn():
+                return global_step.assign_add(1)
+
+        ready = self._agg_helper.apply_gradients(
+            apply_fn, grads=[g for g, _ in grads_and_vars], skip_fn=skip_fn)
+        if tf.executing_eagerly():
+            return None
+        return ready.op
+
+    # Everything else is the wrapped optimizer's.
+    def get_slot(self, *args, **kwargs):
+        return self._optimizer.get_slot(*args, **kwargs)
+
+    def get_slot_names(self, *args, **kwargs):
+        return self._optimizer.get_slot_names(*args, **kwargs)
+
+    def variables(self, *args, **kwargs):
+        return self._optimizer.variables(*args, **kwargs)
+
+    def get_name(self):
+        return self._optimizer.get_name()
+
+    def _create_slots(self, *args, **kwargs):
+        return self._optimizer._create_slots(*args, **kwargs)
+
+    def _prepare(self, *args, **kwargs):
+        return self._optimizer._prepare(*args, **kwargs)
+
+    def _apply_dense(self, *args, **kwargs):
+        return self._optimizer._apply_dense(*args, **kwargs)
+
+    def _resource_apply_dense(self, *args, **kwargs):
+        return self._optimizer._resource_apply_dense(*args, **kwargs)
+
+    def _resource_apply_sparse_duplicate_indices(self, *args, **kwargs):
+        return self._optimizer._resource_apply_sparse_duplicate_indices(
+            *args, **kwargs)
+
+    def _resource_apply_sparse(self, *args, **kwargs):
+        return self._optimizer._resource_apply_sparse(*args, **kwargs)
+
+    def _apply_sparse_duplicate_indices(self, *args, **kwargs):
+        return self._optimizer._apply_sparse_duplicate_indices(*args, **kwargs)
+
+    def _apply_sparse(self, *args, **kwargs):
+        return self._optimizer._apply_sparse(*args, **kwargs)
+
+    def _finish(self, *args, **kwargs):
+        return self._optimizer._finish(*args, **kwargs)
+
+
+def _is_keras_optimizer(optimizer):
+    try:
+        import keras
+    except ImportError:  # pragma: no cover - keras ships with TF 2.21
+        return False
+    return isinstance(optimizer, keras.optimizers.Optimizer)
+
+
+def DistributedOptimizer(optimizer, name=None, use_locking=False,
+                         device_dense='', device_sparse='',
+                         compression=Compression.none, sparse_as_dense=False,
+                         op=Average, gradient_predivide_factor=1.0,
+                         backward_passes_per_step=1,
+                         average_aggregated_gradients=False, num_groups=0,
+                         groups=None):
+    """Wrap ``optimizer`` so that it averages gradients over all ranks.
+
+    Args:
+      optimizer: a ``tf.compat.v1.train.Optimizer`` or a Keras 3 optimizer.
+      name: name of the wrapper (default ``"Distributed" + class name``).
+      use_locking: passed to the TF1 optimizer base class.
+      device_dense, device_sparse: devices for the dense / sparse reductions.
+      compression: ``Compression.none`` or ``Compression.fp16`` (dense
+        gradients travel as float16).
+      sparse_as_dense: turn ``tf.IndexedSlices`` gradients into dense tensors
+        before reducing them (otherwise they are allgathered).
+      op: ``Average`` (default), ``Sum``, ... (the reduction).
+      gradient_predivide_factor: divide by this before the sum and by
+        ``size / factor`` after it (op must be Average).
+      backward_passes_per_step: accumulate this many passes locally before
+        communicating and applying.
+      average_aggregated_gradients: divide the accumulated gradients by
+        ``backward_passes_per_step``.
+      num_groups: deprecated; same as ``groups=num_groups``.
+      groups: an int (send the gradients as that many grouped allreduces) or
+        a list of lists of variables (the gradients of each list go together).
+
+    Raises:
+      TypeError: the optimizer is neither kind.
+    """
+    groups = groups_from_num_groups(num_groups, groups)
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != "
+                         "Average")
+    if isinstance(optimizer, _DistributedOptimizer):
+        raise ValueError("the optimizer is already a DistributedOptimizer")
+    if isinstance(optimizer, _LegacyOptimizer):
+        return _DistributedOptimizer(
+            optimizer, name=name, use_locking=use_locking,
+            device_dense=device_dense, device_sparse=device_sparse,
+            compression=compression, sparse_as_dense=sparse_as_dense, op=op,
+            gradient_predivide_factor=gradient_predivide_factor,
+            backward_passes_per_step=backward_passes_per_step,
+            average_aggregated_gradients=average_aggregated_gradients,
+            groups=groups)
+    if _is_keras_optimizer(optimizer):
+        from tf_hvd.keras.optimizer import create_distributed_optimizer
+        return create_distributed_optimizer(
+            optimizer, name=name, device_dense=device_dense,
+            device_sparse=device_sparse, compression=compression,
+            sparse_as_dense=sparse_as_dense, op=op,
+            gradient_predivide_factor=gradient_predivide_factor,
+            backward_passes_per_step=backward_passes_per_step,
+            average_aggregated_gradients=average_aggregated_gradients,
+            groups=groups)
+    raise TypeError(
+        "DistributedOptimizer needs a tf.compat.v1.train.Optimizer or a Keras "
+        "optimizer (keras.optimizers.Optimizer); got %s.%s"
+        % (type(optimizer).__module__, type(optimizer).__name__))

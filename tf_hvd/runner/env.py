@@ -1,0 +1,92 @@
+"""The environment variables each rank is started with.
+
+``knob_env(args)`` turns tuning flags into Horovod's environment knobs (same names as
+Horovod, so a setting means the same thing to a Horovod user); ``gloo_rank_env`` adds
+the per-rank topology and the rendezvous address the Gloo transport needs.
+"""
+
+# Variables copied from the launcher's environment to ranks started over ssh (local
+# ranks inherit the whole environment).
+_FORWARDED_NAMES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONUNBUFFERED")
+_FORWARDED_PREFIXES = ("HOROVOD_", "TF_", "NCCL_", "OMP_", "KMP_", "CUDA_", "TF_HVD_")
+
+
+def _number(value):
+    """Format a float without a spurious '.0' (5.0 -> '5', 0.5 -> '0.5')."""
+    return format(float(value), "g") if float(value) != int(value) else str(int(value))
+
+
+def knob_env(args):
+    """Map the parsed tuning flags to HOROVOD_* variables (only flags that were given)."""
+    env = {}
+    if args.fusion_threshold_mb is not None:
+        env["HOROVOD_FUSION_THRESHOLD"] = str(int(round(args.fusion_threshold_mb * 1024 * 1024)))
+    if args.cycle_time_ms is not None:
+        env["HOROVOD_CYCLE_TIME"] = _number(args.cycle_time_ms)
+    if args.disable_cache:
+        env["HOROVOD_CACHE_CAPACITY"] = "0"
+    elif args.cache_capacity is not None:
+        env["HOROVOD_CACHE_CAPACITY"] = str(args.cache_capacity)
+    if args.timeline_filename is not None:
+        env["HOROVOD_TIMELINE"] = args.timeline_filename
+    if args.timeline_mark_cycles:
+        env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
+    if args.log_level is not None:
+        env["HOROVOD_LOG_LEVEL"] = args.log_level
+    if args.no_stall_check:
+        env["HOROVOD_STALL_CHECK_DISABLE"] = "1"
+    if args.stall_check_warning_time_seconds is not None:
+        env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = _number(args.stall_check_warning_time_seconds)
+    if args.stall_check_shutdown_time_seconds is not None:
+        env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = _number(
+            args.stall_check_shutdown_time_seconds)
+    if args.start_timeout is not None:
+        env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = _number(args.start_timeout)
+    if args.network_interface:
+        env["HOROVOD_GLOO_IFACE"] = args.network_interface
+    return env
+
+
+def gloo_rank_env(slot, hostname, rendezvous_addr, rendezvous_port, knobs):
+    """Variables for one rank in Gloo mode.
+
+    ``slot`` is a placement.RankSlot; ``hostname`` the address this rank binds and
+    publishes for Gloo's TCP pairs (127.0.0.1 when everything runs locally).
+    """
+    env = dict(knobs)
+    env.update({
+        "HOROVOD_RANK": str(slot.rank),
+        "HOROVOD_SIZE": str(slot.size),
+        "HOROVOD_LOCAL_RANK": str(slot.local_rank),
+        "HOROVOD_LOCAL_SIZE": str(slot.local_size),
+        "HOROVOD_CROSS_RANK": str(slot.cross_rank),
+        "HOROVOD_CROSS_SIZE": str(slot.cross_size),
+        "HOROVOD_HOSTNAME": hostname,
+        "HOROVOD_GLOO_RENDEZVOUS_ADDR": rendezvous_addr,
+        "HOROVOD_GLOO_RENDEZVOUS_PORT": str(rendezvous_port),
+        "HOROVOD_CONTROLLER": "gloo",
+    })
+    return env
+
+
+def process_env(base, extra):
+    """Full environment for a local child: ``base`` (usually os.environ) + ``extra``.
+
+    Python children are made unbuffered unless the user chose otherwise, so their
+    lines reach the launcher (and the prefixing) as soon as they are printed.
+    """
+    env = dict(base)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(extra)
+    return env
+
+
+def forwarded_env(base, extra):
+    """Environment to pass explicitly to a remote rank: a few of ours plus ``extra``."""
+    env = {}
+    for name, value in base.items():
+        if name in _FORWARDED_NAMES or name.startswith(_FORWARDED_PREFIXES):
+            env[name] = value
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(extra)
+    return env

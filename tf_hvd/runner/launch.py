@@ -1,0 +1,68 @@
+"""tfhvdrun: start N ranks of a training program, Horovod style.
+
+    tfhvdrun -np 4 -H server1:2,server2:2 python train.py
+
+Gloo mode (default, gloo_run.py): this process serves the rendezvous KV store,
+computes every rank's topology from the host list, starts local ranks as child
+processes and remote ones over ssh, prefixes their output with the rank and supervises
+them. MPI mode (--mpi, mpi_run.py): mpiexec starts the ranks.
+
+Usage errors: one line ``tfhvdrun: error: ...`` and exit status 2.
+Only the standard library is imported (no TensorFlow), so the launcher starts at once.
+"""
+
+import os
+import sys
+
+from . import args as cli
+from . import hosts as host_spec
+from .plan import Plan
+
+USAGE_EXIT = 2
+
+
+def _usage_error(message):
+    sys.stderr.write("tfhvdrun: error: %s\n" % message)
+    sys.stderr.flush()
+    return USAGE_EXIT
+
+
+def prepare(argv):
+    """Parse and check the command line; return a Plan. Raises UsageError/HostSpecError."""
+    args = cli.parse(argv)
+    plan = Plan(args)
+    if plan.any_local:
+        cli.check_command_runs_here(args.command)
+    if args.output_filename:
+        try:
+            os.makedirs(args.output_filename, exist_ok=True)
+        except OSError as e:
+            raise cli.UsageError("--output-filename %s: %s"
+                                 % (args.output_filename, e.strerror or e))
+    if not plan.all_local:
+        plan.launcher_address()  # reports a bad --network-interface now
+    return plan
+
+
+def main(argv=None):
+    """Run tfhvdrun with ``argv`` (default sys.argv[1:]); return the exit code."""
+    if argv is None:
+        argv = sys.argv[1:]
+    try:
+        plan = prepare(argv)
+    except (cli.UsageError, host_spec.HostSpecError) as e:
+        return _usage_error(str(e))
+    if plan.args.mode == "mpi":
+        from . import mpi_run
+        return mpi_run.run(plan)
+    from . import gloo_run
+    return gloo_run.run(plan)
+
+
+def console_main():
+    """Entry point of the ``tfhvdrun`` console script."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    console_main()

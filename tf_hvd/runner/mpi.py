@@ -1,0 +1,76 @@
+"""Building the mpiexec command for ``tfhvdrun --mpi``.
+
+mpiexec is taken from the directory of the running Python (a venv with the ``mpich``
+wheel ships it there) and otherwise from PATH. MPICH/Hydra and Open MPI spell the
+host list and environment options differently; ``mpi_flavor`` tells them apart.
+
+Every rank runs ``python rank_wrapper.py ... -- command``: the wrapper prefixes the
+rank's output lines and reports its exit status to the launcher (see rank_wrapper.py),
+which mpiexec alone does not do line by line.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+HYDRA = "hydra"
+OPENMPI = "openmpi"
+
+WRAPPER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rank_wrapper.py")
+
+
+def find_mpiexec(bin_dir=None, path=None):
+    """Absolute path of mpiexec, or None.
+
+    ``bin_dir`` defaults to the directory of sys.executable, ``path`` to $PATH.
+    """
+    if bin_dir is None:
+        bin_dir = os.path.dirname(sys.executable)
+    candidate = os.path.join(bin_dir, "mpiexec")
+    if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+        return candidate
+    if path is None:
+        path = os.environ.get("PATH", os.defpath)
+    return shutil.which("mpiexec", path=path)
+
+
+def mpi_flavor(mpiexec):
+    """HYDRA (MPICH, Intel MPI) or OPENMPI, from ``mpiexec --version``."""
+    try:
+        out = subprocess.run([mpiexec, "--version"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return HYDRA
+    text = out.decode("utf-8", "replace")
+    if "Open MPI" in text or "OpenRTE" in text or "open-mpi" in text:
+        return OPENMPI
+    return HYDRA
+
+
+def mpiexec_command(mpiexec, flavor, num_proc, hosts_arg, env, command,
+                    output_dir=None, status_dir=None, python=None):
+    """argv for subprocess.
+
+    ``hosts_arg`` is ``"h1:2,h2:2"`` or None (all ranks local: let mpiexec place
+    them). ``env`` are the variables every rank gets, passed explicitly so remote
+    ranks receive them too.
+    """
+    argv = [mpiexec, "-n", str(num_proc)]
+    if flavor == OPENMPI:
+        if hosts_arg:
+            argv += ["-H", hosts_arg]
+        for name in sorted(env):
+            argv += ["-x", "%s=%s" % (name, env[name])]
+    else:
+        if hosts_arg:
+            argv += ["-hosts", hosts_arg]
+        for name in sorted(env):
+            argv += ["-genv", name, env[name]]
+    argv += [python or sys.executable, WRAPPER_PATH]
+    if output_dir:
+        argv += ["--output-filename", output_dir]
+    if status_dir:
+        argv += ["--status-dir", status_dir]
+    argv += ["--"] + list(command)
+    return argv

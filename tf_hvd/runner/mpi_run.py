@@ -1,0 +1,161 @@
+"""MPI mode: start the ranks with mpiexec and watch them through their status files.
+
+mpiexec (Hydra) does not stop the other ranks when one exits with an error, and does
+not say which rank it was. Every rank therefore runs under rank_wrapper.py, which
+records its process group and exit status in a private directory; this loop reads it,
+names the first rank that failed, stops mpiexec (which stops the ranks) and, should
+anything survive, kills the recorded process groups.
+"""
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import env as rank_env
+from . import mpi
+from .signals import SignalCatcher, signal_name
+from .supervisor import describe_status, exit_code_for, log_line
+
+NOT_FOUND_EXIT = 2
+
+
+def read_status(status_dir, suffix):
+    """{rank: (integer in rank.<r><suffix>, mtime_ns)} for the files written so far."""
+    found = {}
+    try:
+        names = os.listdir(status_dir)
+    except OSError:
+        return found
+    for name in names:
+        if not (name.startswith("rank.") and name.endswith(suffix)):
+            continue
+        path = os.path.join(status_dir, name)
+        try:
+            rank = int(name[len("rank."):-len(suffix)])
+            with open(path) as f:
+                value = int(f.read().strip())
+            found[rank] = (value, os.stat(path).st_mtime_ns)
+        except (ValueError, OSError):
+            continue
+    return found
+
+
+def first_failure(exits):
+    """(rank, code) of the earliest non-zero exit in read_status(..., '.exit'), or None."""
+    bad = sorted((mtime, rank, code) for rank, (code, mtime) in exits.items() if code != 0)
+    if not bad:
+        return None
+    return bad[0][1], bad[0][2]
+
+
+def _kill_groups(pgids, signum):
+    own = os.getpgid(0)
+    for pgid in pgids:
+        if pgid <= 1 or pgid == own:
+            continue
+        try:
+            os.killpg(pgid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _signal_pid(pid, signum):
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+class _MpiJob(object):
+    def __init__(self, popen, status_dir, num_proc, grace=3.0, poll_interval=0.05):
+        self.popen = popen
+        self.status_dir = status_dir
+        self.num_proc = num_proc
+        self.grace = grace
+        self.poll_interval = poll_interval
+        self.failed = None
+        self.signalled = None
+
+    def kill_everything(self):
+        pgids = [p for p, _ in read_status(self.status_dir, ".pgid").values()]
+        _kill_groups(pgids + [self.popen.pid], signal.SIGKILL)
+
+    def wait(self, signals):
+        deadline = None
+        killed = False
+        while True:
+            for signum in signals.pop_all():
+                if self.signalled is None and not killed:
+                    self.signalled = signum
+                    log_line("received %s, forwarding it to mpiexec" % signal_name(signum))
+                    _signal_pid(self.popen.pid, signum)
+                    deadline = time.monotonic() + self.grace
+                else:
+                    self.kill_everything()
+                    killed = True
+            rc = self.popen.poll()
+            exits = read_status(self.status_dir, ".exit")
+            failure = first_failure(exits)
+            if failure and self.failed is None and self.signalled is None:
+                self.failed = failure
+                message = "rank %d %s" % (failure[0], describe_status(failure[1]))
+                running = self.num_proc - len(exits)
+                if rc is None and running > 0:
+                    message += "; terminating the other %d running rank(s)" % running
+                log_line(message)
+                if rc is None:
+                    _signal_pid(self.popen.pid, signal.SIGTERM)
+                    deadline = time.monotonic() + self.grace
+            if rc is not None:
+                break
+            if deadline is not None and not killed and time.monotonic() >= deadline:
+                self.kill_everything()
+                killed = True
+            time.sleep(self.poll_interval)
+        self.kill_everything()  # stragglers mpiexec did not take down
+        if self.failed is not None:
+            return exit_code_for(self.failed[1])
+        if self.signalled is not None:
+            return 128 + int(self.signalled)
+        if rc != 0:
+            log_line("mpiexec %s" % describe_status(rc))
+            return exit_code_for(rc)
+        return 0
+
+
+def run(plan):
+    """Run the job with mpiexec; return the launcher's exit code."""
+    args = plan.args
+    mpiexec = mpi.find_mpiexec()
+    if mpiexec is None:
+        sys.stderr.write("tfhvdrun: error: --mpi: mpiexec not found (looked in %s and on "
+                         "PATH)\n" % os.path.dirname(sys.executable))
+        sys.stderr.flush()
+        return NOT_FOUND_EXIT
+    flavor = mpi.mpi_flavor(mpiexec)
+    env = dict(plan.knobs)
+    env["HOROVOD_CONTROLLER"] = "mpi"
+    status_dir = tempfile.mkdtemp(prefix="tfhvdrun-")
+    argv = mpi.mpiexec_command(mpiexec, flavor, args.num_proc, plan.mpi_hosts_arg(), env,
+                               args.command, output_dir=args.output_filename,
+                               status_dir=status_dir)
+    if args.verbose:
+        log_line(" ".join(shlex.quote(a) for a in argv))
+    signals = SignalCatcher()
+    signals.install()
+    try:
+        try:
+            popen = subprocess.Popen(argv, env=rank_env.process_env(os.environ, env),
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as e:
+            log_line("cannot start %s: %s" % (mpiexec, e.strerror or e))
+            return 126
+        return _MpiJob(popen, status_dir, args.num_proc).wait(signals)
+    finally:
+        signals.restore()
+        shutil.rmtree(status_dir, ignore_errors=True)

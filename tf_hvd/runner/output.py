@@ -1,0 +1,92 @@
+"""Copy a rank's stdout/stderr pipes to ours, one prefixed line at a time.
+
+Every line a rank writes appears as ``[<rank>]<stdout>:<line>`` (or ``<stderr>``),
+the format horovodrun uses. Each pipe is read by its own thread; a line is written
+with a single write under a lock shared by everyone writing to the same destination,
+so lines of different ranks never interleave mid-line. Optionally the raw, unprefixed
+bytes are also written to ``<output_dir>/rank.<rank>/<stdout|stderr>``.
+
+This module must stay importable on its own (only the standard library): the MPI
+rank wrapper imports it by file location.
+"""
+
+import os
+import threading
+
+_locks_guard = threading.Lock()
+_locks = {}
+
+
+def lock_for(stream):
+    """One lock per destination stream object."""
+    with _locks_guard:
+        key = id(stream)
+        if key not in _locks:
+            _locks[key] = threading.Lock()
+        return _locks[key]
+
+
+def prefix(rank, stream_name):
+    return ("[%d]<%s>:" % (rank, stream_name)).encode()
+
+
+def rank_output_dir(output_dir, rank):
+    return os.path.join(output_dir, "rank.%d" % rank)
+
+
+def open_rank_file(output_dir, rank, stream_name):
+    """Create ``<output_dir>/rank.<rank>/`` if needed and open ``stream_name`` in it."""
+    directory = rank_output_dir(output_dir, rank)
+    os.makedirs(directory, exist_ok=True)
+    return open(os.path.join(directory, stream_name), "wb")
+
+
+def _copy_lines(pipe, rank, stream_name, dest, dest_lock, copy_file):
+    head = prefix(rank, stream_name)
+    try:
+        while True:
+            line = pipe.readline()
+            if not line:
+                break
+            if not line.endswith(b"\n"):
+                line_out = line + b"\n"
+            else:
+                line_out = line
+            if copy_file is not None:
+                try:
+                    copy_file.write(line)
+                    copy_file.flush()
+                except (OSError, ValueError):
+                    copy_file = None
+            with dest_lock:
+                try:
+                    dest.write(head + line_out)
+                    dest.flush()
+                except (OSError, ValueError):
+                    # Our own stdout went away (closed pipe); keep draining the rank's
+                    # pipe so it never blocks on a full buffer.
+                    pass
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
+        if copy_file is not None:
+            try:
+                copy_file.close()
+            except OSError:
+                pass
+
+
+def forward(pipe, rank, stream_name, dest, output_dir=None):
+    """Start a daemon thread copying ``pipe`` (binary, readable) to binary ``dest``.
+
+    Returns the thread; it ends when the pipe reaches EOF.
+    """
+    copy_file = open_rank_file(output_dir, rank, stream_name) if output_dir else None
+    thread = threading.Thread(
+        target=_copy_lines,
+        args=(pipe, rank, stream_name, dest, lock_for(dest), copy_file),
+        name="tf_hvd-rank%d-%s" % (rank, stream_name), daemon=True)
+    thread.start()
+    return thread

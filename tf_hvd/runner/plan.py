@@ -1,0 +1,87 @@
+"""The launch plan: everything decided from the command line before a process starts.
+
+Host list (default ``localhost:N``), rank placement, which hosts are this machine,
+the address remote ranks reach us at, and the environment knobs.
+"""
+
+import os
+
+from . import env as rank_env
+from . import hosts as host_spec
+from . import network
+from . import placement
+from . import ssh
+from .args import UsageError
+
+
+def host_list(args):
+    """(list of HostSlots, how the user gave it, for messages)."""
+    if args.hosts is not None:
+        return host_spec.parse_hosts(args.hosts), "-H %s" % args.hosts
+    if args.hostfile is not None:
+        return host_spec.parse_hostfile(args.hostfile), "--hostfile %s" % args.hostfile
+    return [host_spec.HostSlots("localhost", args.num_proc)], "localhost"
+
+
+class Plan(object):
+    def __init__(self, args, is_local=network.is_local_host):
+        """Raises UsageError / HostSpecError for host lists that cannot work."""
+        self.args = args
+        self.hosts, where = host_list(args)
+        capacity = host_spec.total_slots(self.hosts)
+        if args.num_proc > capacity:
+            raise UsageError("-np %d is more than the %d slot(s) available in %s"
+                             % (args.num_proc, capacity, where))
+        self.slots = placement.assign_ranks(self.hosts, args.num_proc)
+        self.used_hosts = placement.hosts_used(self.slots)
+        self.local = {h: bool(is_local(h)) for h in self.used_hosts}
+        self.all_local = all(self.local.values())
+        self.any_local = any(self.local.values())
+        self.knobs = rank_env.knob_env(args)
+
+    def launcher_address(self):
+        """Address other hosts reach this machine at (127.0.0.1 when all is local)."""
+        if self.all_local:
+            return "127.0.0.1"
+        if self.args.network_interface:
+            try:
+                return network.interface_address(self.args.network_interface)
+            except OSError as e:
+                raise UsageError("--network-interface %s: no IPv4 address (%s)"
+                                 % (self.args.network_interface, e.strerror or e))
+        remote = [h for h in self.used_hosts if not self.local[h]]
+        return network.address_towards(remote[0])
+
+    def rendezvous_bind_address(self):
+        return "127.0.0.1" if self.all_local else "0.0.0.0"
+
+    def rank_hostname(self, slot, launcher_address):
+        """HOROVOD_HOSTNAME of a rank: what it binds and publishes for Gloo."""
+        if self.local[slot.hostname]:
+            return launcher_address
+        return slot.hostname.split("@", 1)[-1]
+
+    def gloo_envs(self, rendezvous_addr, rendezvous_port):
+        """Per-rank HOROVOD_* variables, index == rank."""
+        me = self.launcher_address()
+        return [rank_env.gloo_rank_env(s, self.rank_hostname(s, me), rendezvous_addr,
+                                       rendezvous_port, self.knobs) for s in self.slots]
+
+    def rank_argv(self, slot, env, cwd, base_env=None):
+        """(argv, is_local): how to start ``slot``'s rank from here.
+
+        Local ranks run the command directly (``env`` goes into the process
+        environment); remote ranks run it through ssh with ``env`` on the command line.
+        """
+        if self.local[slot.hostname]:
+            return list(self.args.command), True
+        remote_env = rank_env.forwarded_env(os.environ if base_env is None else base_env, env)
+        return ssh.ssh_command(slot.hostname, self.args.command, remote_env, cwd,
+                               self.args.ssh_port, self.args.ssh_identity_file), False
+
+    def mpi_hosts_arg(self):
+        """``host:n,...`` for mpiexec, None when every rank is local."""
+        if self.all_local:
+            return None
+        counts = [(h, sum(1 for s in self.slots if s.hostname == h)) for h in self.used_hosts]
+        return ",".join("%s:%d" % hc for hc in counts)

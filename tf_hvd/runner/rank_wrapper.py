@@ -1,0 +1,111 @@
+"""Per-rank wrapper used by ``tfhvdrun --mpi``: mpiexec starts this, this starts the
+user's command.
+
+    python rank_wrapper.py [--output-filename DIR] [--status-dir DIR] -- command ...
+
+It runs the command as its child in the same process group (mpiexec signals whole
+process groups, so both are stopped together), with everything inherited, including
+the file descriptors the MPI process manager passes (PMI_FD), and
+
+* copies the child's stdout/stderr to its own, each line prefixed ``[rank]<stdout>:``
+  (rank from PMI_RANK / OMPI_COMM_WORLD_RANK / PMIX_RANK), optionally also to
+  DIR/rank.<r>/{stdout,stderr};
+* writes ``<status-dir>/rank.<r>.pgid`` at start and ``rank.<r>.exit`` (the exit code,
+  negative for a signal) at the end, so the launcher learns which rank failed first
+  and can clean up every rank's process group.
+
+It is run by file path, not ``-m``, so starting it never imports the tf_hvd package
+(and with it TensorFlow); it needs only the standard library and output.py next to it.
+"""
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+
+if __package__:
+    from . import output
+else:  # run as a script: sys.path[0] is this directory
+    import output  # noqa: E402
+
+_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "HOROVOD_RANK")
+
+
+def rank_from_env(environ):
+    for name in _RANK_VARS:
+        value = environ.get(name)
+        if value is not None and value.strip().lstrip("-").isdigit():
+            return int(value)
+    return 0
+
+
+def _write_atomically(path, text):
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="tf_hvd rank wrapper")
+    parser.add_argument("--output-filename", dest="output_dir")
+    parser.add_argument("--status-dir", dest="status_dir")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command")
+    rank = rank_from_env(os.environ)
+    status_dir = args.status_dir
+    if status_dir and not os.path.isdir(status_dir):
+        status_dir = None  # a remote host: the launcher's directory is not here
+
+    if status_dir:
+        _write_atomically(os.path.join(status_dir, "rank.%d.pgid" % rank),
+                          "%d\n" % os.getpgid(0))
+
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    # SIGTERM aimed at the wrapper alone is passed on; SIGINT normally reaches the whole
+    # process group (terminal, mpiexec), so the wrapper ignores it and waits.
+    child = None
+
+    def on_term(signum, frame):
+        if child is not None and child.poll() is None:
+            try:
+                child.send_signal(signum)
+            except OSError:
+                pass
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env=env, close_fds=False,
+                                 restore_signals=True)
+    except OSError as e:
+        line = "%scannot run %r: %s\n" % (output.prefix(rank, "stderr").decode(),
+                                           command[0], e.strerror or e)
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        code = 127
+    else:
+        # Only now: an ignored signal would be inherited by the child through exec.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        threads = [
+            output.forward(child.stdout, rank, "stdout", sys.stdout.buffer, args.output_dir),
+            output.forward(child.stderr, rank, "stderr", sys.stderr.buffer, args.output_dir),
+        ]
+        code = child.wait()
+        for t in threads:
+            t.join(10)
+    if status_dir:
+        try:
+            _write_atomically(os.path.join(status_dir, "rank.%d.exit" % rank), "%d\n" % code)
+        except OSError:
+            pass
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

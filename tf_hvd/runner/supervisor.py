@@ -1,0 +1,205 @@
+"""Starting the ranks' processes and watching them until all are done.
+
+Policy (the same as horovodrun's, stated precisely):
+
+* every rank runs in its own session / process group, so signals reach a rank and
+  everything it started, and a Ctrl-C in the terminal reaches only the launcher, which
+  forwards it exactly once;
+* SIGINT/SIGTERM/SIGHUP received by the launcher are forwarded to every rank's group;
+  a second signal kills them (SIGKILL);
+* when a rank exits with a non-zero status (and we are not already stopping), one line
+  names it and its status, the others get SIGTERM and, ``grace`` seconds later, SIGKILL;
+* when all ranks are gone, whatever is left in their process groups is killed, so no
+  process survives the launcher;
+* exit code: the failed rank's code (128+N for a rank killed by signal N), 128+N when
+  the launcher was stopped by signal N, else 0.
+
+Ranks are also started with PR_SET_PDEATHSIG (Linux) so they get SIGTERM should the
+launcher itself be killed with SIGKILL.
+"""
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from . import output
+from .signals import SignalCatcher, signal_name
+
+
+def _make_pdeathsig_setter():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    PR_SET_PDEATHSIG = 1
+    sig = int(signal.SIGTERM)
+
+    def set_pdeathsig():
+        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+    return set_pdeathsig
+
+
+_set_pdeathsig = _make_pdeathsig_setter()
+
+
+def describe_status(returncode):
+    """'exited with code 3' / 'was killed by signal 9 (SIGKILL)'."""
+    if returncode < 0:
+        return "was killed by signal %d (%s)" % (-returncode, signal_name(-returncode))
+    return "exited with code %d" % returncode
+
+
+def exit_code_for(returncode):
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def log_line(message):
+    """Write ``tfhvdrun: <message>`` to stderr as one line, not inside a rank's line."""
+    dest = sys.stderr.buffer
+    with output.lock_for(dest):
+        try:
+            sys.stderr.flush()
+            dest.write(("tfhvdrun: %s\n" % message).encode("utf-8", "replace"))
+            dest.flush()
+        except (OSError, ValueError):
+            pass
+
+
+class RankProcess(object):
+    def __init__(self, rank, host, popen, threads):
+        self.rank = rank
+        self.host = host
+        self.popen = popen
+        self.threads = threads
+        self.returncode = None
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+
+class Supervisor(object):
+    def __init__(self, signals=None, grace=3.0, poll_interval=0.05, log=None):
+        self.grace = grace
+        self.poll_interval = poll_interval
+        self._log = log or log_line
+        self.signals = signals if signals is not None else SignalCatcher()
+        self.procs = []
+        self.failed = None          # RankProcess that failed first
+        self.signalled = None       # signal number that stopped the launcher
+
+    # -- starting --------------------------------------------------------------
+    def spawn(self, rank, host, argv, env, cwd=None, output_dir=None):
+        """Start one rank; its stdout/stderr are forwarded with the rank prefix.
+
+        Raises OSError when the program cannot be started.
+        """
+        popen = subprocess.Popen(
+            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, preexec_fn=_set_pdeathsig)
+        threads = [
+            output.forward(popen.stdout, rank, "stdout", sys.stdout.buffer, output_dir),
+            output.forward(popen.stderr, rank, "stderr", sys.stderr.buffer, output_dir),
+        ]
+        proc = RankProcess(rank, host, popen, threads)
+        self.procs.append(proc)
+        return proc
+
+    # -- signalling -----------------------------------------------------------
+    def _signal_groups(self, signum, only_running=True):
+        for proc in self.procs:
+            if only_running and proc.returncode is not None:
+                continue
+            try:
+                os.killpg(proc.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    # -- waiting ---------------------------------------------------------------
+    def _poll(self):
+        """Reap exited ranks; return (list of running, list of newly exited)."""
+        running, exited = [], []
+        for proc in self.procs:
+            if proc.returncode is not None:
+                continue
+            rc = proc.popen.poll()
+            if rc is None:
+                running.append(proc)
+            else:
+                proc.returncode = rc
+                exited.append(proc)
+        return running, exited
+
+    def wait(self):
+        """Block until every rank is gone; return the launcher's exit code."""
+        deadline = None
+        killed = False
+        try:
+            while True:
+                for signum in self.signals.pop_all():
+                    if self.signalled is None and not killed:
+                        self.signalled = signum
+                        self._log("received %s, forwarding it to all ranks"
+                                  % signal_name(signum))
+                        self._signal_groups(signum)
+                        deadline = time.monotonic() + self.grace
+                    else:
+                        self._signal_groups(signal.SIGKILL)
+                        killed = True
+                running, exited = self._poll()
+                for proc in sorted(exited, key=lambda p: p.rank):
+                    if (proc.returncode != 0 and self.failed is None
+                            and self.signalled is None):
+                        self.failed = proc
+                        message = "rank %d (on %s) %s" % (
+                            proc.rank, proc.host, describe_status(proc.returncode))
+                        if running:
+                            message += "; terminating the other %d running rank(s)" % len(
+                                running)
+                        self._log(message)
+                        self._signal_groups(signal.SIGTERM)
+                        deadline = time.monotonic() + self.grace
+                if not running:
+                    break
+                if deadline is not None and not killed and time.monotonic() >= deadline:
+                    self._signal_groups(signal.SIGKILL)
+                    killed = True
+                time.sleep(self.poll_interval)
+        finally:
+            self.cleanup()
+        if self.failed is not None:
+            return exit_code_for(self.failed.returncode)
+        if self.signalled is not None:
+            return 128 + int(self.signalled)
+        return 0
+
+    def abort(self):
+        """Stop the ranks started so far (used when a later one cannot start)."""
+        self._signal_groups(signal.SIGTERM)
+        deadline = time.monotonic() + self.grace
+        while time.monotonic() < deadline and self._poll()[0]:
+            time.sleep(self.poll_interval)
+        self.cleanup()
+
+    def cleanup(self):
+        """Kill what is left in the ranks' process groups; drain the output threads."""
+        for proc in self.procs:
+            if proc.returncode is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                proc.returncode = proc.popen.wait()
+        self._signal_groups(signal.SIGKILL, only_running=False)
+        end = time.monotonic() + 5.0
+        for proc in self.procs:
+            for t in proc.threads:
+                t.join(max(0.0, end - time.monotonic()))

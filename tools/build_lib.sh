@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Build the op library / extension module with Bazel and place it at tf_hvd/_hvd.so.
+#   tools/build_lib.sh [extra bazel build flags, e.g. --config=cuda]
+# Python (and so TensorFlow, pybind11, mpich) comes from PYTHON_BIN_PATH, default
+# ${TF_HVD_VENV:-$HOME/.venvs/tf_hvd}/bin/python. Unchanged sources: ~2 s (Bazel cache).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+VENV="${TF_HVD_VENV:-${HOME:-/root}/.venvs/tf_hvd}"
+export PYTHON_BIN_PATH="${PYTHON_BIN_PATH:-${VENV}/bin/python}"
+# Under `pip install` with build isolation these point at pip's throw-away environment,
+# which has no TensorFlow; the repository rules must see the real interpreter's packages.
+unset PYTHONPATH PYTHONNOUSERSITE PYTHONHOME PYTHONSAFEPATH || true
+BAZEL="${BAZEL:-bazel}"
+
+"${BAZEL}" build "$@" //:_hvd.so
+
+src="${ROOT}/bazel-bin/_hvd.so"
+dst="${ROOT}/tf_hvd/_hvd.so"
+mkdir -p "${ROOT}/tf_hvd"
+if ! cmp -s "${src}" "${dst}" 2>/dev/null; then
+  # Copy then rename: a process that has the old library mapped keeps working.
+  cp -f "${src}" "${dst}.tmp.$$"
+  chmod 0755 "${dst}.tmp.$$"
+  mv -f "${dst}.tmp.$$" "${dst}"
+  echo "build_lib: updated ${dst}" >&2
+else
+  echo "build_lib: ${dst} is up to date" >&2
+fi

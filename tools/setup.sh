@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a Debian machine for tf_hvd (runs non-interactively; CI runs it as root):
+#   1. apt: bazel-bootstrap (Bazel 4.2.3), libgloo-dev, python3.11 (+venv) -- only if missing
+#   2. venv ${TF_HVD_VENV:-$HOME/.venvs/tf_hvd} from python3.11 -- only if missing
+#   3. pip install -r tools/requirements.txt -- only if a pinned requirement is not satisfied
+#   4. Bazel build of //:_hvd.so, copied to tf_hvd/_hvd.so (cached: ~2 s when unchanged)
+#   5. editable install of this tree (import tf_hvd anywhere, console script tfhvdrun)
+#      -- only if the venv does not already point at this tree with the same setup.py
+# Second and later runs with nothing to do take a few seconds.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${TF_HVD_VENV:-${HOME:-/root}/.venvs/tf_hvd}"
+PY="${VENV}/bin/python"
+log() { echo "[setup] $*" >&2; }
+
+SUDO=""
+if [[ "$(id -u)" != 0 ]] && command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; fi
+export DEBIAN_FRONTEND=noninteractive
+
+apt_install() {  # apt_install pkg...: apt-get update only when a package has no candidate
+  local need_update=0 p
+  if ! compgen -G "/var/lib/apt/lists/*_Packages*" >/dev/null; then need_update=1; fi
+  for p in "$@"; do
+    if ! apt-cache policy "$p" 2>/dev/null | grep -q 'Candidate: [^(]'; then need_update=1; fi
+  done
+  if (( need_update )); then
+    log "apt-get update"
+    ${SUDO} apt-get update -q
+  fi
+  log "apt-get install -y $*"
+  ${SUDO} apt-get install -y -q --no-install-recommends "$@"
+}
+
+# 1. System packages ------------------------------------------------------------------------
+pkgs=()
+command -v bazel >/dev/null 2>&1 || pkgs+=(bazel-bootstrap)
+[[ -f /usr/include/gloo/config.h && -e /usr/lib/libgloo.so ]] || pkgs+=(libgloo-dev)
+if [[ ! -x "${PY}" ]]; then
+  command -v python3.11 >/dev/null 2>&1 || pkgs+=(python3.11 python3.11-venv)
+fi
+if (( ${#pkgs[@]} )); then apt_install "${pkgs[@]}"; fi
+
+# 2. Virtual environment --------------------------------------------------------------------
+if [[ ! -x "${PY}" ]]; then
+  log "creating venv ${VENV} (python3.11)"
+  mkdir -p "$(dirname "${VENV}")"
+  if ! python3.11 -m venv "${VENV}"; then
+    rm -rf "${VENV}"
+    apt_install python3.11-venv
+    python3.11 -m venv "${VENV}"
+  fi
+fi
+
+# 3. Python requirements (fast path: compare installed versions with the pins) ---------------
+if ! "${PY}" - "${ROOT}/tools/requirements.txt" <<'PYEOF'
+import re, sys
+from importlib import metadata
+bad = []
+for line in open(sys.argv[1]):
+    line = line.split("#", 1)[0].strip()
+    if not line:
+        continue
+    m = re.match(r"^([A-Za-z0-9_.\-]+)\s*(?:==\s*([^\s;]+))?", line)
+    name, want = m.group(1), m.group(2)
+    try:
+        have = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        bad.append(f"{name} (missing)")
+        continue
+    if want and have != want:
+        bad.append(f"{name} {have} != {want}")
+if bad:
+    print("[setup] requirements to install: " + ", ".join(bad), file=sys.stderr)
+    sys.exit(1)
+PYEOF
+then
+  log "pip install -r tools/requirements.txt"
+  "${PY}" -m pip install -q -r "${ROOT}/tools/requirements.txt"
+fi
+
+# 4. Build the library ------------------------------------------------------------------------
+PYTHON_BIN_PATH="${PY}" TF_HVD_VENV="${VENV}" "${ROOT}/tools/build_lib.sh"
+
+# 5. Editable install (import tf_hvd from anywhere, tfhvdrun on PATH) -------------------------
+stamp="${VENV}/.tf_hvd_install_stamp"
+want_stamp="${ROOT} $(sha1sum "${ROOT}/setup.py" | cut -d' ' -f1)"
+have_origin="$(cd / && "${PY}" -c 'import importlib.util as u, os
+s = u.find_spec("tf_hvd"); print(os.path.realpath(os.path.dirname(s.origin)) if s and s.origin else "")' 2>/dev/null || true)"
+if [[ -f "${ROOT}/tf_hvd/__init__.py" ]] && {
+     [[ ! -x "${VENV}/bin/tfhvdrun" ]] || [[ "${have_origin}" != "$(realpath "${ROOT}")/tf_hvd" ]] ||
+     [[ "$(cat "${stamp}" 2>/dev/null)" != "${want_stamp}" ]]; }; then
+  log "pip install -e ${ROOT}"
+  PYTHON_BIN_PATH="${PY}" TF_HVD_VENV="${VENV}" \
+    "${PY}" -m pip install -q --no-build-isolation --no-deps -e "${ROOT}"
+  echo "${want_stamp}" > "${stamp}"
+elif [[ ! -f "${ROOT}/tf_hvd/__init__.py" ]]; then
+  log "tf_hvd/__init__.py does not exist yet: skipping the editable install"
+fi
+log "ready: venv ${VENV}, library ${ROOT}/tf_hvd/_hvd.so"
