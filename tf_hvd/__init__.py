@@ -40,15 +40,13 @@ _CORE_EXPORTS = {
 # Modules written separately; each is exported when present. A module's
 # __all__ decides what it exports, else these names (the ones it defines).
 _OPTIONAL_EXPORTS = {
-    "tf_hvd.optimizer": (
-        "DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
-        "BroadcastGlobalVariablesHook",
-    ),
-    "tf_hvd.gradient_aggregation": (),
+    "tf_hvd.optimizer": ("DistributedOptimizer", "PartialDistributedOptimizer"),
+    "tf_hvd.tape": ("DistributedGradientTape", "PartialDistributedGradientTape"),
+    "tf_hvd.hooks": ("BroadcastGlobalVariablesHook",),
 }
 
-_SUBPACKAGES = ("keras", "runner", "optimizer", "gradient_aggregation", "basics", "ops",
-                "compression", "functions")
+_SUBPACKAGES = ("keras", "runner", "optimizer", "tape", "hooks", "gradient_aggregation",
+                "allreduce_grads", "basics", "ops", "compression", "functions")
 
 _state = {"core": False, "done": False}
 

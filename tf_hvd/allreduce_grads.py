@@ -18,7 +18,7 @@ import tensorflow as tf
 from tf_hvd import basics
 from tf_hvd import ops
 from tf_hvd.compression import Compression
-from tf_hvd.ops import Adasum, Average, Sum
+from tf_hvd.basics import Adasum, Average
 
 
 def _is_sparse(grad):
@@ -36,26 +36,6 @@ def _scale_factors(op, gradient_predivide_factor):
     # The kernel divides by size for Average; the factors move part of that
     # division before the sum: sum(g / f) * f / size == mean(g).
     return Average, 1.0 / gradient_predivide_factor, gradient_predivide_factor
-
-
-def _sparse_reduce(grad, op, prescale_factor, postscale_factor, device_sparse):
-    """Reduce an IndexedSlices gradient with two allgathers."""
-    if op not in (Average, Sum):
-        raise NotImplementedError(
-            "Only Average and Sum are supported for sparse (IndexedSlices) "
-            "gradients; pass sparse_as_dense=True to use op=%r" % (op,))
-    with tf.device(device_sparse):
-        values = grad.values
-        if prescale_factor != 1.0:
-            values = values * tf.cast(prescale_factor, values.dtype)
-        values = ops.allgather(values)
-        indices = ops.allgather(grad.indices)
-        scale = postscale_factor
-        if op == Average:
-            scale = scale / basics.size()
-        if scale != 1.0:
-            values = values * tf.cast(scale, values.dtype)
-    return tf.IndexedSlices(values, indices, dense_shape=grad.dense_shape)
 
 
 def _group_layout(grads, variables, groups):
@@ -151,8 +131,12 @@ def make_allreduce_grads_fn(name, device_dense='', device_sparse='',
                         out[i] = r
             for i, g in enumerate(grads):
                 if _is_sparse(g):
-                    out[i] = _sparse_reduce(g, op, prescale_factor,
-                                            postscale_factor, device_sparse)
+                    # Two allgathers (values, indices); Average divides.
+                    out[i] = ops.allreduce(
+                        g, device_dense=device_dense,
+                        device_sparse=device_sparse, op=op,
+                        prescale_factor=prescale_factor,
+                        postscale_factor=postscale_factor)
             return out
 
     eager_fns = {}

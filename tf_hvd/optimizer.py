@@ -16,7 +16,7 @@ import tensorflow as tf
 from tf_hvd.allreduce_grads import groups_from_num_groups, make_allreduce_grads_fn
 from tf_hvd.compression import Compression
 from tf_hvd.gradient_aggregation import LocalGradientAggregationHelper
-from tf_hvd.ops import Average
+from tf_hvd.basics import Average
 
 _LegacyOptimizer = tf.compat.v1.train.Optimizer
 

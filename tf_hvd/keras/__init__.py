@@ -18,7 +18,7 @@ from tf_hvd import (init, shutdown, is_initialized, size, rank, local_size,
 from tf_hvd import functions as _functions
 from tf_hvd import ops as _ops
 from tf_hvd.compression import Compression
-from tf_hvd.ops import Average, Sum, Adasum, Min, Max, Product
+from tf_hvd.basics import Average, Sum, Adasum, Min, Max, Product
 from tf_hvd.keras import callbacks
 from tf_hvd.keras.optimizer import (create_distributed_optimizer,
                                     distributed_optimizer_class,

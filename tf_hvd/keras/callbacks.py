@@ -16,7 +16,7 @@ import tensorflow as tf
 import tf_hvd
 from tf_hvd import functions as _functions
 from tf_hvd import ops as _ops
-from tf_hvd.ops import Average
+from tf_hvd.basics import Average
 
 
 def _get_lr(optimizer):

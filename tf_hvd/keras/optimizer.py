@@ -31,7 +31,7 @@ import tensorflow as tf
 from tf_hvd.allreduce_grads import make_allreduce_grads_fn
 from tf_hvd.compression import Compression
 from tf_hvd.gradient_aggregation import LocalGradientAggregationHelperEager
-from tf_hvd.ops import Average
+from tf_hvd.basics import Average
 
 
 class _HvdState(object):

@@ -1,0 +1,464 @@
+"""The launcher end to end with small plain-Python programs (no TensorFlow).
+
+Each test starts ``python -m tf_hvd.runner`` with at most 3 ranks; every subprocess has
+a timeout and the tests check that no rank (or a rank's child) outlives the launcher.
+"""
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from tf_hvd.runner import mpi
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PY = sys.executable
+
+
+def _env(extra=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    for name in list(env):
+        if name.startswith(("HOROVOD_", "PMI_", "OMPI_")):
+            del env[name]
+    env.update(extra or {})
+    return env
+
+
+def run_launcher(argv, timeout=60, env=None, cwd=None):
+    return subprocess.run([PY, "-m", "tf_hvd.runner"] + argv, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=env or _env(), cwd=cwd or REPO,
+                          timeout=timeout)
+
+
+class LiveLauncher(object):
+    """A launcher whose output is read while it runs."""
+
+    def __init__(self, argv, env=None):
+        self.proc = subprocess.Popen([PY, "-m", "tf_hvd.runner"] + argv,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=env or _env(), cwd=REPO)
+        self.lines = queue.Queue()
+        self.stdout, self.stderr = [], []
+        self._threads = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout),
+                             daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr),
+                             daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _read(self, pipe, store):
+        for line in pipe:
+            line = line.decode("utf-8", "replace").rstrip("\n")
+            store.append(line)
+            self.lines.put(line)
+
+    def wait_for_lines(self, pattern, count, timeout=30):
+        rx = re.compile(pattern)
+        seen = []
+        deadline = time.monotonic() + timeout
+        while len(seen) < count:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError("timed out waiting for %r; stdout=%r stderr=%r"
+                                     % (pattern, self.stdout, self.stderr))
+            try:
+                line = self.lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if rx.search(line):
+                seen.append(line)
+        return seen
+
+    def wait(self, timeout=60):
+        try:
+            rc = self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(10)
+        for t in self._threads:
+            t.join(10)
+        return rc
+
+
+def _alive(pid):
+    """True if the process exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _pids(directory):
+    pids = []
+    for name in os.listdir(directory):
+        if name.startswith(("pid.", "gpid.")):
+            with open(os.path.join(directory, name)) as f:
+                pids.append(int(f.read()))
+    return pids
+
+
+def _assert_all_gone(pids, within=5.0):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    survivors = [p for p in pids if _alive(p)]
+    for p in survivors:  # do not leave them behind even when failing
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    assert not survivors, "processes survived the launcher: %r" % survivors
+
+
+def _script(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+# A rank program: records its pid (and a child's pid), then behaves per rank.
+WORKER = """
+import os, signal, subprocess, sys, time
+rank = int(os.environ.get("HOROVOD_RANK") or os.environ.get("PMI_RANK"))
+piddir = sys.argv[1]
+mode = sys.argv[2] if len(sys.argv) > 2 else ""
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+for name, pid in (("pid.%d" % rank, os.getpid()), ("gpid.%d" % rank, child.pid)):
+    with open(os.path.join(piddir, name + ".tmp"), "w") as f:
+        f.write(str(pid))
+    os.rename(os.path.join(piddir, name + ".tmp"), os.path.join(piddir, name))
+if mode == "ignore-term" and rank != 1:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if mode == "catch-int":
+    def on_int(signum, frame):
+        print("rank %d got SIGINT" % rank, flush=True)
+        child.kill()
+        sys.exit(0)
+    signal.signal(signal.SIGINT, on_int)
+print("ready %d" % rank, flush=True)
+if mode in ("fail", "ignore-term") and rank == 1:
+    time.sleep(0.3)
+    sys.exit(3)
+if mode == "selfkill" and rank == 1:
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGKILL)
+time.sleep(60)
+"""
+
+
+# -- output and environment -------------------------------------------------------------
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_output_prefixed_and_success(tmp_path, np_):
+    script = _script(tmp_path, "hello.py", """
+        import os, sys
+        r = os.environ["HOROVOD_RANK"]
+        print("hello from", r)
+        print("second line", r)
+        print("to stderr", r, file=sys.stderr)
+        sys.stdout.write("unterminated " + r)
+    """)
+    proc = run_launcher(["-np", str(np_), PY, script])
+    out, err = proc.stdout.decode(), proc.stderr.decode()
+    assert proc.returncode == 0, err
+    expected_out = set()
+    expected_err = set()
+    for r in range(np_):
+        expected_out |= {"[%d]<stdout>:hello from %d" % (r, r),
+                         "[%d]<stdout>:second line %d" % (r, r),
+                         "[%d]<stdout>:unterminated %d" % (r, r)}
+        expected_err.add("[%d]<stderr>:to stderr %d" % (r, r))
+    assert sorted(out.splitlines()) == sorted(expected_out)
+    assert sorted(err.splitlines()) == sorted(expected_err)
+    # each rank's lines keep their order
+    for r in range(np_):
+        mine = [l for l in out.splitlines() if l.startswith("[%d]" % r)]
+        assert mine == ["[%d]<stdout>:hello from %d" % (r, r),
+                        "[%d]<stdout>:second line %d" % (r, r),
+                        "[%d]<stdout>:unterminated %d" % (r, r)]
+
+
+def test_rank_environment(tmp_path):
+    script = _script(tmp_path, "env.py", """
+        import json, os
+        print(json.dumps({k: v for k, v in os.environ.items()
+                          if k.startswith("HOROVOD_") or k == "PYTHONUNBUFFERED"}))
+    """)
+    proc = run_launcher(["-np", "3", "--cycle-time-ms", "7", "--fusion-threshold-mb", "2",
+                         "--no-stall-check", "--start-timeout", "33", PY, script])
+    assert proc.returncode == 0, proc.stderr
+    import json
+    envs = {}
+    for line in proc.stdout.decode().splitlines():
+        head, _, body = line.partition(":")
+        envs[int(head[1:head.index("]")])] = json.loads(body)
+    assert sorted(envs) == [0, 1, 2]
+    ports = {e["HOROVOD_GLOO_RENDEZVOUS_PORT"] for e in envs.values()}
+    assert len(ports) == 1 and int(ports.pop()) > 0
+    for r, e in envs.items():
+        assert e["HOROVOD_RANK"] == str(r) and e["HOROVOD_SIZE"] == "3"
+        assert e["HOROVOD_LOCAL_RANK"] == str(r) and e["HOROVOD_LOCAL_SIZE"] == "3"
+        assert e["HOROVOD_CROSS_RANK"] == "0" and e["HOROVOD_CROSS_SIZE"] == "1"
+        assert e["HOROVOD_HOSTNAME"] == "127.0.0.1"
+        assert e["HOROVOD_GLOO_RENDEZVOUS_ADDR"] == "127.0.0.1"
+        assert e["HOROVOD_CONTROLLER"] == "gloo"
+        assert e["HOROVOD_CYCLE_TIME"] == "7"
+        assert e["HOROVOD_FUSION_THRESHOLD"] == str(2 * 1024 * 1024)
+        assert e["HOROVOD_STALL_CHECK_DISABLE"] == "1"
+        assert e["HOROVOD_GLOO_TIMEOUT_SECONDS"] == "33"
+        assert e["PYTHONUNBUFFERED"] == "1"
+
+
+def test_ranks_meet_through_rendezvous(tmp_path):
+    script = _script(tmp_path, "meet.py", """
+        import http.client, os, time
+        rank, size = int(os.environ["HOROVOD_RANK"]), int(os.environ["HOROVOD_SIZE"])
+        conn = http.client.HTTPConnection(os.environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"],
+                                          int(os.environ["HOROVOD_GLOO_RENDEZVOUS_PORT"]),
+                                          timeout=10)
+        conn.request("PUT", "/meet/rank%d" % rank, body=bytes([rank]) * 10 + b"\\x00end")
+        r = conn.getresponse(); r.read(); assert r.status == 200
+        got = {}
+        deadline = time.time() + 20
+        while len(got) < size and time.time() < deadline:
+            for p in range(size):
+                conn.request("GET", "/meet/rank%d" % p)
+                r = conn.getresponse(); body = r.read()
+                if r.status == 200:
+                    got[p] = body
+            time.sleep(0.02)
+        assert all(got[p] == bytes([p]) * 10 + b"\\x00end" for p in range(size)), got
+        print("met", sorted(got))
+    """)
+    proc = run_launcher(["-np", "3", PY, script])
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.decode().splitlines()) == [
+        "[%d]<stdout>:met [0, 1, 2]" % r for r in range(3)]
+
+
+def test_output_filename(tmp_path):
+    script = _script(tmp_path, "o.py", """
+        import os, sys
+        print("out", os.environ["HOROVOD_RANK"])
+        print("err", os.environ["HOROVOD_RANK"], file=sys.stderr)
+    """)
+    outdir = tmp_path / "logs"
+    proc = run_launcher(["-np", "2", "--output-filename", str(outdir), PY, script])
+    assert proc.returncode == 0, proc.stderr
+    for r in range(2):
+        assert (outdir / ("rank.%d" % r) / "stdout").read_text() == "out %d\n" % r
+        assert (outdir / ("rank.%d" % r) / "stderr").read_text() == "err %d\n" % r
+    assert "[1]<stdout>:out 1" in proc.stdout.decode()
+
+
+def test_large_output_does_not_block(tmp_path):
+    script = _script(tmp_path, "big.py", """
+        import sys
+        for i in range(20000):
+            sys.stdout.write("line %d %s\\n" % (i, "x" * 50))
+            sys.stderr.write("err %d\\n" % i)
+    """)
+    proc = run_launcher(["-np", "2", PY, script], timeout=120)
+    assert proc.returncode == 0
+    assert len(proc.stdout.splitlines()) == 40000
+    assert len(proc.stderr.splitlines()) == 40000
+
+
+def test_python_command_word_and_relative_script(tmp_path):
+    _script(tmp_path, "rel.py", "print('relative ok')\n")
+    proc = run_launcher(["-np", "1", "python3", "rel.py"], cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().strip() == "[0]<stdout>:relative ok"
+
+
+# -- failures -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_failure_propagates(tmp_path, np_):
+    script = _script(tmp_path, "worker.py", WORKER)
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    start = time.monotonic()
+    proc = run_launcher(["-np", str(np_), PY, script, str(piddir), "fail"], timeout=60)
+    elapsed = time.monotonic() - start
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert elapsed < 15, elapsed
+    mine = [l for l in err.splitlines() if l.startswith("tfhvdrun:")]
+    assert len(mine) == 1, err
+    assert "rank 1" in mine[0] and "exited with code 3" in mine[0]
+    pids = _pids(str(piddir))
+    assert len(pids) == 2 * np_
+    _assert_all_gone(pids)
+
+
+def test_rank_ignoring_sigterm_is_killed(tmp_path):
+    script = _script(tmp_path, "worker.py", WORKER)
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    start = time.monotonic()
+    proc = run_launcher(["-np", "2", PY, script, str(piddir), "ignore-term"], timeout=60)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 3, proc.stderr
+    assert elapsed < 20, elapsed
+    _assert_all_gone(_pids(str(piddir)))
+
+
+def test_rank_killed_by_signal(tmp_path):
+    script = _script(tmp_path, "worker.py", WORKER)
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    proc = run_launcher(["-np", "2", PY, script, str(piddir), "selfkill"], timeout=60)
+    err = proc.stderr.decode()
+    assert proc.returncode == 128 + 9, err
+    assert "rank 1 (on localhost) was killed by signal 9 (SIGKILL)" in err
+    _assert_all_gone(_pids(str(piddir)))
+
+
+def test_all_failing_reports_one(tmp_path):
+    script = _script(tmp_path, "bad.py", """
+        import os, sys, time
+        time.sleep(0.2 * int(os.environ["HOROVOD_RANK"]))
+        sys.exit(5)
+    """)
+    proc = run_launcher(["-np", "3", PY, script])
+    assert proc.returncode == 5
+    mine = [l for l in proc.stderr.decode().splitlines() if l.startswith("tfhvdrun:")]
+    assert len(mine) == 1 and "rank 0" in mine[0], mine
+
+
+# -- signals -----------------------------------------------------------------------------
+
+def test_sigint_is_forwarded_to_every_rank(tmp_path):
+    script = _script(tmp_path, "worker.py", WORKER)
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    launcher = LiveLauncher(["-np", "3", PY, script, str(piddir), "catch-int"])
+    launcher.wait_for_lines(r"<stdout>:ready \d", 3)
+    launcher.proc.send_signal(signal.SIGINT)
+    rc = launcher.wait(30)
+    assert rc == 130, launcher.stderr
+    got = sorted(l for l in launcher.stdout if "got SIGINT" in l)
+    assert got == ["[%d]<stdout>:rank %d got SIGINT" % (r, r) for r in range(3)]
+    assert any("received SIGINT" in l for l in launcher.stderr)
+    _assert_all_gone(_pids(str(piddir)))
+
+
+def test_sigterm_stops_everything(tmp_path):
+    script = _script(tmp_path, "worker.py", WORKER)
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    launcher = LiveLauncher(["-np", "2", PY, script, str(piddir)])
+    launcher.wait_for_lines(r"<stdout>:ready \d", 2)
+    start = time.monotonic()
+    launcher.proc.send_signal(signal.SIGTERM)
+    rc = launcher.wait(30)
+    assert rc == 128 + 15
+    assert time.monotonic() - start < 10
+    _assert_all_gone(_pids(str(piddir)))
+
+
+# -- import weight -------------------------------------------------------------------------
+
+def test_runner_does_not_import_tensorflow():
+    code = ("import sys; import tf_hvd.runner.launch, tf_hvd.runner.gloo_run, "
+            "tf_hvd.runner.mpi_run, tf_hvd.runner.rendezvous; "
+            "print('tensorflow' in sys.modules)")
+    baseline = subprocess.run([PY, "-c", "import sys, tf_hvd; print('tensorflow' in sys.modules)"],
+                              stdout=subprocess.PIPE, env=_env(), cwd=REPO, timeout=120)
+    if baseline.stdout.strip() == b"True":
+        pytest.skip("tf_hvd/__init__.py itself imports TensorFlow")
+    proc = subprocess.run([PY, "-c", code], stdout=subprocess.PIPE, env=_env(), cwd=REPO,
+                          timeout=60)
+    assert proc.stdout.strip() == b"False"
+
+
+def test_rank_wrapper_runs_without_the_package(tmp_path):
+    """The MPI wrapper is started by path and must not need (or import) tf_hvd."""
+    env = _env({"PMI_RANK": "4"})
+    env.pop("PYTHONPATH")
+    probe = _script(tmp_path, "probe.py", "import sys; print('ok', 'tf_hvd' in sys.modules)\n")
+    proc = subprocess.run([PY, mpi.WRAPPER_PATH, "--", PY, probe], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=env, cwd=str(tmp_path), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"[4]<stdout>:ok False\n"
+
+
+# -- MPI mode ------------------------------------------------------------------------------
+
+needs_mpiexec = pytest.mark.skipif(mpi.find_mpiexec() is None, reason="no mpiexec")
+
+
+@needs_mpiexec
+def test_mpi_mode_prints_pmi_rank(tmp_path):
+    script = _script(tmp_path, "pmi.py", """
+        import os, sys
+        print("pmi", os.environ["PMI_RANK"], os.environ["PMI_SIZE"],
+              os.environ["HOROVOD_CONTROLLER"], os.environ.get("HOROVOD_CYCLE_TIME"))
+        print("e", os.environ["PMI_RANK"], file=sys.stderr)
+    """)
+    outdir = tmp_path / "logs"
+    proc = run_launcher(["-np", "3", "--mpi", "--cycle-time-ms", "3",
+                         "--output-filename", str(outdir), PY, script], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = sorted(l for l in proc.stdout.decode().splitlines() if "<stdout>" in l)
+    assert out == ["[%d]<stdout>:pmi %d 3 mpi 3" % (r, r) for r in range(3)]
+    err = sorted(l for l in proc.stderr.decode().splitlines() if "<stderr>" in l)
+    assert err == ["[%d]<stderr>:e %d" % (r, r) for r in range(3)]
+    assert (outdir / "rank.2" / "stdout").read_text() == "pmi 2 3 mpi 3\n"
+
+
+@needs_mpiexec
+def test_mpi_mode_failure_propagates(tmp_path):
+    script = _script(tmp_path, "worker.py", WORKER)
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    start = time.monotonic()
+    proc = run_launcher(["-np", "2", "--mpi", PY, script, str(piddir), "fail"], timeout=90)
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert time.monotonic() - start < 20
+    assert "tfhvdrun: rank 1 exited with code 3" in err
+    _assert_all_gone(_pids(str(piddir)))
+
+
+@needs_mpiexec
+def test_mpi_mode_sigint(tmp_path):
+    script = _script(tmp_path, "worker.py", WORKER)
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    launcher = LiveLauncher(["-np", "2", "--mpi", PY, script, str(piddir)])
+    launcher.wait_for_lines(r"<stdout>:ready \d", 2, timeout=60)
+    launcher.proc.send_signal(signal.SIGINT)
+    rc = launcher.wait(60)
+    assert rc == 130
+    _assert_all_gone(_pids(str(piddir)))
+
+
+def test_mpi_mode_without_mpiexec(tmp_path):
+    """A python whose directory has no mpiexec, and a PATH without one: exit 2, one line."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(os.path.realpath(PY), str(bindir / "python3"))
+    env = _env({"PATH": str(bindir) + os.pathsep + "/usr/bin:/bin"})
+    if any(os.path.exists(os.path.join(d, "mpiexec")) for d in ("/usr/bin", "/bin")):
+        pytest.skip("a system mpiexec is installed")
+    proc = subprocess.run([str(bindir / "python3"), "-m", "tf_hvd.runner", "-np", "2",
+                           "--mpi", "python3", "-c", "pass"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=env, cwd=REPO, timeout=60)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert err.count("\n") == 1 and err.startswith("tfhvdrun: error: --mpi: mpiexec not found")
