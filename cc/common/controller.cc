@@ -67,6 +67,13 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
   }
   if (shutdown_requested) bits[0] |= kShutdownFlag;
   if (!uncached.empty()) bits[0] |= kUncachedFlag;
+  // The coordinator forces a gather about once a second while tensors wait,
+  // so that the stall inspector runs even when no rank sends anything new.
+  if (coordinator_ && params_.stall_check && coordinator_->HasPending() &&
+      now - last_stall_round_ > std::chrono::seconds(1)) {
+    bits[0] |= kUncachedFlag;
+    last_stall_round_ = now;
+  }
 
   Status s = transport_->BitwiseOr(bits.data(), bits.size());
   if (!s.ok()) return s;

@@ -43,6 +43,7 @@ class Controller {
   ResponseCache cache_;
   std::vector<Waiting> waiting_hits_;  // cache hits not yet hit on every rank
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  std::chrono::steady_clock::time_point last_stall_round_{};
 };
 
 }  // namespace tfhvd

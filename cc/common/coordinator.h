@@ -23,6 +23,8 @@ class Coordinator {
   // Responses for every tensor now requested by all (non-joined) ranks, in
   // the order tensors first arrived, plus errors for stalled tensors.
   std::vector<Response> TakeReadyResponses();
+  // True while some tensor waits for ranks (the stall inspector needs rounds).
+  bool HasPending() const { return !order_.empty(); }
 
  private:
   struct Pending {
