@@ -24,7 +24,12 @@ class BazelBuildExt(build_ext):
 
     def build_extension(self, ext):
         env = dict(os.environ)
-        env.setdefault("PYTHON_BIN_PATH", sys.executable)
+        # Build against the TensorFlow of the Python running this. (Left unset for the
+        # default venv, so the Bazel cache is shared with tools/build_lib.sh.)
+        default_venv = env.get("TF_HVD_VENV") or os.path.expanduser("~/.venvs/tf_hvd")
+        if not env.get("PYTHON_BIN_PATH") and (
+                os.path.realpath(sys.prefix) != os.path.realpath(default_venv)):
+            env["PYTHON_BIN_PATH"] = sys.executable
         flags = shlex.split(env.get("TF_HVD_BAZEL_FLAGS", ""))
         subprocess.check_call([os.path.join(ROOT, "tools", "build_lib.sh")] + flags,
                               cwd=ROOT, env=env)

@@ -13,6 +13,8 @@ aggregation helpers) uses to turn local gradients into global ones:
 * with one process the gradients come back unchanged (no op is created).
 """
 
+import collections
+
 import tensorflow as tf
 
 from tf_hvd import basics
@@ -92,6 +94,19 @@ def _check_groups(groups):
                          "of variables, got %r" % (groups,))
 
 
+_FN_CACHE = collections.OrderedDict()
+_FN_CACHE_SIZE = 64
+
+
+def _cache_key(args):
+    name, device_dense, device_sparse, compression, sparse_as_dense, op, \
+        gradient_predivide_factor, groups = args
+    if isinstance(groups, (list, tuple)):
+        groups = tuple(tuple(id(v) for v in g) for g in groups)
+    return (name, device_dense, device_sparse, compression, bool(sparse_as_dense),
+            op, float(gradient_predivide_factor), groups)
+
+
 def make_allreduce_grads_fn(name, device_dense='', device_sparse='',
                             compression=Compression.none, sparse_as_dense=False,
                             op=Average, gradient_predivide_factor=1.0,
@@ -101,8 +116,28 @@ def make_allreduce_grads_fn(name, device_dense='', device_sparse='',
     The returned function keeps the positions of ``grads`` (None stays None).
     Executed eagerly, the reductions of one call run inside one tf.function so
     that all gradients are submitted together (and fused) instead of one
-    blocking collective after the other.
+    blocking collective after the other. Functions are cached by their
+    arguments, so wrapping a new tape every eager step does not retrace.
+    (Groups are matched by variable identity, so caching by ``id`` is exact.)
     """
+    args = (name, device_dense, device_sparse, compression, sparse_as_dense, op,
+            gradient_predivide_factor, groups)
+    _check_groups(groups)
+    key = _cache_key(args)
+    fn = _FN_CACHE.get(key)
+    if fn is None:
+        fn = _build_allreduce_grads_fn(*args)
+        _FN_CACHE[key] = fn
+        while len(_FN_CACHE) > _FN_CACHE_SIZE:
+            _FN_CACHE.popitem(last=False)
+    else:
+        _FN_CACHE.move_to_end(key)
+    return fn
+
+
+def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
+                              sparse_as_dense, op, gradient_predivide_factor,
+                              groups):
     if op == Adasum:
         raise NotImplementedError("op=Adasum is not supported by tf_hvd")
     _check_groups(groups)

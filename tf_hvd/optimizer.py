@@ -17,6 +17,12 @@ from tf_hvd.allreduce_grads import groups_from_num_groups, make_allreduce_grads_
 from tf_hvd.compression import Compression
 from tf_hvd.gradient_aggregation import LocalGradientAggregationHelper
 from tf_hvd.basics import Average
+# Re-exported so that ``tf_hvd`` finds every training name here.
+from tf_hvd.hooks import BroadcastGlobalVariablesHook
+from tf_hvd.tape import DistributedGradientTape, PartialDistributedGradientTape
+
+__all__ = ["DistributedOptimizer", "DistributedGradientTape",
+           "PartialDistributedGradientTape", "BroadcastGlobalVariablesHook"]
 
 _LegacyOptimizer = tf.compat.v1.train.Optimizer
 

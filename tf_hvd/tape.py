@@ -124,3 +124,26 @@ def DistributedGradientTape(gradtape, device_dense='', device_sparse='',
         "DistributedGradientTape", device_dense, device_sparse, compression,
         sparse_as_dense, op, gradient_predivide_factor, groups)
     return _distributed_tape_class(type(gradtape))(gradtape, allreduce_grads)
+
+
+def PartialDistributedGradientTape(gradtape, device_dense='', device_sparse='',
+                                   compression=Compression.none,
+                                   sparse_as_dense=False, op=Average,
+                                   gradient_predivide_factor=1.0, num_groups=0,
+                                   groups=None, local_layers=None):
+    """A DistributedGradientTape that leaves the gradients of the variables of
+    ``local_layers`` (a Keras layer or a list of them) as this rank computed
+    them, without any allreduce."""
+    tape = DistributedGradientTape(
+        gradtape, device_dense=device_dense, device_sparse=device_sparse,
+        compression=compression, sparse_as_dense=sparse_as_dense, op=op,
+        gradient_predivide_factor=gradient_predivide_factor,
+        num_groups=num_groups, groups=groups)
+    if local_layers is None:
+        local_layers = []
+    elif not isinstance(local_layers, (list, tuple)):
+        local_layers = [local_layers]
+    for layer in local_layers:
+        for var in layer.trainable_weights:
+            tape.register_local_source(var)
+    return tape

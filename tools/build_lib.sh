@@ -6,8 +6,12 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
-VENV="${TF_HVD_VENV:-${HOME:-/root}/.venvs/tf_hvd}"
-export PYTHON_BIN_PATH="${PYTHON_BIN_PATH:-${VENV}/bin/python}"
+# PYTHON_BIN_PATH is only exported when it is needed: the repository rules re-run (and
+# re-glob ~18k TF headers, ~20 s) whenever its value changes between Bazel commands, and
+# tools/local_deps.bzl already defaults to $HOME/.venvs/tf_hvd/bin/python.
+if [[ -z "${PYTHON_BIN_PATH:-}" && -n "${TF_HVD_VENV:-}" ]]; then
+  export PYTHON_BIN_PATH="${TF_HVD_VENV}/bin/python"
+fi
 # Under `pip install` with build isolation these point at pip's throw-away environment,
 # which has no TensorFlow; the repository rules must see the real interpreter's packages.
 unset PYTHONPATH PYTHONNOUSERSITE PYTHONHOME PYTHONSAFEPATH || true

@@ -79,7 +79,7 @@ then
 fi
 
 # 4. Build the library ------------------------------------------------------------------------
-PYTHON_BIN_PATH="${PY}" TF_HVD_VENV="${VENV}" "${ROOT}/tools/build_lib.sh"
+"${ROOT}/tools/build_lib.sh"
 
 # 5. Editable install (import tf_hvd from anywhere, tfhvdrun on PATH) -------------------------
 stamp="${VENV}/.tf_hvd_install_stamp"
@@ -90,8 +90,7 @@ if [[ -f "${ROOT}/tf_hvd/__init__.py" ]] && {
      [[ ! -x "${VENV}/bin/tfhvdrun" ]] || [[ "${have_origin}" != "$(realpath "${ROOT}")/tf_hvd" ]] ||
      [[ "$(cat "${stamp}" 2>/dev/null)" != "${want_stamp}" ]]; }; then
   log "pip install -e ${ROOT}"
-  PYTHON_BIN_PATH="${PY}" TF_HVD_VENV="${VENV}" \
-    "${PY}" -m pip install -q --no-build-isolation --no-deps -e "${ROOT}"
+  "${PY}" -m pip install -q --no-build-isolation --no-deps -e "${ROOT}"
   echo "${want_stamp}" > "${stamp}"
 elif [[ ! -f "${ROOT}/tf_hvd/__init__.py" ]]; then
   log "tf_hvd/__init__.py does not exist yet: skipping the editable install"

@@ -1,5 +1,6 @@
 #include "cc/common/operations.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -107,8 +108,13 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   Status final_status = Status::Aborted(
       "Horovod has been shut down (hvd.shutdown() was called or a rank exited); "
       "this collective did not run");
+  // While this rank has tensors in flight it negotiates again at once, backing
+  // off (up to the cycle time) only while rounds make no progress; an idle
+  // rank sleeps up to the cycle time. Enqueue wakes the thread either way.
+  auto backoff = std::chrono::microseconds(0);
   for (;;) {
-    st->queue->WaitForWork(cycle);
+    bool busy = st->queue->size() > 0;
+    st->queue->WaitForWork(busy ? backoff : cycle);
     ResponseList list;
     s = controller.ComputeResponseList(st->shutdown_requested.load(), &list);
     if (!s.ok()) {
@@ -135,6 +141,9 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
       }
     }
     if (fatal || list.shutdown) break;
+    backoff = list.responses.empty()
+                  ? std::min(cycle, std::max(backoff * 2, std::chrono::microseconds(20)))
+                  : std::chrono::microseconds(0);
   }
   SetStopped(*st, final_status);
   st->running = false;

@@ -28,6 +28,10 @@ void TensorQueue::PopNewRequests(std::vector<Request>* out) {
 
 void TensorQueue::WaitForWork(std::chrono::microseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
+  if (timeout.count() <= 0) {
+    notified_ = false;
+    return;
+  }
   cv_.wait_for(lock, timeout, [this] { return !new_requests_.empty() || notified_; });
   notified_ = false;
 }

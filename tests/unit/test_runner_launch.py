@@ -462,3 +462,61 @@ def test_mpi_mode_without_mpiexec(tmp_path):
     err = proc.stderr.decode()
     assert proc.returncode == 2, err
     assert err.count("\n") == 1 and err.startswith("tfhvdrun: error: --mpi: mpiexec not found")
+
+
+# -- odds and ends ---------------------------------------------------------------------------
+
+def test_ranks_die_when_launcher_is_killed(tmp_path):
+    """PR_SET_PDEATHSIG: a SIGKILLed launcher still takes its ranks down."""
+    script = _script(tmp_path, "worker.py", WORKER)
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    launcher = LiveLauncher(["-np", "2", PY, script, str(piddir)])
+    launcher.wait_for_lines(r"<stdout>:ready \d", 2)
+    launcher.proc.kill()
+    launcher.wait(30)
+    rank_pids = []
+    for r in range(2):
+        with open(str(piddir / ("pid.%d" % r))) as f:
+            rank_pids.append(int(f.read()))
+    try:
+        _assert_all_gone(rank_pids, within=10)
+    finally:
+        # the ranks' own children are beyond PDEATHSIG's reach; clean them up here
+        for r in range(2):
+            with open(str(piddir / ("gpid.%d" % r))) as f:
+                try:
+                    os.kill(int(f.read()), signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def test_program_that_cannot_be_executed(tmp_path):
+    prog = tmp_path / "notexec.sh"
+    prog.write_text("#!/bin/sh\necho hi\n")
+    prog.chmod(0o644)
+    proc = run_launcher(["-np", "2", str(prog)])
+    err = proc.stderr.decode()
+    assert proc.returncode == 126, err
+    assert "cannot start rank 0" in err
+
+
+def test_verbose_describes_the_plan(tmp_path):
+    script = _script(tmp_path, "q.py", "pass\n")
+    proc = run_launcher(["-np", "2", "--verbose", PY, script])
+    err = proc.stderr.decode()
+    assert proc.returncode == 0, err
+    assert "rendezvous server on 127.0.0.1:" in err
+    assert "rank 1 on localhost (local 1/2, cross 0/1)" in err
+
+
+def test_hostfile_with_localhost(tmp_path):
+    hf = tmp_path / "hosts"
+    hf.write_text("localhost slots=3\n")
+    script = _script(tmp_path, "h.py", """
+        import os
+        print(os.environ["HOROVOD_LOCAL_SIZE"], os.environ["HOROVOD_SIZE"])
+    """)
+    proc = run_launcher(["-np", "2", "--hostfile", str(hf), PY, script])
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.decode().splitlines()) == ["[0]<stdout>:2 2", "[1]<stdout>:2 2"]

@@ -58,7 +58,8 @@ def test_forward_binary_and_utf8_safe():
     t = output.forward(pipe, 0, "stderr", sink)
     feeder.join(10)
     t.join(10)
-    assert sink.getvalue() == b"[0]<stderr>:" + "grüße ✓\n".encode() + b"[0]<stderr>:\xff\xfe raw\n"
+    assert sink.getvalue() == (b"[0]<stderr>:" + "grüße ✓\n".encode() +
+                               b"[0]<stderr>:\xff\xfe raw\n")
 
 
 def test_output_files(tmp_path):

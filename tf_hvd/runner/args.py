@@ -24,7 +24,7 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(" ".join(message.split()))
 
 
-def _positive_int(text):
+def _integer(text):
     try:
         value = int(text)
     except ValueError:
@@ -46,7 +46,7 @@ def build_parser():
               "[options] command [args ...]",
         description="Run a tf_hvd (Horovod-style) training program on N processes. "
                     "Flags follow horovodrun.")
-    p.add_argument("-np", "--num-proc", dest="num_proc", type=_positive_int, required=True,
+    p.add_argument("-np", "--num-proc", dest="num_proc", type=_integer, required=True,
                    metavar="N", help="number of processes (ranks) to start")
     hosts = p.add_mutually_exclusive_group()
     hosts.add_argument("-H", "--hosts", dest="hosts", metavar="HOSTS",
@@ -58,7 +58,7 @@ def build_parser():
                       help="use the Gloo transport, started by this launcher (default)")
     mode.add_argument("--mpi", dest="mode", action="store_const", const="mpi",
                       help="start the ranks with mpiexec and use the MPI transport")
-    p.add_argument("-p", "--ssh-port", dest="ssh_port", type=_positive_int, metavar="PORT",
+    p.add_argument("-p", "--ssh-port", dest="ssh_port", type=_integer, metavar="PORT",
                    help="ssh port on the remote hosts")
     p.add_argument("-i", "--ssh-identity-file", dest="ssh_identity_file", metavar="FILE",
                    help="ssh identity (private key) file")
@@ -78,7 +78,7 @@ def build_parser():
                        metavar="MB", help="tensor fusion buffer size (HOROVOD_FUSION_THRESHOLD)")
     knobs.add_argument("--cycle-time-ms", dest="cycle_time_ms", type=_number, metavar="MS",
                        help="background loop cycle time (HOROVOD_CYCLE_TIME)")
-    knobs.add_argument("--cache-capacity", dest="cache_capacity", type=_positive_int,
+    knobs.add_argument("--cache-capacity", dest="cache_capacity", type=_integer,
                        metavar="N", help="response cache entries (HOROVOD_CACHE_CAPACITY)")
     knobs.add_argument("--disable-cache", dest="disable_cache", action="store_true",
                        help="disable the response cache (HOROVOD_CACHE_CAPACITY=0)")

@@ -16,7 +16,7 @@ def run(plan):
     cwd = os.getcwd()
     bind = plan.rendezvous_bind_address()
     rendezvous_addr = plan.launcher_address()
-    server = RendezvousServer(bind, verbose=args.verbose)
+    server = RendezvousServer(bind)  # its per-request log would drown everything else
     server.start()
     signals = SignalCatcher()
     signals.install()

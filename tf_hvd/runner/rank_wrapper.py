@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 if __package__:
     from . import output
@@ -45,6 +46,14 @@ def _write_atomically(path, text):
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+def _report_exit(status_dir, rank, code):
+    if status_dir:
+        try:
+            _write_atomically(os.path.join(status_dir, "rank.%d.exit" % rank), "%d\n" % code)
+        except OSError:
+            pass
 
 
 def main(argv=None):
@@ -88,24 +97,21 @@ def main(argv=None):
                                            command[0], e.strerror or e)
         sys.stderr.write(line)
         sys.stderr.flush()
-        code = 127
-    else:
-        # Only now: an ignored signal would be inherited by the child through exec.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        threads = [
-            output.forward(child.stdout, rank, "stdout", sys.stdout.buffer, args.output_dir),
-            output.forward(child.stderr, rank, "stderr", sys.stderr.buffer, args.output_dir),
-        ]
-        code = child.wait()
-        for t in threads:
-            t.join(10)
-    if status_dir:
-        try:
-            _write_atomically(os.path.join(status_dir, "rank.%d.exit" % rank), "%d\n" % code)
-        except OSError:
-            pass
+        _report_exit(status_dir, rank, 127)
+        return 127
+    # Only now: an ignored signal would be inherited by the child through exec.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threads = [
+        output.forward(child.stdout, rank, "stdout", sys.stdout.buffer, args.output_dir),
+        output.forward(child.stderr, rank, "stderr", sys.stderr.buffer, args.output_dir),
+    ]
+    code = child.wait()
+    # Report first: the child's own children may hold its pipes open for a while.
+    _report_exit(status_dir, rank, code)
+    deadline = time.monotonic() + 5.0
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
     return code if code >= 0 else 128 - code
-
 
 if __name__ == "__main__":
     sys.exit(main())

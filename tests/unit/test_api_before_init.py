@@ -1,0 +1,97 @@
+"""The API before hvd.init() and after hvd.shutdown() (fresh processes: init is process-wide)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(*pieces, timeout=180):
+    code = "\n".join(textwrap.dedent(p) for p in pieces)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HOROVOD_", "PMI_", "OMPI_", "PMIX_"))}
+    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+    out = proc.stdout.decode("utf-8", "replace")
+    assert proc.returncode == 0, out[-6000:]
+    return out
+
+
+_CHECK_ALL = """
+    import tensorflow as tf
+    def expect_not_initialized(what, fn):
+        try:
+            fn()
+        except ValueError as e:
+            assert "hvd.init()" in str(e), (what, str(e))
+            assert "not been initialized" in str(e), (what, str(e))
+        else:
+            raise AssertionError(what + ": no ValueError")
+        checked.append(what)
+    checked = []
+    x = tf.constant([1.0, 2.0])
+    v = tf.Variable([1.0])
+    calls = {
+        "size": hvd.size, "rank": hvd.rank, "local_size": hvd.local_size,
+        "local_rank": hvd.local_rank, "cross_size": hvd.cross_size,
+        "cross_rank": hvd.cross_rank, "is_homogeneous": hvd.is_homogeneous,
+        "allreduce": lambda: hvd.allreduce(x),
+        "allreduce IndexedSlices": lambda: hvd.allreduce(tf.IndexedSlices(x, tf.constant([0, 1]))),
+        "grouped_allreduce": lambda: hvd.grouped_allreduce([x, x]),
+        "allgather": lambda: hvd.allgather(x),
+        "broadcast": lambda: hvd.broadcast(x, 0),
+        "alltoall": lambda: hvd.alltoall(x),
+        "reducescatter": lambda: hvd.reducescatter(x),
+        "join": hvd.join, "barrier": hvd.barrier,
+        "size_op": hvd.size_op, "rank_op": hvd.rank_op,
+        "local_size_op": hvd.local_size_op, "local_rank_op": hvd.local_rank_op,
+        "broadcast_variables": lambda: hvd.broadcast_variables([v], 0),
+        "broadcast_object": lambda: hvd.broadcast_object({"a": 1}, 0),
+        "allgather_object": lambda: hvd.allgather_object(1),
+        "allreduce in tf.function": lambda: tf.function(lambda: hvd.allreduce(x))(),
+    }
+    for what, fn in calls.items():
+        expect_not_initialized(what, fn)
+    assert not hvd.is_initialized()
+"""
+
+
+def test_collectives_before_init_raise_value_error():
+    out = _run("""
+        import tf_hvd as hvd
+    """, _CHECK_ALL, """
+        print("CHECKED", len(checked))
+    """)
+    assert "CHECKED 24" in out, out[-3000:]
+
+
+def test_collectives_after_shutdown_raise_value_error():
+    out = _run("""
+        import tf_hvd as hvd
+        hvd.init()
+        assert hvd.is_initialized()
+        assert hvd.size() == 1
+        hvd.shutdown()
+    """, _CHECK_ALL, """
+        print("CHECKED", len(checked))
+    """)
+    assert "CHECKED 24" in out, out[-3000:]
+
+
+def test_import_is_lazy_and_init_without_launcher_is_size_one():
+    out = _run("""
+        import sys
+        import tf_hvd
+        assert "tensorflow" not in sys.modules, "import tf_hvd imported tensorflow"
+        import tf_hvd as hvd
+        hvd.init()
+        assert "tensorflow" in sys.modules
+        print("SIZE", hvd.size(), hvd.rank(), hvd.local_size(), hvd.local_rank())
+        print("FLAGS", hvd.mpi_enabled(), hvd.gloo_enabled())
+    """)
+    assert "SIZE 1 0 1 0" in out, out[-3000:]
+    assert "FLAGS False False" in out, out[-3000:]

@@ -1,0 +1,291 @@
+"""The Python API in one process without a launcher (a job of size 1)."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+for _k in [k for k in os.environ if k.startswith(("HOROVOD_", "PMI_", "OMPI_"))]:
+    del os.environ[_k]
+
+import tf_hvd as hvd  # noqa: E402
+from tf_hvd import ops as hvd_ops  # noqa: E402
+
+DTYPES = (tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int64, tf.float16,
+          tf.bfloat16, tf.float32, tf.float64)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def initialized():
+    hvd.init()
+    yield
+
+
+def _vals(dtype, shape=(2, 3)):
+    n = int(np.prod(shape))
+    v = np.arange(n) % 5 + 1
+    return v.reshape(shape).astype(dtype.as_numpy_dtype)
+
+
+def test_topology():
+    assert hvd.is_initialized()
+    assert (hvd.size(), hvd.rank(), hvd.local_size(), hvd.local_rank()) == (1, 0, 1, 0)
+    assert (hvd.cross_size(), hvd.cross_rank()) == (1, 0)
+    assert hvd.is_homogeneous()
+    assert hvd.mpi_enabled() is False and hvd.gloo_enabled() is False
+    assert isinstance(hvd.mpi_built(), bool) and isinstance(hvd.gloo_built(), bool)
+    assert hvd.nccl_built() is False or hvd.nccl_built() is True
+    assert hvd.rocm_built() is False
+    hvd.init()  # idempotent
+    assert hvd.size() == 1
+
+
+def test_reduce_op_constants():
+    assert (hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max, hvd.Product) == (0, 1, 2, 3, 4, 5)
+
+
+def test_init_rejects_custom_communicators():
+    with pytest.raises(NotImplementedError):
+        hvd.init(comm=[0])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("op", ["Sum", "Average", "Min", "Max", "Product"])
+def test_allreduce_identity(dtype, op):
+    x = _vals(dtype)
+    out = hvd.allreduce(tf.constant(x), op=getattr(hvd, op))
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out.numpy(), x)
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (7,), (3, 4, 5)])
+def test_allreduce_shapes_and_scaling(shape):
+    x = _vals(tf.float32, shape)
+    out = hvd.allreduce(x, op=hvd.Sum, prescale_factor=0.5, postscale_factor=4.0)
+    np.testing.assert_allclose(out.numpy(), x * 2.0)
+    out = hvd.allreduce(x.astype(np.int32), op=hvd.Sum, prescale_factor=2.0,
+                        postscale_factor=3.0)
+    np.testing.assert_array_equal(out.numpy(), x.astype(np.int32) * 6)
+
+
+def test_allreduce_default_is_average_and_average_flag():
+    x = np.array([1.0, 3.0], np.float32)
+    np.testing.assert_allclose(hvd.allreduce(x).numpy(), x)
+    with pytest.warns(DeprecationWarning):
+        np.testing.assert_allclose(hvd.allreduce(x, average=False).numpy(), x)
+    with pytest.raises(ValueError):
+        hvd.allreduce(x, op=hvd.Sum, average=True)
+    with pytest.raises(ValueError):
+        hvd.allreduce(x, op=17)
+
+
+def test_fp16_compression():
+    x = np.array([1.5, -2.25, 3.0], np.float32)
+    out = hvd.allreduce(x, op=hvd.Sum, compression=hvd.Compression.fp16)
+    assert out.dtype == tf.float32
+    np.testing.assert_allclose(out.numpy(), x)
+    c, ctx = hvd.Compression.fp16.compress(tf.constant(x))
+    assert c.dtype == tf.float16 and ctx == tf.float32
+    c, ctx = hvd.Compression.fp16.compress(tf.constant([1, 2]))
+    assert c.dtype == tf.int32 and ctx is None
+    c, ctx = hvd.Compression.fp16.compress(tf.constant([1.0], tf.float64))
+    assert c.dtype == tf.float16
+    assert hvd.Compression.fp16.decompress(c, ctx).dtype == tf.float64
+    c, ctx = hvd.Compression.none.compress(tf.constant(x))
+    assert c.dtype == tf.float32 and ctx is None
+    assert issubclass(hvd.Compression.fp16, hvd.Compressor)
+
+
+def test_grouped_allreduce():
+    xs = [_vals(tf.float32, (3,)), _vals(tf.int32, (2, 2)), _vals(tf.float16, ())]
+    outs = hvd.grouped_allreduce([tf.constant(x) for x in xs], op=hvd.Sum)
+    assert len(outs) == 3
+    for o, x in zip(outs, xs):
+        np.testing.assert_array_equal(o.numpy(), x)
+    assert hvd.grouped_allreduce([]) == []
+
+
+@pytest.mark.parametrize("dtype", DTYPES + (tf.bool,), ids=lambda d: d.name)
+def test_allgather_broadcast_alltoall(dtype):
+    x = _vals(dtype, (3, 2)) if dtype != tf.bool else np.array([[True, False]] * 3)
+    np.testing.assert_array_equal(hvd.allgather(x).numpy(), x)
+    np.testing.assert_array_equal(hvd.broadcast(x, 0).numpy(), x)
+    out, splits = hvd.alltoall(x)
+    np.testing.assert_array_equal(out.numpy(), x)
+    np.testing.assert_array_equal(splits.numpy(), [3])
+    out, splits = hvd.alltoall(x, splits=[3])
+    np.testing.assert_array_equal(out.numpy(), x)
+
+
+def test_allgather_empty():
+    out = hvd.allgather(tf.zeros([0, 4]))
+    assert out.shape == (0, 4)
+
+
+def test_reducescatter():
+    x = _vals(tf.float32, (5, 2))
+    np.testing.assert_allclose(hvd.reducescatter(x).numpy(), x)
+    np.testing.assert_allclose(hvd.reducescatter(x, op=hvd.Sum, prescale_factor=2.0).numpy(),
+                               2 * x)
+    with pytest.raises(ValueError):
+        hvd.reducescatter(x, op=hvd.Max)
+
+
+def test_join_and_barrier():
+    assert int(hvd.join().numpy()) == 0
+    assert hvd.barrier() is None
+
+
+def test_scalar_ops():
+    assert int(hvd.size_op().numpy()) == 1
+    assert int(hvd.rank_op().numpy()) == 0
+    assert int(hvd.local_size_op().numpy()) == 1
+    assert int(hvd.local_rank_op().numpy()) == 0
+
+
+def test_indexed_slices():
+    s = tf.IndexedSlices(tf.constant([[1.0, 2.0], [3.0, 4.0]]), tf.constant([0, 2]),
+                         dense_shape=tf.constant([3, 2]))
+    out = hvd.allreduce(s, op=hvd.Average)
+    assert isinstance(out, tf.IndexedSlices)
+    np.testing.assert_allclose(tf.convert_to_tensor(out).numpy(),
+                               [[1.0, 2.0], [0.0, 0.0], [3.0, 4.0]])
+    with pytest.raises(ValueError):
+        hvd.allreduce(s, op=hvd.Max)
+    with pytest.raises(NotImplementedError):
+        hvd.allreduce(s, op=hvd.Adasum)
+
+
+def _grad(fn, x, w):
+    x = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(fn(x) * w)
+    return tape.gradient(loss, x).numpy()
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("allreduce_sum", lambda t: hvd.allreduce(t, op=hvd.Sum)),
+    ("allreduce_avg_scaled", lambda t: hvd.allreduce(t, op=hvd.Average, prescale_factor=2.0,
+                                                     postscale_factor=1.5)),
+    ("allreduce_max", lambda t: hvd.allreduce(t, op=hvd.Max)),
+    ("allreduce_min", lambda t: hvd.allreduce(t, op=hvd.Min)),
+    ("allreduce_product", lambda t: hvd.allreduce(t, op=hvd.Product)),
+    ("allgather", lambda t: hvd.allgather(t)),
+    ("broadcast", lambda t: hvd.broadcast(t, 0)),
+    ("alltoall", lambda t: hvd.alltoall(t, splits=[3])[0]),
+    ("reducescatter", lambda t: hvd.reducescatter(t, op=hvd.Sum)),
+    ("grouped", lambda t: hvd.grouped_allreduce([t], op=hvd.Sum)[0]),
+])
+def test_gradients_size_one(name, fn):
+    x = np.array([[1.0, 2.0], [3.0, -1.0], [0.5, 4.0]], np.float32)
+    w = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], np.float32)
+    expected = w * (3.0 if name == "allreduce_avg_scaled" else 1.0)
+    np.testing.assert_allclose(_grad(fn, x, w), expected)
+    # Same inside tf.function.
+    got = tf.function(lambda: tf.convert_to_tensor(_grad_graph(fn, x, w)))()
+    np.testing.assert_allclose(got.numpy(), expected)
+
+
+def _grad_graph(fn, x, w):
+    x = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(fn(x) * w)
+    return tape.gradient(loss, x)
+
+
+def test_eager_noname_counter():
+    _, first = hvd_ops._names("allreduce", "HorovodAllreduce", None)
+    _, second = hvd_ops._names("allreduce", "HorovodAllreduce", None)
+    assert first.startswith("allreduce.noname.") and second.startswith("allreduce.noname.")
+    assert int(second.rsplit(".", 1)[1]) == int(first.rsplit(".", 1)[1]) + 1
+    assert hvd_ops._names("allgather", "HorovodAllgather", "given") == (None, "given")
+
+
+def test_graph_op_names():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant([1.0], name="dense/kernel")
+        y = hvd.allreduce(x, op=hvd.Sum)
+        assert y.op.type == "HorovodAllreduce"
+        assert y.op.name == "HorovodAllreduce_dense_kernel_0"
+        assert y.op.get_attr("tensor_name") == b""
+        z = hvd.allgather(x, name="my_gather")
+        assert z.op.name == "my_gather"
+        with tf.name_scope("outer"):
+            b = hvd.broadcast(x, 0)
+            a, _ = hvd.alltoall(x)
+            rs = hvd.reducescatter(x, ignore_name_scope=True)
+        assert b.op.name == "outer/HorovodBroadcast_dense_kernel_0"
+        assert a.op.name == "outer/HorovodAlltoall_dense_kernel_0"
+        assert rs.op.get_attr("ignore_name_scope") is True
+        ga = hvd.grouped_allreduce([x, x])
+        assert ga[0].op.name == "HorovodGroupedAllreduce_dense_kernel_0"
+        j = hvd.join()
+        assert j.op.type == "HorovodJoin"
+        bar = hvd.barrier()
+        assert bar.type == "HorovodBarrier"
+        with tf.compat.v1.Session(graph=g) as sess:
+            res = sess.run([y, z, b, a, rs] + ga)
+        for r in res:
+            np.testing.assert_allclose(r, [1.0])
+
+
+def test_broadcast_variables_tf_and_keras():
+    import keras
+    v = tf.Variable([1.0, 2.0])
+    k = keras.Variable(np.ones([2, 2], np.float32))
+    assert hvd.broadcast_variables([v, k], root_rank=0) is None
+    np.testing.assert_allclose(v.numpy(), [1.0, 2.0])
+    np.testing.assert_allclose(k.numpy(), np.ones([2, 2]))
+    assert hvd.broadcast_variables([], 0) is None
+
+
+def test_broadcast_global_variables_refuses_eager():
+    with pytest.raises(RuntimeError):
+        hvd.broadcast_global_variables(0)
+
+
+def test_broadcast_global_variables_graph():
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.compat.v1.get_variable("v", initializer=np.arange(3, dtype=np.float32))
+        op = hvd.broadcast_global_variables(0)
+        assert isinstance(op, tf.Operation)
+        with tf.compat.v1.Session(graph=g) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(op)
+            np.testing.assert_allclose(sess.run(v), [0.0, 1.0, 2.0])
+
+
+def test_objects():
+    obj = {"a": [1, 2, 3], "b": np.arange(4), "c": "text"}
+    got = hvd.broadcast_object(obj, root_rank=0)
+    assert got["a"] == [1, 2, 3] and got["c"] == "text"
+    np.testing.assert_array_equal(got["b"], np.arange(4))
+    assert hvd.allgather_object(obj["a"]) == [[1, 2, 3]]
+    assert hvd.broadcast_object(None) is None
+    # Inside a tf.function it runs at trace time.
+    seen = []
+
+    @tf.function
+    def f():
+        seen.append(hvd.broadcast_object(5, 0))
+        return tf.constant(0)
+    f()
+    assert seen == [5]
+
+
+def test_public_names():
+    for name in ("init", "shutdown", "allreduce", "grouped_allreduce", "allgather", "broadcast",
+                 "alltoall", "reducescatter", "join", "barrier", "broadcast_variables",
+                 "broadcast_object", "allgather_object", "Compression", "Average", "Sum",
+                 "Adasum", "Min", "Max", "Product", "mpi_enabled", "gloo_enabled",
+                 "nccl_built", "size_op", "rank_op", "local_size_op", "local_rank_op",
+                 "broadcast_global_variables", "start_timeline", "stop_timeline"):
+        assert hasattr(hvd, name), name
+    assert "allreduce" in dir(hvd)
+    with pytest.raises(AttributeError):
+        hvd.no_such_function
