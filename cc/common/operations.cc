@@ -158,10 +158,11 @@ Status Initialize() {
   std::lock_guard<std::mutex> lock(st.mutex);
   if (st.running) return Status();
   if (st.background.joinable()) st.background.join();
-  st.params = Parameters::FromEnvironment();
+  Status s = Parameters::FromEnvironment(&st.params);
+  if (!s.ok()) return Status(s.code(), "Horovod initialization failed: " + s.message());
   st.queue.reset(new TensorQueue());
   st.shutdown_requested = false;
-  Status s = CreateTransport(&st.transport);
+  s = CreateTransport(&st.transport);
   if (!s.ok()) return s;
   auto ready = std::make_shared<std::promise<Status>>();
   std::future<Status> result = ready->get_future();

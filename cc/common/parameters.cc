@@ -1,32 +1,51 @@
 #include "cc/common/parameters.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 
 namespace tfhvd {
 
 namespace {
-bool Read(const char* name, double* out) {
+
+// Reads a non-negative number from the environment. Unset or empty leaves
+// *out alone; anything else that is not a non-negative number is an error
+// naming the variable.
+Status Read(const char* name, double* out) {
   const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return false;
+  if (v == nullptr || *v == '\0') return Status();
   char* end = nullptr;
+  errno = 0;
   double d = std::strtod(v, &end);
-  if (end == v) return false;
+  while (end && (*end == ' ' || *end == '\t')) ++end;
+  if (end == v || *end != '\0' || errno == ERANGE || !(d >= 0)) {
+    return Status::InvalidArgument(std::string(name) + "='" + v +
+                                   "' is not a valid value: expected a non-negative number");
+  }
   *out = d;
-  return true;
+  return Status();
 }
+
 }  // namespace
 
-Parameters Parameters::FromEnvironment() {
-  Parameters p;
-  double d;
-  if (Read("HOROVOD_FUSION_THRESHOLD", &d) && d >= 0) p.fusion_threshold_bytes = static_cast<int64_t>(d);
-  if (Read("HOROVOD_CYCLE_TIME", &d) && d >= 0) p.cycle_time_ms = d;
-  if (Read("HOROVOD_CACHE_CAPACITY", &d) && d >= 0) p.cache_capacity = static_cast<int64_t>(d);
-  if (Read("HOROVOD_STALL_CHECK_DISABLE", &d) && d != 0) p.stall_check = false;
-  if (Read("HOROVOD_STALL_CHECK_TIME_SECONDS", &d) && d > 0) p.stall_warning_s = d;
-  if (Read("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", &d) && d >= 0) p.stall_shutdown_s = d;
-  return p;
+Status Parameters::FromEnvironment(Parameters* p) {
+  *p = Parameters();
+  double fusion = static_cast<double>(p->fusion_threshold_bytes);
+  double cache = static_cast<double>(p->cache_capacity);
+  double disable = 0;
+  for (auto&& [name, target] : {std::pair<const char*, double*>{"HOROVOD_FUSION_THRESHOLD", &fusion},
+                                {"HOROVOD_CYCLE_TIME", &p->cycle_time_ms},
+                                {"HOROVOD_CACHE_CAPACITY", &cache},
+                                {"HOROVOD_STALL_CHECK_DISABLE", &disable},
+                                {"HOROVOD_STALL_CHECK_TIME_SECONDS", &p->stall_warning_s},
+                                {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", &p->stall_shutdown_s}}) {
+    Status s = Read(name, target);
+    if (!s.ok()) return s;
+  }
+  p->fusion_threshold_bytes = static_cast<int64_t>(fusion);
+  p->cache_capacity = static_cast<int64_t>(cache);
+  p->stall_check = disable == 0;
+  return Status();
 }
 
 }  // namespace tfhvd

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "cc/common/common.h"
+
 namespace tfhvd {
 
 struct Parameters {
@@ -14,7 +16,8 @@ struct Parameters {
   double stall_warning_s = 60.0;                       // HOROVOD_STALL_CHECK_TIME_SECONDS
   double stall_shutdown_s = 0.0;                       // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
 
-  static Parameters FromEnvironment();
+  // Fails with a message naming the variable when a knob is malformed.
+  static Status FromEnvironment(Parameters* out);
 };
 
 }  // namespace tfhvd

@@ -82,7 +82,12 @@ Status GlooTransport::Init(Topology* topology) {
     }
     auto device = gloo::transport::tcp::CreateDevice(attr);
     HttpStore store(addr, port, "gloo", std::chrono::seconds(start_timeout_s));
-    gloo::rendezvous::PrefixStore prefixed("global", store);
+    // Each init() in a process rendezvouses under a fresh prefix, so that an
+    // init after shutdown does not read the previous run's addresses.
+    static int generation = 0;
+    std::string prefix = generation == 0 ? "global" : "global." + std::to_string(generation);
+    ++generation;
+    gloo::rendezvous::PrefixStore prefixed(prefix, store);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
     context->setTimeout(std::chrono::seconds(op_timeout_s));
     context->connectFullMesh(prefixed, device);
