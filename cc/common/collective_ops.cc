@@ -3,10 +3,20 @@
 #include <cstring>
 
 #include "cc/common/reduce_kernels.h"
+#include "cc/common/timeline.h"
 
 namespace tfhvd {
 
 namespace {
+const char* ActivityName(OpType type) {
+  switch (type) {
+    case OpType::BROADCAST: return "BROADCAST";
+    case OpType::ALLTOALL: return "ALLTOALL";
+    case OpType::REDUCESCATTER: return "REDUCESCATTER";
+    default: return "COLLECTIVE";
+  }
+}
+
 void Complete(TensorTableEntry& e, const Status& s) {
   if (e.callback) e.callback(s);
   e.callback = nullptr;
@@ -26,8 +36,11 @@ Status CollectiveOps::Perform(const Response& r, std::vector<TensorTableEntry>& 
     case OpType::ALLREDUCE:
       return Allreduce(r, entries, present);
     case OpType::ALLGATHER:
-      for (size_t i = 0; i < entries.size() && s.ok(); ++i)
+      for (size_t i = 0; i < entries.size() && s.ok(); ++i) {
+        GlobalTimeline().ActivityStart(r.names[i], "ALLGATHER");
         s = Allgather(r, &entries[i], present[i], i);
+        GlobalTimeline().ActivityEnd(r.names[i]);
+      }
       return s;
     case OpType::JOIN:
       for (size_t i = 0; i < entries.size(); ++i) {
@@ -46,9 +59,11 @@ Status CollectiveOps::Perform(const Response& r, std::vector<TensorTableEntry>& 
   // Single-tensor operations that every rank takes part in.
   for (size_t i = 0; i < entries.size() && s.ok(); ++i) {
     if (!present[i]) continue;
+    GlobalTimeline().ActivityStart(r.names[i], ActivityName(r.type));
     if (r.type == OpType::BROADCAST) s = Broadcast(r, entries[i]);
     if (r.type == OpType::ALLTOALL) s = Alltoall(r, entries[i]);
     if (r.type == OpType::REDUCESCATTER) s = Reducescatter(r, entries[i]);
+    GlobalTimeline().ActivityEnd(r.names[i]);
   }
   return s;
 }
@@ -61,6 +76,7 @@ void CollectiveOps::PostScale(const Response& r, void* buf, size_t n) {
 Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>& entries,
                                 const std::vector<bool>& present) {
   const size_t elem = DataTypeSize(r.dtype);
+  Timeline& timeline = GlobalTimeline();
   Status s;
   if (entries.size() == 1 && present[0]) {
     // One tensor: reduce in place in the output, no staging copy.
@@ -68,7 +84,9 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
     size_t n = static_cast<size_t>(r.sizes[0]);
     if (e.output != e.input && n > 0) std::memcpy(e.output, e.input, n * elem);
     ScaleBuffer(r.dtype, e.output, n, r.prescale);
+    timeline.ActivityStart(r.names[0], "ALLREDUCE");
     s = transport_->Allreduce(e.output, static_cast<int64_t>(n), r.dtype, r.reduce_op);
+    timeline.ActivityEnd(r.names[0]);
     if (s.ok()) PostScale(r, e.output, n);
     Complete(e, s);
     return s;
@@ -77,6 +95,8 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
   for (int64_t n : r.sizes) total += n;
   auto* buffer = static_cast<char*>(fusion_.Get(static_cast<size_t>(total) * elem + 1));
   size_t offset = 0;
+  const bool traced = timeline.active();
+  if (traced) for (const auto& name : r.names) timeline.ActivityStart(name, "MEMCPY_IN_FUSION_BUFFER");
   for (size_t i = 0; i < entries.size(); ++i) {
     size_t bytes = static_cast<size_t>(r.sizes[i]) * elem;
     if (present[i]) {
@@ -86,9 +106,21 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
     }
     offset += bytes;
   }
+  if (traced) {
+    for (const auto& name : r.names) {
+      timeline.ActivityEnd(name);
+      timeline.ActivityStart(name, "ALLREDUCE");
+    }
+  }
   ScaleBuffer(r.dtype, buffer, static_cast<size_t>(total), r.prescale);
   s = transport_->Allreduce(buffer, total, r.dtype, r.reduce_op);
   if (s.ok()) PostScale(r, buffer, static_cast<size_t>(total));
+  if (traced) {
+    for (const auto& name : r.names) {
+      timeline.ActivityEnd(name);
+      timeline.ActivityStart(name, "MEMCPY_OUT_FUSION_BUFFER");
+    }
+  }
   offset = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     size_t bytes = static_cast<size_t>(r.sizes[i]) * elem;
@@ -98,6 +130,7 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
     }
     offset += bytes;
   }
+  if (traced) for (const auto& name : r.names) timeline.ActivityEnd(name);
   return s;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cc/common/timeline.h"
 #include "cc/common/validation.h"
 
 namespace tfhvd {
@@ -29,11 +30,13 @@ void Coordinator::Add(const RequestList& list) {
       p.first_seen = std::chrono::steady_clock::now();
       it = table_.emplace(q.name, std::move(p)).first;
       order_.push_back(q.name);
+      GlobalTimeline().NegotiateStart(q.name, q.type);
     }
     Pending& p = it->second;
     if (!p.submitted[r]) {
       p.submitted[r] = true;
       ++p.count;
+      GlobalTimeline().NegotiateRankReady(q.name, q.rank);
     }
     p.requests[r] = q;
   }
@@ -53,6 +56,7 @@ std::vector<Response> Coordinator::TakeReadyResponses() {
     Pending& p = table_[name];
     if (Ready(p)) {
       out.push_back(BuildResponse(name, p.requests, p.submitted, joined_, size_));
+      GlobalTimeline().NegotiateEnd(name);
       table_.erase(name);
       continue;
     }

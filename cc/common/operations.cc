@@ -16,6 +16,7 @@
 #include "cc/common/local_transport.h"
 #include "cc/common/logging.h"
 #include "cc/common/parameters.h"
+#include "cc/common/timeline.h"
 #if HAVE_GLOO
 #include "cc/common/gloo/gloo_transport.h"
 #endif
@@ -98,6 +99,15 @@ void SetStopped(GlobalState& st, const Status& s) {
 void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready) {
   Status s = st->transport->Init(&st->topology);
   if (s.ok()) SetLogRank(st->topology.rank);
+  if (s.ok() && st->topology.rank == 0 && EnvSet("HOROVOD_TIMELINE")) {
+    std::string error;
+    if (!GlobalTimeline().Start(std::getenv("HOROVOD_TIMELINE"),
+                                EnvSet("HOROVOD_TIMELINE_MARK_CYCLES") &&
+                                    std::string(std::getenv("HOROVOD_TIMELINE_MARK_CYCLES")) != "0",
+                                &error)) {
+      TFHVD_LOG(WARNING) << error;
+    }
+  }
   ready->set_value(s);
   if (!s.ok()) return;
   TFHVD_LOG(DEBUG) << "background thread started: transport " << st->transport->name()
@@ -115,6 +125,7 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   for (;;) {
     bool busy = st->queue->size() > 0;
     st->queue->WaitForWork(busy ? backoff : cycle);
+    GlobalTimeline().MarkCycle();
     ResponseList list;
     s = controller.ComputeResponseList(st->shutdown_requested.load(), &list);
     if (!s.ok()) {
@@ -132,6 +143,7 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
         own[i] = entries[i].request;
       }
       controller.CacheResponse(r, own);
+      for (const auto& name : r.names) GlobalTimeline().QueueEnd(name);
       s = ops.Perform(r, entries, present);
       if (!s.ok()) {
         final_status = s;
@@ -140,6 +152,7 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
         break;
       }
     }
+    if (!list.responses.empty()) GlobalTimeline().Flush();
     if (fatal || list.shutdown) break;
     backoff = list.responses.empty()
                   ? std::min(cycle, std::max(backoff * 2, std::chrono::microseconds(20)))
@@ -147,6 +160,7 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   }
   SetStopped(*st, final_status);
   st->running = false;
+  GlobalTimeline().Stop();
   st->queue->FailAll(final_status);
   st->transport->Finalize();
 }
@@ -205,6 +219,22 @@ Status CheckInitialized() {
 }
 
 Topology GetTopology() { return State().topology; }
+
+Status StartTimeline(const std::string& path, bool mark_cycles) {
+  Status s = CheckInitialized();
+  if (!s.ok()) return s;
+  if (State().topology.rank != 0) return Status();  // rank 0 writes the timeline
+  std::string error;
+  if (!GlobalTimeline().Start(path, mark_cycles, &error)) return Status::InvalidArgument(error);
+  return Status();
+}
+
+Status StopTimeline() {
+  Status s = CheckInitialized();
+  if (!s.ok()) return s;
+  GlobalTimeline().Stop();
+  return Status();
+}
 
 const char* TransportName() {
   GlobalState& st = State();

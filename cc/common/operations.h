@@ -3,6 +3,8 @@
 #ifndef TFHVD_COMMON_OPERATIONS_H_
 #define TFHVD_COMMON_OPERATIONS_H_
 
+#include <string>
+
 #include "cc/common/tensor_queue.h"
 #include "cc/common/transport.h"
 
@@ -19,6 +21,10 @@ bool IsInitialized();
 Status CheckInitialized();
 Topology GetTopology();
 const char* TransportName();  // "gloo", "mpi" or "local"
+
+// Timeline control at run time (rank 0 writes; other ranks ignore).
+Status StartTimeline(const std::string& path, bool mark_cycles);
+Status StopTimeline();
 
 // Hands one tensor to the background thread. On error the callback is NOT
 // called; the caller completes the op with the returned status.

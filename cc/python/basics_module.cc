@@ -50,6 +50,17 @@ PYBIND11_MODULE(_hvd, m) {
   m.def("cross_size", [] { return RequireTopology().cross_size; });
   m.def("cross_rank", [] { return RequireTopology().cross_rank; });
   m.def("is_homogeneous", [] { return RequireTopology().homogeneous; });
+  m.def(
+      "start_timeline",
+      [](const std::string& path, bool mark_cycles) {
+        tfhvd::Status s = tfhvd::StartTimeline(path, mark_cycles);
+        if (!s.ok()) throw std::runtime_error(s.message());
+      },
+      py::arg("file_path"), py::arg("mark_cycles") = false);
+  m.def("stop_timeline", [] {
+    tfhvd::Status s = tfhvd::StopTimeline();
+    if (!s.ok()) throw std::runtime_error(s.message());
+  });
   m.def("transport", [] { return std::string(tfhvd::TransportName()); });
   m.def("mpi_built", [] { return HAVE_MPI + 0 == 1; });
   m.def("gloo_built", [] { return HAVE_GLOO + 0 == 1; });

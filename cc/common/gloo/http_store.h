@@ -1,8 +1,15 @@
 // A gloo rendezvous Store backed by the launcher's HTTP key-value server:
 // PUT /<scope>/<key> stores bytes, GET returns them or 404 until set.
+//
+// Every request is signed with the job's secret (HOROVOD_GLOO_RENDEZVOUS_SECRET,
+// set by tfhvdrun) and every reply's signature is checked; the headers and the
+// signed text are described in tf_hvd/runner/auth.py. A refused request (403) or
+// a reply that is not signed by the job's secret ends the rendezvous at once with
+// an error saying so; an unreachable server is retried until the timeout.
 #ifndef TFHVD_COMMON_GLOO_HTTP_STORE_H_
 #define TFHVD_COMMON_GLOO_HTTP_STORE_H_
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -13,6 +20,8 @@ namespace tfhvd {
 
 class HttpStore : public gloo::rendezvous::Store {
  public:
+  // The secret is read from HOROVOD_GLOO_RENDEZVOUS_SECRET (unset: requests go
+  // out unsigned and the launcher's server refuses them with a clear error).
   HttpStore(std::string host, int port, std::string scope,
             std::chrono::milliseconds timeout);
 
@@ -22,17 +31,31 @@ class HttpStore : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
 
+  static constexpr const char* kSecretEnv = "HOROVOD_GLOO_RENDEZVOUS_SECRET";
+
  private:
-  // One HTTP request; returns the status code (or -1 if the server could not
-  // be reached) and fills *body with the response body.
-  int Request(const std::string& method, const std::string& key,
-              const std::vector<char>& payload, std::vector<char>* body);
+  struct Reply {
+    int code = -1;            // HTTP status; -1 if there was no usable reply
+    std::vector<char> body;
+    std::string problem;      // why code is -1 (connection refused, timeout, ...)
+  };
+  // One signed HTTP request. Throws gloo::IoException when the server refuses
+  // it (403) or the reply is not signed with the job's secret.
+  Reply Request(const std::string& method, const std::string& key,
+                const std::vector<char>& payload);
   std::string Path(const std::string& key) const;
+  std::string Where() const;
+  // For a timed-out wait on "<prefix>/<rank>": which ranks have published
+  // "<prefix>/<r>" (r < HOROVOD_SIZE) and which have not.
+  std::string DescribeMissingRanks(const std::string& key);
 
   std::string host_;
   int port_;
   std::string scope_;
   std::chrono::milliseconds timeout_;
+  std::string secret_;
+  std::string nonce_prefix_;
+  std::atomic<uint64_t> nonce_counter_{0};
 };
 
 }  // namespace tfhvd
