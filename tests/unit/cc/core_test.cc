@@ -279,9 +279,40 @@ void TestReduceKernels() {
   EXPECT(iid[0] == 1);
 }
 
+// The vectorised 16-bit paths must agree bit for bit with the scalar
+// definition (widen, combine in float, round to nearest even once).
+void TestWideReductionsMatchScalar() {
+  const size_t n = 1003;  // not a multiple of the vector width
+  std::vector<uint16_t> a(n), b(n), out(n);
+  uint32_t seed = 12345;
+  auto next = [&seed] { seed = seed * 1664525u + 1013904223u; return seed; };
+  for (int bf = 0; bf < 2; ++bf) {
+    auto to_f = bf ? BFloat16ToFloat : HalfToFloat;
+    auto from_f = bf ? FloatToBFloat16 : FloatToHalf;
+    DataType dtype = bf ? DataType::BFLOAT16 : DataType::FLOAT16;
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = from_f(static_cast<float>(static_cast<int32_t>(next() % 20000) - 10000) / 7.0f);
+      b[i] = from_f(static_cast<float>(static_cast<int32_t>(next() % 20000) - 10000) / 3.0f);
+    }
+    for (ReduceOp op : {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX}) {
+      ReduceBuffers(dtype, op, out.data(), a.data(), b.data(), n);
+      int mismatches = 0;
+      for (size_t i = 0; i < n; ++i) {
+        float x = to_f(a[i]), y = to_f(b[i]);
+        float r = op == ReduceOp::SUM ? x + y
+                  : op == ReduceOp::PRODUCT ? x * y
+                  : op == ReduceOp::MIN ? std::fmin(x, y) : std::fmax(x, y);
+        mismatches += from_f(r) != out[i];
+      }
+      EXPECT(mismatches == 0);
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
+  TestWideReductionsMatchScalar();
   TestMessageRoundTrip();
   TestValidationMessages();
   TestFusion();
