@@ -14,6 +14,7 @@ aggregation helpers) uses to turn local gradients into global ones:
 """
 
 import collections
+import re
 
 import tensorflow as tf
 
@@ -21,6 +22,8 @@ from tf_hvd import basics
 from tf_hvd import ops
 from tf_hvd.compression import Compression
 from tf_hvd.basics import Adasum, Average
+
+_NOT_NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")
 
 
 def _is_sparse(grad):
@@ -85,6 +88,29 @@ def _group_layout(grads, variables, groups):
     return tuple(tuple(g) for g in layout)
 
 
+def _labels(variables, count):
+    """Short, rank-independent labels of the gradients' variables."""
+    if variables is None or len(variables) != count:
+        return ("",) * count
+    labels = []
+    for v in variables:
+        name = getattr(v, "name", "") or ""
+        if not isinstance(name, str):
+            name = ""
+        name = name.split(":")[0].rsplit("/", 1)[-1]
+        labels.append(_NOT_NAME_CHARS.sub("_", name))
+    return tuple(labels)
+
+
+def _graph_name(kind, index, label):
+    """The name of one collective: ``grad_3_kernel`` (graph mode) or None
+    eagerly (then the eager auto-naming applies; not reached: eager calls
+    run inside a tf.function)."""
+    if tf.executing_eagerly():
+        return None
+    return "%s_%d_%s" % (kind, index, label) if label else "%s_%d" % (kind, index)
+
+
 def _check_groups(groups):
     if groups is None or isinstance(groups, int):
         return
@@ -145,7 +171,11 @@ def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
         op, gradient_predivide_factor)
     scope = (name or "DistributedGradients") + "_Allreduce"
 
-    def reduce_all(grads, layout):
+    def reduce_all(grads, layout, labels):
+        # Collectives are named by position (and the variable's short name),
+        # not by the gradient tensors' names: those contain Keras' auto-numbered
+        # layer names, which differ between ranks as soon as one rank builds an
+        # extra model (an evaluation copy, say), and would then never match.
         with tf.name_scope(scope):
             out = list(grads)
             for idxs in layout:
@@ -155,13 +185,15 @@ def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
                         grads[i], device_dense=device_dense,
                         device_sparse=device_sparse, compression=compression,
                         op=op, prescale_factor=prescale_factor,
-                        postscale_factor=postscale_factor)
+                        postscale_factor=postscale_factor,
+                        name=_graph_name("grad", i, labels[i]))
                 else:
                     reduced = ops.grouped_allreduce(
                         [grads[i] for i in idxs], device_dense=device_dense,
                         device_sparse=device_sparse, compression=compression,
                         op=op, prescale_factor=prescale_factor,
-                        postscale_factor=postscale_factor)
+                        postscale_factor=postscale_factor,
+                        name=_graph_name("group", idxs[0], ""))
                     for i, r in zip(idxs, reduced):
                         out[i] = r
             for i, g in enumerate(grads):
@@ -171,7 +203,8 @@ def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
                         g, device_dense=device_dense,
                         device_sparse=device_sparse, op=op,
                         prescale_factor=prescale_factor,
-                        postscale_factor=postscale_factor)
+                        postscale_factor=postscale_factor,
+                        name=_graph_name("sparse_grad", i, labels[i]))
             return out
 
     eager_fns = {}
@@ -185,13 +218,15 @@ def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
             return grads
         variables = list(variables) if variables is not None else None
         layout = _group_layout(grads, variables, groups)
+        labels = _labels(variables, len(grads))
         if not tf.executing_eagerly():
-            return reduce_all(grads, layout)
-        fn = eager_fns.get(layout)
+            return reduce_all(grads, layout, labels)
+        key = (layout, labels)
+        fn = eager_fns.get(key)
         if fn is None:
-            fn = tf.function(lambda g: reduce_all(g, layout),
+            fn = tf.function(lambda g: reduce_all(g, layout, labels),
                              autograph=False, reduce_retracing=True)
-            eager_fns[layout] = fn
+            eager_fns[key] = fn
         return list(fn(grads))
 
     return allreduce_grads

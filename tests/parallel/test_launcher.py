@@ -41,15 +41,14 @@ def _env_int(name):
 
 
 class _KV(object):
+    """Signed requests with the job's secret (the server refuses anything else)."""
+
     def __init__(self):
-        self.conn = http.client.HTTPConnection(
-            os.environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"],
-            _env_int("HOROVOD_GLOO_RENDEZVOUS_PORT"), timeout=30)
+        from tf_hvd.runner.rendezvous import RendezvousClient
+        self.conn = RendezvousClient.from_env(os.environ, timeout=30)
 
     def request(self, method, key, body=None):
-        self.conn.request(method, "/" + key, body=body)
-        resp = self.conn.getresponse()
-        return resp.status, resp.read()
+        return self.conn.request(method, "/" + key, body or b"")
 
     def wait_get(self, key, timeout=60):
         deadline = time.monotonic() + timeout
@@ -75,6 +74,25 @@ def test_rank_environment():
     assert os.environ["HOROVOD_CONTROLLER"] == "gloo"
     assert os.environ["HOROVOD_HOSTNAME"] == "127.0.0.1"
     assert os.environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"] == "127.0.0.1"
+
+
+@gloo_rank_test
+def test_unsigned_requests_are_refused():
+    rank = _env_int("HOROVOD_RANK")
+    conn = http.client.HTTPConnection(os.environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"],
+                                      _env_int("HOROVOD_GLOO_RENDEZVOUS_PORT"), timeout=30)
+    try:
+        conn.request("PUT", "/unsigned/rank%d" % rank, body=b"x")
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 403
+    finally:
+        conn.close()
+    kv = _KV()
+    try:
+        assert kv.request("GET", "unsigned/rank%d" % rank)[0] == 404
+    finally:
+        kv.close()
 
 
 @gloo_rank_test
@@ -146,7 +164,7 @@ def _check_all_ranks_passed(proc, np_, expected_passed):
 @driver_test
 @pytest.mark.parametrize("np_", [2, 3])
 def test_gloo_ranks(np_):
-    _check_all_ranks_passed(_run_under_launcher([], np_), np_, expected_passed=2)
+    _check_all_ranks_passed(_run_under_launcher([], np_), np_, expected_passed=3)
 
 
 @driver_test

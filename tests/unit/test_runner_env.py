@@ -79,7 +79,7 @@ def test_multi_host_gloo_envs(monkeypatch):
     plan = _plan(["-np", "5", "-H", "localhost:2,node2:2,node3:2", "python", "t.py"])
     assert not plan.all_local and plan.any_local
     assert plan.launcher_address() == "10.1.1.1"
-    assert plan.rendezvous_bind_address() == "0.0.0.0"
+    assert plan.rendezvous_bind_address() == "10.1.1.1"  # only the address the ranks use
     envs = plan.gloo_envs("10.1.1.1", 5555)
     table = [(e["HOROVOD_RANK"], e["HOROVOD_HOSTNAME"], e["HOROVOD_LOCAL_RANK"],
               e["HOROVOD_LOCAL_SIZE"], e["HOROVOD_CROSS_RANK"], e["HOROVOD_CROSS_SIZE"])

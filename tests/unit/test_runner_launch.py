@@ -224,20 +224,17 @@ def test_rank_environment(tmp_path):
 
 def test_ranks_meet_through_rendezvous(tmp_path):
     script = _script(tmp_path, "meet.py", """
-        import http.client, os, time
+        import os, time
+        from tf_hvd.runner.rendezvous import RendezvousClient
         rank, size = int(os.environ["HOROVOD_RANK"]), int(os.environ["HOROVOD_SIZE"])
-        conn = http.client.HTTPConnection(os.environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"],
-                                          int(os.environ["HOROVOD_GLOO_RENDEZVOUS_PORT"]),
-                                          timeout=10)
-        conn.request("PUT", "/meet/rank%d" % rank, body=bytes([rank]) * 10 + b"\\x00end")
-        r = conn.getresponse(); r.read(); assert r.status == 200
+        conn = RendezvousClient.from_env(os.environ, timeout=10)
+        assert conn.put("meet/rank%d" % rank, bytes([rank]) * 10 + b"\\x00end") == 200
         got = {}
         deadline = time.time() + 20
         while len(got) < size and time.time() < deadline:
             for p in range(size):
-                conn.request("GET", "/meet/rank%d" % p)
-                r = conn.getresponse(); body = r.read()
-                if r.status == 200:
+                body = conn.get("meet/rank%d" % p)
+                if body is not None:
                     got[p] = body
             time.sleep(0.02)
         assert all(got[p] == bytes([p]) * 10 + b"\\x00end" for p in range(size)), got

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tf_hvd.runner import auth
 from tf_hvd.runner.rendezvous import KVStore, RendezvousServer
 
 
@@ -24,12 +25,22 @@ def _conn(server):
     return http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
 
 
+def _signed(server, method, path, body):
+    return auth.sign_request(server.secret, method, path, body or b"")
+
+
 def _request(server, method, path, body=None, headers=None):
+    """A signed request; the reply's signature is checked too."""
     conn = _conn(server)
     try:
-        conn.request(method, path, body=body, headers=headers or {})
+        signed = _signed(server, method, path, body)
+        signed.update(headers or {})
+        conn.request(method, path, body=body, headers=signed)
         resp = conn.getresponse()
-        return resp.status, resp.read(), dict(resp.getheaders())
+        data = resp.read()
+        assert resp.getheader(auth.HEADER_SIGNATURE) == auth.response_signature(
+            server.secret, resp.status, signed[auth.HEADER_NONCE], data)
+        return resp.status, data, dict(resp.getheaders())
     finally:
         conn.close()
 
@@ -99,15 +110,16 @@ def test_keep_alive_many_requests_on_one_connection(server):
     conn = _conn(server)
     try:
         for i in range(50):
-            conn.request("PUT", "/ka/%d" % i, body=b"v%d" % i)
+            conn.request("PUT", "/ka/%d" % i, body=b"v%d" % i,
+                         headers=_signed(server, "PUT", "/ka/%d" % i, b"v%d" % i))
             resp = conn.getresponse()
             assert resp.status == 200
             resp.read()
         for i in range(50):
-            conn.request("GET", "/ka/%d" % i)
+            conn.request("GET", "/ka/%d" % i, headers=_signed(server, "GET", "/ka/%d" % i, b""))
             resp = conn.getresponse()
             assert resp.status == 200 and resp.read() == b"v%d" % i
-        conn.request("GET", "/ka/missing")
+        conn.request("GET", "/ka/missing", headers=_signed(server, "GET", "/ka/missing", b""))
         resp = conn.getresponse()
         assert resp.status == 404
         resp.read()
@@ -122,7 +134,8 @@ def test_post_is_put_and_chunked_body(server):
     conn = _conn(server)
     try:
         chunks = iter([b"hello ", b"chunked ", b"\x00world"])
-        conn.request("PUT", "/p/chunked", body=chunks, encode_chunked=True)
+        conn.request("PUT", "/p/chunked", body=chunks, encode_chunked=True,
+                     headers=_signed(server, "PUT", "/p/chunked", b"hello chunked \x00world"))
         resp = conn.getresponse()
         assert resp.status == 200
         resp.read()
@@ -145,7 +158,9 @@ def test_concurrent_clients_poll_until_set(server):
     def rank(r):
         conn = _conn(server)
         try:
-            conn.request("PUT", "/rdv/rank%d" % r, body=b"addr-%d-" % r + bytes([r]) * 100)
+            blob = b"addr-%d-" % r + bytes([r]) * 100
+            conn.request("PUT", "/rdv/rank%d" % r, body=blob,
+                         headers=_signed(server, "PUT", "/rdv/rank%d" % r, blob))
             resp = conn.getresponse()
             assert resp.status == 200
             resp.read()
@@ -155,7 +170,8 @@ def test_concurrent_clients_poll_until_set(server):
                 for peer in range(n):
                     if peer in got:
                         continue
-                    conn.request("GET", "/rdv/rank%d" % peer)
+                    conn.request("GET", "/rdv/rank%d" % peer,
+                                 headers=_signed(server, "GET", "/rdv/rank%d" % peer, b""))
                     resp = conn.getresponse()
                     body = resp.read()
                     if resp.status == 200:
@@ -188,7 +204,10 @@ def test_concurrent_clients_poll_until_set(server):
 def test_idle_open_connection_does_not_block_others(server):
     idle = socket.create_connection(("127.0.0.1", server.port), timeout=10)
     try:
-        idle.sendall(b"PUT /x/y HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc")  # stalls
+        head = "".join("%s: %s\r\n" % kv for kv in
+                       _signed(server, "PUT", "/x/y", b"abcdefghij").items())
+        idle.sendall(b"PUT /x/y HTTP/1.1\r\nHost: a\r\n" + head.encode() +
+                     b"Content-Length: 10\r\n\r\nabc")  # stalls
         assert _request(server, "PUT", "/x/z", b"ok")[0] == 200
         assert _request(server, "GET", "/x/z")[1] == b"ok"
     finally:

@@ -141,10 +141,13 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None,
     classes = _optimizer_classes()
     for cls in custom_optimizers or []:
         classes[cls.__name__] = cls
-    objects = {name: distributed_optimizer_class(cls, compression=compression)
-               for name, cls in classes.items()}
-    for name, cls in list(objects.items()):
-        objects[name.lower()] = cls
+    objects = {}
+    for name, cls in classes.items():
+        wrapped = distributed_optimizer_class(cls, compression=compression)
+        # Keras looks objects up by their registered name ("package>Name"
+        # for registered custom classes), plain or lower-case class name.
+        for key in (name, name.lower(), keras.saving.get_registered_name(cls)):
+            objects[key] = wrapped
     if custom_objects:
         objects.update(custom_objects)
     return keras.models.load_model(filepath, custom_objects=objects)

@@ -5,10 +5,14 @@ Horovod, so a setting means the same thing to a Horovod user); ``gloo_rank_env``
 the per-rank topology and the rendezvous address the Gloo transport needs.
 """
 
+from .auth import SECRET_ENV
+
 # Variables copied from the launcher's environment to ranks started over ssh (local
 # ranks inherit the whole environment).
 _FORWARDED_NAMES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONUNBUFFERED")
 _FORWARDED_PREFIXES = ("HOROVOD_", "TF_", "NCCL_", "OMP_", "KMP_", "CUDA_", "TF_HVD_")
+# Secrets never travel on a command line (an outer job's secret would be stale anyway).
+_NEVER_FORWARDED = frozenset([SECRET_ENV])
 
 
 def _number(value):
@@ -73,9 +77,11 @@ def process_env(base, extra):
     """Full environment for a local child: ``base`` (usually os.environ) + ``extra``.
 
     Python children are made unbuffered unless the user chose otherwise, so their
-    lines reach the launcher (and the prefixing) as soon as they are printed.
+    lines reach the launcher (and the prefixing) as soon as they are printed. A
+    rendezvous secret in ``base`` (an enclosing job's) is dropped; the job's own comes
+    in ``extra``.
     """
-    env = dict(base)
+    env = {k: v for k, v in base.items() if k not in _NEVER_FORWARDED}
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(extra)
     return env
@@ -85,6 +91,8 @@ def forwarded_env(base, extra):
     """Environment to pass explicitly to a remote rank: a few of ours plus ``extra``."""
     env = {}
     for name, value in base.items():
+        if name in _NEVER_FORWARDED:
+            continue
         if name in _FORWARDED_NAMES or name.startswith(_FORWARDED_PREFIXES):
             env[name] = value
     env.setdefault("PYTHONUNBUFFERED", "1")

@@ -1,13 +1,30 @@
-"""Gloo mode: serve the rendezvous store, start every rank, supervise them."""
+"""Gloo mode: serve the rendezvous store, start every rank, supervise them.
+
+Each job gets a fresh random secret (auth.py): the rendezvous server accepts only
+requests signed with it, local ranks find it in HOROVOD_GLOO_RENDEZVOUS_SECRET and
+remote ranks read it from ssh's stdin. It is never printed: the launcher's own lines
+and the ranks' output have it masked.
+"""
 
 import errno
 import os
 import shlex
 
+from . import auth
 from . import env as rank_env
 from .rendezvous import RendezvousServer
 from .signals import SignalCatcher
 from .supervisor import Supervisor, log_line
+
+
+def _refusal_logger(secret):
+    def on_refusal(client_address, code, reason, first):
+        if first:
+            host = client_address[0] if client_address else "?"
+            log_line(auth.mask(
+                "warning: the rendezvous server refused a request from %s (HTTP %d: %s); "
+                "only this job's ranks may use it" % (host, code, reason), secret))
+    return on_refusal
 
 
 def run(plan):
@@ -16,29 +33,42 @@ def run(plan):
     cwd = os.getcwd()
     bind = plan.rendezvous_bind_address()
     rendezvous_addr = plan.launcher_address()
-    server = RendezvousServer(bind)  # its per-request log would drown everything else
+    secret = auth.new_secret()
+    # verbose=False: its per-request log would drown everything else
+    server = RendezvousServer(bind, secret=secret, on_refusal=_refusal_logger(secret))
     server.start()
     signals = SignalCatcher()
     signals.install()
     supervisor = Supervisor(signals)
+
+    def verbose(message):
+        if args.verbose:
+            log_line(auth.mask(message, secret))
+
     try:
         envs = plan.gloo_envs(rendezvous_addr, server.port)
-        if args.verbose:
-            log_line("rendezvous server on %s:%d (bound to %s)"
-                     % (rendezvous_addr, server.port, bind))
+        verbose("rendezvous server on %s:%d (bound to %s; requests must be signed with "
+                "the job's secret, %s=%s)" % (rendezvous_addr, server.port, bind,
+                                              auth.SECRET_ENV, auth.MASK))
         for slot, env in zip(plan.slots, envs):
             if signals.pending():
                 break  # stopped while starting: supervisor.wait() handles it
-            argv, local = plan.rank_argv(slot, env, cwd)
-            if args.verbose:
-                log_line("rank %d on %s (local %d/%d, cross %d/%d): %s"
-                         % (slot.rank, slot.hostname, slot.local_rank, slot.local_size,
-                            slot.cross_rank, slot.cross_size,
-                            " ".join(shlex.quote(a) for a in argv)))
-            child_env = rank_env.process_env(os.environ, env if local else {})
+            argv, local = plan.rank_argv(slot, env, cwd, stdin_vars=(auth.SECRET_ENV,))
+            verbose("rank %d on %s (local %d/%d, cross %d/%d): %s"
+                    % (slot.rank, slot.hostname, slot.local_rank, slot.local_size,
+                       slot.cross_rank, slot.cross_size,
+                       " ".join(shlex.quote(a) for a in argv)))
+            if local:
+                extra = dict(env)
+                extra[auth.SECRET_ENV] = secret
+                child_env = rank_env.process_env(os.environ, extra)
+                stdin_data = None
+            else:
+                child_env = rank_env.process_env(os.environ, {})
+                stdin_data = (secret + "\n").encode("ascii")
             try:
                 supervisor.spawn(slot.rank, slot.hostname, argv, child_env, cwd,
-                                 args.output_filename)
+                                 args.output_filename, stdin_data=stdin_data, redact=secret)
             except OSError as e:
                 log_line("cannot start rank %d (%s): %s"
                          % (slot.rank, argv[0], e.strerror or e))
@@ -48,3 +78,6 @@ def run(plan):
     finally:
         signals.restore()
         server.stop()
+        if server.refusals > 1:
+            log_line("warning: the rendezvous server refused %d requests in all"
+                     % server.refusals)

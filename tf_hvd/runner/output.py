@@ -41,13 +41,15 @@ def open_rank_file(output_dir, rank, stream_name):
     return open(os.path.join(directory, stream_name), "wb")
 
 
-def _copy_lines(pipe, rank, stream_name, dest, dest_lock, copy_file):
+def _copy_lines(pipe, rank, stream_name, dest, dest_lock, copy_file, redact=None):
     head = prefix(rank, stream_name)
     try:
         while True:
             line = pipe.readline()
             if not line:
                 break
+            if redact and redact in line:
+                line = line.replace(redact, b"****")
             if not line.endswith(b"\n"):
                 line_out = line + b"\n"
             else:
@@ -78,15 +80,18 @@ def _copy_lines(pipe, rank, stream_name, dest, dest_lock, copy_file):
                 pass
 
 
-def forward(pipe, rank, stream_name, dest, output_dir=None):
+def forward(pipe, rank, stream_name, dest, output_dir=None, redact=None):
     """Start a daemon thread copying ``pipe`` (binary, readable) to binary ``dest``.
 
-    Returns the thread; it ends when the pipe reaches EOF.
+    ``redact`` (bytes or str, e.g. the job's secret) is replaced by ``****`` wherever a
+    line contains it. Returns the thread; it ends when the pipe reaches EOF.
     """
+    if isinstance(redact, str):
+        redact = redact.encode()
     copy_file = open_rank_file(output_dir, rank, stream_name) if output_dir else None
     thread = threading.Thread(
         target=_copy_lines,
-        args=(pipe, rank, stream_name, dest, lock_for(dest), copy_file),
+        args=(pipe, rank, stream_name, dest, lock_for(dest), copy_file, redact),
         name="tf_hvd-rank%d-%s" % (rank, stream_name), daemon=True)
     thread.start()
     return thread

@@ -53,7 +53,9 @@ class Plan(object):
         return network.address_towards(remote[0])
 
     def rendezvous_bind_address(self):
-        return "127.0.0.1" if self.all_local else "0.0.0.0"
+        """Where the rendezvous server listens: loopback for a local job, else only the
+        address the ranks are told to use (never every interface)."""
+        return "127.0.0.1" if self.all_local else self.launcher_address()
 
     def rank_hostname(self, slot, launcher_address):
         """HOROVOD_HOSTNAME of a rank: what it binds and publishes for Gloo."""
@@ -67,17 +69,21 @@ class Plan(object):
         return [rank_env.gloo_rank_env(s, self.rank_hostname(s, me), rendezvous_addr,
                                        rendezvous_port, self.knobs) for s in self.slots]
 
-    def rank_argv(self, slot, env, cwd, base_env=None):
+    def rank_argv(self, slot, env, cwd, base_env=None, stdin_vars=()):
         """(argv, is_local): how to start ``slot``'s rank from here.
 
         Local ranks run the command directly (``env`` goes into the process
-        environment); remote ranks run it through ssh with ``env`` on the command line.
+        environment); remote ranks run it through ssh with ``env`` on the command line
+        and the variables named in ``stdin_vars`` (secrets) read from ssh's stdin.
         """
         if self.local[slot.hostname]:
             return list(self.args.command), True
         remote_env = rank_env.forwarded_env(os.environ if base_env is None else base_env, env)
+        for name in stdin_vars:
+            remote_env.pop(name, None)
         return ssh.ssh_command(slot.hostname, self.args.command, remote_env, cwd,
-                               self.args.ssh_port, self.args.ssh_identity_file), False
+                               self.args.ssh_port, self.args.ssh_identity_file,
+                               stdin_vars=stdin_vars), False
 
     def mpi_hosts_arg(self):
         """``host:n,...`` for mpiexec, None when every rank is local."""

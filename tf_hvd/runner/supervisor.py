@@ -96,18 +96,30 @@ class Supervisor(object):
         self.signalled = None       # signal number that stopped the launcher
 
     # -- starting --------------------------------------------------------------
-    def spawn(self, rank, host, argv, env, cwd=None, output_dir=None):
+    def spawn(self, rank, host, argv, env, cwd=None, output_dir=None, stdin_data=None,
+              redact=None):
         """Start one rank; its stdout/stderr are forwarded with the rank prefix.
 
+        ``stdin_data`` (bytes) is written to the rank's stdin, which is then closed
+        (otherwise stdin is /dev/null); ``redact`` is masked in the rank's output.
         Raises OSError when the program cannot be started.
         """
         popen = subprocess.Popen(
-            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+            argv, env=env, cwd=cwd,
+            stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True, preexec_fn=_set_pdeathsig)
+        if stdin_data is not None:
+            try:
+                popen.stdin.write(stdin_data)  # a few bytes: fits in the pipe buffer
+                popen.stdin.close()
+            except OSError:
+                pass  # the rank already exited: its status tells the story
         threads = [
-            output.forward(popen.stdout, rank, "stdout", sys.stdout.buffer, output_dir),
-            output.forward(popen.stderr, rank, "stderr", sys.stderr.buffer, output_dir),
+            output.forward(popen.stdout, rank, "stdout", sys.stdout.buffer, output_dir,
+                           redact),
+            output.forward(popen.stderr, rank, "stderr", sys.stderr.buffer, output_dir,
+                           redact),
         ]
         proc = RankProcess(rank, host, popen, threads)
         self.procs.append(proc)

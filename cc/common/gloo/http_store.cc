@@ -286,6 +286,11 @@ void HttpStore::set(const std::string& key, const std::vector<char>& data) {
     Reply r = Request("PUT", key, data);
     if (r.code == 200) return;
     bool retry = r.code < 0 || r.code >= 500;
+    if (retry && r.code < 0 && std::chrono::steady_clock::now() > deadline) {
+      throw gloo::IoException("timed out after " + std::to_string(timeout_.count() / 1000) +
+                              " s: cannot reach the " + Where() + " (" + r.problem +
+                              "); the launcher (tfhvdrun) may have exited");
+    }
     if (!retry || std::chrono::steady_clock::now() > deadline) {
       std::string detail = r.code < 0 ? r.problem
                                       : "HTTP status " + std::to_string(r.code) + ": " +
@@ -312,15 +317,20 @@ std::vector<char> HttpStore::get(const std::string& key) {
 void HttpStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
 
 std::string HttpStore::DescribeMissingRanks(const std::string& key) {
+  // Gloo's full-mesh rendezvous publishes "<prefix>/rank_<r>" (host names) and
+  // "<prefix>/<r>" (pair addresses) for every rank r.
   size_t slash = key.rfind('/');
   const char* size_env = std::getenv("HOROVOD_SIZE");
-  if (slash == std::string::npos || !AllDigits(key.substr(slash + 1)) || size_env == nullptr ||
-      !AllDigits(size_env)) {
-    return "";
+  if (slash == std::string::npos || size_env == nullptr || !AllDigits(size_env)) return "";
+  std::string prefix = key.substr(0, slash + 1);
+  std::string last = key.substr(slash + 1);
+  if (last.compare(0, 5, "rank_") == 0) {
+    prefix += "rank_";
+    last = last.substr(5);
   }
+  if (!AllDigits(last)) return "";
   int size = std::atoi(size_env);
   if (size <= 0 || size > (1 << 16)) return "";
-  std::string prefix = key.substr(0, slash + 1);
   std::vector<int> present, missing;
   for (int r = 0; r < size; ++r) {
     Reply reply;
@@ -339,9 +349,11 @@ std::string HttpStore::DescribeMissingRanks(const std::string& key) {
 
 void HttpStore::wait(const std::vector<std::string>& keys,
                      const std::chrono::milliseconds& timeout) {
-  // Gloo's default per-call timeout is short; rendezvous waits for ranks that
-  // may still be importing TensorFlow, so the longer of the two applies.
-  auto limit = std::max(timeout, timeout_);
+  // Gloo passes its context's timeout (the one for collectives, which may be
+  // long); waiting for ranks to check in is governed by the start timeout
+  // (--start-timeout / HOROVOD_GLOO_TIMEOUT_SECONDS) alone.
+  (void)timeout;
+  auto limit = timeout_;
   auto deadline = std::chrono::steady_clock::now() + limit;
   auto backoff = std::chrono::milliseconds(5);
   for (const auto& key : keys) {

@@ -71,6 +71,16 @@ class SameEveryStep(keras.callbacks.Callback):
         self.step += 1
 
 
+def on_root(fn):
+    """``fn()`` computed on rank 0 only and shared with everyone.
+
+    Used for the one-process references: only rank 0 builds those models, so
+    Keras' auto-numbered layer/model names differ between ranks afterwards,
+    which the training collectives must not depend on.
+    """
+    return hvd.broadcast_object(fn() if R == 0 else None, root_rank=0)
+
+
 def mse(model, x, y):
     return tf.reduce_mean(tf.square(model(x, training=True) - y))
 
@@ -109,14 +119,16 @@ def keras_equivalence():
             model.compile(optimizer=opt, loss="mse")
             model.fit(shard(x, N, R, B), shard(y, N, R, B), batch_size=B, epochs=1,
                       shuffle=False, verbose=0, callbacks=[SameEveryStep(label)])
-            ref = mlp()
-            ref.compile(optimizer=OPTS[name](), loss="mse")
-            ref.fit(x, y, batch_size=N * B * k, epochs=1, shuffle=False, verbose=0)
-            C.close(label + " vs one process", to_np(model.weights),
-                    to_np(ref.weights), **TOL[name])
-            C.close(label + " optimizer state vs one process",
-                    to_np(opt.variables)[2:], to_np(ref.optimizer.variables)[2:],
+            def reference():
+                ref = mlp()
+                ref.compile(optimizer=OPTS[name](), loss="mse")
+                ref.fit(x, y, batch_size=N * B * k, epochs=1, shuffle=False, verbose=0)
+                return to_np(ref.weights), to_np(ref.optimizer.variables)[2:]
+            ref_weights, ref_slots = on_root(reference)
+            C.close(label + " vs one process", to_np(model.weights), ref_weights,
                     **TOL[name])
+            C.close(label + " optimizer state vs one process",
+                    to_np(opt.variables)[2:], ref_slots, **TOL[name])
             C.expect(int(opt.iterations) == passes // k, label + " iterations",
                      "iterations %d, expected %d" % (int(opt.iterations), passes // k))
     # A custom train_step calling optimizer.apply directly.
@@ -125,10 +137,12 @@ def keras_equivalence():
     model.compile(optimizer=hk.DistributedOptimizer(OPTS["sgd"]()))
     model.fit(shard(x, N, R, B), shard(y, N, R, B), batch_size=B, epochs=1,
               shuffle=False, verbose=0, callbacks=[SameEveryStep(label)])
-    ref = custom_step_mlp()
-    ref.compile(optimizer=OPTS["sgd"]())
-    ref.fit(x, y, batch_size=N * B, epochs=1, shuffle=False, verbose=0)
-    C.close(label + " vs one process", to_np(model.weights), to_np(ref.weights),
+    def reference():
+        ref = custom_step_mlp()
+        ref.compile(optimizer=OPTS["sgd"]())
+        ref.fit(x, y, batch_size=N * B, epochs=1, shuffle=False, verbose=0)
+        return to_np(ref.weights)
+    C.close(label + " vs one process", to_np(model.weights), on_root(reference),
             **TOL["sgd"])
 
 
@@ -164,10 +178,12 @@ def tf2_equivalence():
         label = "tf2 tape %s" % name
         model, opt = mlp(), OPTS[name]()
         tf2_train(model, opt, shard(x, N, R, B), shard(y, N, R, B), B, label=label)
-        ref, ref_opt = mlp(), OPTS[name]()
-        tf2_train(ref, ref_opt, x, y, N * B, distributed_tape=False, broadcast=False)
-        C.close(label + " vs one process", to_np(model.weights), to_np(ref.weights),
-                **TOL[name])
+        def reference(batch):
+            ref, ref_opt = mlp(), OPTS[name]()
+            tf2_train(ref, ref_opt, x, y, batch, distributed_tape=False, broadcast=False)
+            return to_np(ref.weights)
+        C.close(label + " vs one process", to_np(model.weights),
+                on_root(lambda: reference(N * B)), **TOL[name])
         # backward_passes_per_step=2: plain tape + DistributedOptimizer (the
         # tf_hvd factory, which returns the Keras wrapper).
         label = "tf2 DistributedOptimizer %s bpps=2" % name
@@ -176,10 +192,8 @@ def tf2_equivalence():
                                        average_aggregated_gradients=True)
         tf2_train(model, opt, shard(x, N, R, B), shard(y, N, R, B), B,
                   distributed_tape=False, label=label)
-        ref, ref_opt = mlp(), OPTS[name]()
-        tf2_train(ref, ref_opt, x, y, 2 * N * B, distributed_tape=False, broadcast=False)
-        C.close(label + " vs one process", to_np(model.weights), to_np(ref.weights),
-                **TOL[name])
+        C.close(label + " vs one process", to_np(model.weights),
+                on_root(lambda: reference(2 * N * B)), **TOL[name])
         C.expect(int(opt.iterations) == passes // 2, label + " iterations")
 
 
@@ -314,11 +328,13 @@ def sparse_gradients():
         model.compile(optimizer=hk.DistributedOptimizer(OPTS[name]()), loss="mse")
         model.fit(shard(ids, N, R, B), shard(y, N, R, B), batch_size=B, epochs=1,
                   shuffle=False, verbose=0, callbacks=[SameEveryStep(label)])
-        ref_model = embedding_model()
-        ref_model.compile(optimizer=OPTS[name](), loss="mse")
-        ref_model.fit(ids, y, batch_size=N * B, epochs=1, shuffle=False, verbose=0)
-        C.close(label + " vs one process", to_np(model.weights),
-                to_np(ref_model.weights), **TOL[name])
+        def reference():
+            ref_model = embedding_model()
+            ref_model.compile(optimizer=OPTS[name](), loss="mse")
+            ref_model.fit(ids, y, batch_size=N * B, epochs=1, shuffle=False, verbose=0)
+            return to_np(ref_model.weights)
+        C.close(label + " vs one process", to_np(model.weights), on_root(reference),
+                **TOL[name])
 
 
 # ---------------------------------------------------------------------------

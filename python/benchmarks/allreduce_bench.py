@@ -1,0 +1,322 @@
+"""Allreduce latency and bandwidth, side by side.
+
+    python python/benchmarks/allreduce_bench.py [--quick] [--np 2] [--sizes 4K,1M]
+
+float32 messages of 4 KiB .. 256 MiB, summed over N processes by each contender:
+tf_hvd over Gloo and over MPI (eager and in a tf.function), MultiWorkerMirroredStrategy
+with the RING implementation (eager and tf.function), raw mpi4py Comm.Allreduce on
+preallocated numpy buffers (default malloc, and with glibc's thresholds raised so that
+MPICH's temporary buffers are reused), and a local numpy copy as the physical limit.
+Every call is timed on its own: median, min and max latency; algorithm bandwidth
+(bytes / median time) and bus bandwidth (x 2(n-1)/n). Every contender's result is
+compared with the expected sum. Writes <results>/allreduce.json and allreduce.png.
+"""
+
+import argparse
+import sys
+
+import numpy as np
+
+import common
+import launch
+
+PART = "allreduce"
+KINDS = ("hvd", "mwms", "mpi4py", "local")
+CONTENDERS = ("tf_hvd_gloo", "tf_hvd_mpi", "mwms_ring", "mpi4py", "mpi4py_malloc",
+              "numpy_local")
+SIZES = [4 * common.KiB, 64 * common.KiB, common.MiB, 16 * common.MiB, 64 * common.MiB,
+         256 * common.MiB]
+TF_MODES = ("eager", "function")
+
+# (warmup, timed calls) per message size
+_ITERATIONS = {
+    False: {4 * common.KiB: (20, 1000), 64 * common.KiB: (20, 500), common.MiB: (10, 200),
+            16 * common.MiB: (3, 40), 64 * common.MiB: (2, 12), 256 * common.MiB: (1, 5)},
+    True: {4 * common.KiB: (10, 100), 64 * common.KiB: (5, 50), common.MiB: (3, 20),
+           16 * common.MiB: (1, 5), 64 * common.MiB: (1, 3), 256 * common.MiB: (1, 3)},
+}
+
+
+def iterations(nbytes, quick):
+    table = _ITERATIONS[bool(quick)]
+    if nbytes in table:
+        return table[nbytes]
+    budget = (64 if quick else 1024) * common.MiB  # bytes moved per size, roughly
+    timed = int(min(1000 if not quick else 100, max(3, budget // max(nbytes, 1))))
+    return (max(1, min(10, timed // 10)), timed)
+
+
+def make_config(sizes, modes, quick):
+    return {"sizes": list(sizes), "modes": list(modes), "quick": bool(quick),
+            "iterations": dict((str(s), iterations(s, quick)) for s in sizes)}
+
+
+# ---------------------------------------------------------------------------
+# Data: every rank contributes a different, exactly representable pattern
+
+
+def rank_input(count, rank):
+    return np.resize(np.arange(251, dtype=np.float32), count) + np.float32(rank + 1)
+
+
+def expected_sum(count, size):
+    return (np.resize(np.arange(251, dtype=np.float32), count) * np.float32(size)
+            + np.float32(size * (size + 1) // 2))
+
+
+def check(result, expected):
+    """(correct, message) comparing an allreduce result with the expected sum."""
+    result = np.asarray(result).reshape(-1)
+    if result.shape != expected.shape:
+        return False, "shape %s, expected %s" % (result.shape, expected.shape)
+    if np.array_equal(result, expected):
+        return True, None
+    bad = np.flatnonzero(result != expected)
+    i = int(bad[0])
+    return False, "%d of %d values wrong, first at %d: %r, expected %r" % (
+        bad.size, expected.size, i, float(result[i]), float(expected[i]))
+
+
+def _record(ctx, mode, nbytes, warmup, durations, resources, correct, message, ranks):
+    stats = common.summarize(durations)
+    alg, bus = common.allreduce_bandwidth(nbytes, stats["median"], ranks)
+    _, bus_best = common.allreduce_bandwidth(nbytes, stats["min"], ranks)
+    rec = {"contender": ctx.contender, "mode": mode, "bytes": nbytes, "dtype": "float32",
+           "ranks": ranks, "warmup": warmup, "iterations": len(durations),
+           "latency_us": common.scaled(stats, 1e6), "algbw_gbps": alg, "busbw_gbps": bus,
+           "busbw_best_gbps": bus_best, "correct": correct, "check_error": message}
+    rec.update(resources)
+    ctx.log("%-8s %8s  median %10.1f us  busbw %7.3f GB/s  %s"
+            % (mode, common.human_bytes(nbytes), rec["latency_us"]["median"], bus or 0,
+               "ok" if correct else "WRONG: %s" % message))
+    return rec
+
+
+# ---------------------------------------------------------------------------
+# Workers (run inside the contender's processes by worker.py)
+
+
+def run_worker(ctx, cfg):
+    runner = {"hvd": _run_hvd, "mwms": _run_mwms, "mpi4py": _run_mpi4py,
+              "local": _run_local}[ctx.kind]
+    records = []
+    for nbytes in cfg["sizes"]:
+        warmup, timed = cfg["iterations"][str(nbytes)]
+        records += runner(ctx, cfg, nbytes, warmup, timed)
+    return records
+
+
+def _run_hvd(ctx, cfg, nbytes, warmup, timed):
+    tf, hvd = ctx.tf, ctx.hvd
+    count = nbytes // 4
+    x = tf.constant(rank_input(count, ctx.rank))
+    expected = expected_sum(count, ctx.size)
+    records = []
+    for mode in cfg["modes"]:
+        # A fixed name per call site, as a training script has: the response cache
+        # recognises the tensor from the second call on.
+        name = "bench_allreduce_%s_%d" % (mode, nbytes)
+        if mode == "eager":
+            def call():
+                return hvd.allreduce(x, op=hvd.Sum, name=name)
+        else:
+            fn = tf.function(lambda t: hvd.allreduce(t, op=hvd.Sum, name=name))
+
+            def call():
+                return fn(x)
+        ctx.barrier()
+        durations, resources, last = common.time_calls(call, timed, warmup)
+        correct, message = check(last.numpy(), expected)
+        records.append(_record(ctx, mode, nbytes, warmup, durations, resources, correct,
+                               message, ctx.size))
+        del last
+    return records
+
+
+def _run_mwms(ctx, cfg, nbytes, warmup, timed):
+    tf, strategy = ctx.tf, ctx.strategy
+    count = nbytes // 4
+    x = tf.constant(rank_input(count, ctx.rank))
+    expected = expected_sum(count, ctx.size)
+
+    def replica_fn(t):
+        # tf.identity places the value on the replica's device, as a gradient
+        # computed in the replica function is (a tf.function argument has no device,
+        # and MWMS's all_reduce then fails with "destinations can not be empty").
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM,
+                                                              tf.identity(t))
+
+    records = []
+    for mode in cfg["modes"]:
+        if mode == "eager":
+            def call():
+                return strategy.run(replica_fn, args=(x,))
+        else:
+            fn = tf.function(lambda t: strategy.run(replica_fn, args=(t,)))
+
+            def call():
+                return fn(x)
+        ctx.barrier()
+        durations, resources, last = common.time_calls(call, timed, warmup)
+        value = strategy.experimental_local_results(last)[0]
+        correct, message = check(value.numpy(), expected)
+        records.append(_record(ctx, mode, nbytes, warmup, durations, resources, correct,
+                               message, ctx.size))
+    return records
+
+
+def _run_mpi4py(ctx, cfg, nbytes, warmup, timed):
+    from mpi4py import MPI
+    comm = ctx.comm
+    count = nbytes // 4
+    send = rank_input(count, ctx.rank)
+    recv = np.empty_like(send)   # both buffers allocated once, reused by every call
+
+    def call():
+        comm.Allreduce(send, recv, op=MPI.SUM)
+    comm.Barrier()
+    durations, resources, _ = common.time_calls(call, timed, warmup)
+    correct, message = check(recv, expected_sum(count, ctx.size))
+    return [_record(ctx, "numpy", nbytes, warmup, durations, resources, correct, message,
+                    ctx.size)]
+
+
+def _run_local(ctx, cfg, nbytes, warmup, timed):
+    count = nbytes // 4
+    a = rank_input(count, 0)
+    b = rank_input(count, 1)
+    out = np.empty_like(a)
+    records = []
+    # copy: the memory bandwidth one process gets (read + write of nbytes)
+    durations, resources, _ = common.time_calls(lambda: np.copyto(out, a), timed, warmup)
+    correct, message = check(out, a)
+    records.append(_record(ctx, "copy", nbytes, warmup, durations, resources, correct,
+                           message, 1))
+    # add: the speed of the reduction itself (two reads + one write of nbytes)
+    durations, resources, _ = common.time_calls(lambda: np.add(a, b, out=out), timed, warmup)
+    correct, message = check(out, expected_sum(count, 2))
+    records.append(_record(ctx, "add", nbytes, warmup, durations, resources, correct,
+                           message, 1))
+    return records
+
+
+# ---------------------------------------------------------------------------
+# Report
+
+
+def series(records):
+    """{(contender, mode): [records sorted by size]}"""
+    found = {}
+    for rec in records:
+        found.setdefault((rec["contender"], rec["mode"]), []).append(rec)
+    for recs in found.values():
+        recs.sort(key=lambda r: r["bytes"])
+    return found
+
+
+def print_tables(records, contenders):
+    rows = []
+    for (name, mode), recs in sorted(series(records).items(),
+                                     key=lambda kv: (launch.ORDER.index(kv[0][0]), kv[0][1])):
+        label = contenders[name].label if name in contenders else name
+        for r in recs:
+            lat = r["latency_us"]
+            rows.append([label, mode, common.human_bytes(r["bytes"]), r["iterations"],
+                         common.fmt(lat["median"]), common.fmt(lat["min"]),
+                         common.fmt(lat["max"]), common.fmt(r["algbw_gbps"]),
+                         common.fmt(r["busbw_gbps"]), common.fmt(r.get("minflt_per_call")),
+                         common.fmt(r.get("cpu_ms_per_call")),
+                         "yes" if r["correct"] else "NO"])
+    common.print_table(
+        "Allreduce (float32, sum): latency in microseconds, bandwidth in GB/s "
+        "(numpy copy/add: one process, bytes / time)",
+        ["contender", "mode", "size", "calls", "median_us", "min_us", "max_us", "algbw",
+         "busbw", "minflt/call", "cpu_ms/call", "correct"], rows)
+
+
+def plot_axes(ax_lat, ax_bw, records, contenders, modes=("function", "numpy", "copy")):
+    """Latency and bus bandwidth against size on two axes (log-log)."""
+    for (name, mode), recs in sorted(series(records).items(),
+                                     key=lambda kv: (launch.ORDER.index(kv[0][0]), kv[0][1])):
+        if mode not in modes and not (mode == "eager" and "eager" in modes):
+            continue
+        color, marker = common.style(name)
+        label = "%s%s" % (contenders[name].label if name in contenders else name,
+                          "" if mode in ("numpy",) else " [%s]" % mode)
+        line = "--" if mode in ("eager", "copy") else "-"
+        xs = [r["bytes"] for r in recs]
+        if name != "numpy_local":
+            ax_lat.plot(xs, [r["latency_us"]["median"] for r in recs], line, color=color,
+                        marker=marker, label=label)
+        ax_bw.plot(xs, [r["busbw_gbps"] for r in recs], line, color=color, marker=marker,
+                   label=label)
+    for ax in (ax_lat, ax_bw):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.set_xlabel("message size (bytes, float32)")
+        sizes = sorted(set(r["bytes"] for r in records))
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([common.human_bytes(s).replace(" ", "") for s in sizes],
+                           fontsize=8)
+    ax_lat.set_ylabel("latency, median (µs)")
+    ax_lat.set_title("Allreduce latency (lower is better)")
+    ax_bw.set_ylabel("bus bandwidth (GB/s)")
+    ax_bw.set_title("Allreduce bus bandwidth (higher is better)")
+    ax_lat.legend(fontsize=7)
+    ax_bw.legend(fontsize=7)
+
+
+def plot(records, contenders, header, path):
+    plt = common.pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(14, 10))
+    plot_axes(axes[0][0], axes[0][1], records, contenders,
+              modes=("function", "numpy", "copy"))
+    plot_axes(axes[1][0], axes[1][1], records, contenders, modes=("eager", "numpy", "copy"))
+    axes[0][0].set_title("Allreduce latency, tf.function (lower is better)")
+    axes[0][1].set_title("Allreduce bus bandwidth, tf.function (higher is better)")
+    axes[1][0].set_title("Allreduce latency, eager (lower is better)")
+    axes[1][1].set_title("Allreduce bus bandwidth, eager (higher is better)")
+    fig.suptitle("Allreduce, np=%s: tf_hvd and the alternatives" % header.get("np"))
+    fig.text(0.5, 0.005, common.caption(header), ha="center", fontsize=7)
+    fig.tight_layout(rect=(0, 0.02, 1, 0.97))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def report(header, contenders, runs, results_dir, tag="allreduce"):
+    records = launch.part_records(runs, PART)
+    print_tables(records, contenders)
+    data = dict(header)
+    data["contenders"] = launch.contenders_section(contenders, runs)
+    data["results"] = records
+    json_path = "%s/%s.json" % (results_dir, tag)
+    png_path = "%s/%s.png" % (results_dir, tag)
+    common.write_json(json_path, data)
+    if records:
+        plot(records, contenders, header, png_path)
+    common.log("wrote %s and %s" % (json_path, png_path))
+    return records
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    launch.add_common_arguments(parser, CONTENDERS)
+    parser.add_argument("--sizes", default=None,
+                        help="comma-separated message sizes (default 4K,64K,1M,16M,64M,256M)")
+    parser.add_argument("--modes", default="eager,function",
+                        help="TensorFlow modes: eager, function (default both)")
+    args = parser.parse_args(argv)
+    sizes = common.parse_list(args.sizes, common.parse_size) if args.sizes else SIZES
+    cfg = make_config(sizes, common.parse_list(args.modes), args.quick)
+    header = common.run_header("allreduce", args)
+    contenders, runs = launch.run_all("allreduce", {PART: sys.modules[__name__]}, args,
+                                      {PART: cfg}, CONTENDERS)
+    header["config"] = cfg
+    report(header, contenders, runs, common.ensure_dir(args.results_dir),
+           tag=args.tag or "allreduce")
+    return 0 if all(r["status"] == "ok" for r in runs.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,386 @@
+"""Training throughput (samples per second) of Keras 3 models, side by side.
+
+    python python/benchmarks/training_bench.py [--quick] [--np 2] [--models mlp,cnn]
+
+Models on synthetic data (random inputs and labels, the same on every contender):
+an MLP 784-512-512-10 and a small CNN (28x28x1: conv 32, pool, conv 64, pool,
+dense 10); SGD with momentum; batch 64 per worker; 200 timed steps after a warm-up.
+Two ways of training:
+
+  fit    model.fit with the contender's usual set-up: tf_hvd.keras
+         DistributedOptimizer + BroadcastGlobalVariablesCallback +
+         MetricAverageCallback; for MWMS the model compiled under strategy.scope()
+         (Keras 3 needs mwms_keras3_patch for that, applied and reported)
+  tape   a tf.function training step: hvd.DistributedGradientTape; for MWMS
+         strategy.run of the step (Keras' optimizer sums the gradients across replicas)
+
+Contenders: tf_hvd over Gloo and MPI, MWMS (RING), and one process with the global
+batch (64 x N) as the reference. Throughput counts all workers' samples: global
+batch x timed steps / wall time of those steps on rank 0.
+Writes <results>/training.json and training.png.
+"""
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+import common
+import launch
+
+PART = "training"
+KINDS = ("hvd", "mwms", "single")
+CONTENDERS = ("tf_hvd_gloo", "tf_hvd_mpi", "mwms_ring", "single_process")
+MODELS = ("mlp", "cnn")
+MODES = ("fit", "tape")
+DATASET_BATCHES = 16  # distinct synthetic batches per worker, repeated
+
+
+def make_config(quick, models=MODELS, modes=MODES, batch=64, steps=None, warmup=None):
+    return {"models": list(models), "modes": list(modes), "batch_per_worker": int(batch),
+            "steps": int(steps or (30 if quick else 200)),
+            "warmup": int(warmup or (5 if quick else 10)), "quick": bool(quick),
+            "learning_rate": 0.01, "momentum": 0.9}
+
+
+def build_model(name):
+    import keras
+    from keras import layers
+    if name == "mlp":
+        return keras.Sequential([keras.Input((784,)),
+                                 layers.Dense(512, activation="relu"),
+                                 layers.Dense(512, activation="relu"),
+                                 layers.Dense(10)], name="mlp")
+    if name == "cnn":
+        return keras.Sequential([keras.Input((28, 28, 1)),
+                                 layers.Conv2D(32, 3, activation="relu"),
+                                 layers.MaxPooling2D(),
+                                 layers.Conv2D(64, 3, activation="relu"),
+                                 layers.MaxPooling2D(),
+                                 layers.Flatten(),
+                                 layers.Dense(10)], name="cnn")
+    raise ValueError("unknown model %r" % name)
+
+
+def synthetic_arrays(name, n, seed):
+    rng = np.random.default_rng(seed)
+    shape = (n, 784) if name == "mlp" else (n, 28, 28, 1)
+    return rng.random(shape, dtype=np.float32), rng.integers(0, 10, n).astype(np.int32)
+
+
+def dataset(tf, name, batch, seed):
+    x, y = synthetic_arrays(name, batch * DATASET_BATCHES, seed)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(batch, drop_remainder=True)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _loss(keras, reduction="sum_over_batch_size"):
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
+
+
+class _StepTimes(object):
+    """Timestamps at the end of every training step."""
+
+    def __init__(self):
+        self.stamps = []
+
+    def mark(self):
+        self.stamps.append(time.perf_counter())
+
+    def summary(self, warmup, steps, global_batch):
+        # the timed window starts at the end of the last warm-up step
+        window = self.stamps[warmup - 1:warmup + steps] if warmup > 0 else None
+        if not window or len(window) < 2:
+            return None, None
+        durations = [b - a for a, b in zip(window, window[1:])]
+        elapsed = window[-1] - window[0]
+        return len(durations) * global_batch / elapsed, durations
+
+
+def _keras_timer(keras, times):
+    class StepTimer(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            times.mark()
+    return StepTimer()
+
+
+def _record(ctx, cfg, model, mode, times, workers, batch, final_loss, extra=None):
+    global_batch = batch * workers
+    throughput, durations = times.summary(cfg["warmup"], cfg["steps"], global_batch)
+    rec = {"contender": ctx.contender, "model": model, "mode": mode, "workers": workers,
+           "batch_per_worker": batch, "global_batch": global_batch, "warmup": cfg["warmup"],
+           "steps": len(durations or []), "samples_per_s": throughput,
+           "step_ms": common.scaled(common.summarize(durations or []), 1e3),
+           "final_loss": final_loss, "finite_loss": bool(np.isfinite(final_loss))}
+    rec.update(extra or {})
+    ctx.log("%-4s %-5s %10.0f samples/s  median step %8.2f ms  loss %.4f"
+            % (model, mode, throughput or 0, rec["step_ms"]["median"] or 0, final_loss))
+    return rec
+
+
+# ---------------------------------------------------------------------------
+# Workers
+
+
+def run_worker(ctx, cfg):
+    import keras
+    runner = {"hvd": _run_hvd, "mwms": _run_mwms, "single": _run_single}[ctx.kind]
+    records = []
+    for model in cfg["models"]:
+        for mode in cfg["modes"]:
+            keras.backend.clear_session()
+            keras.utils.set_random_seed(1234)  # the same initial weights everywhere
+            ctx.barrier()
+            records.append(runner(ctx, cfg, model, mode))
+    return records
+
+
+def _sgd(keras, cfg, scale):
+    return keras.optimizers.SGD(learning_rate=cfg["learning_rate"] * scale,
+                                momentum=cfg["momentum"])
+
+
+def _run_hvd(ctx, cfg, model_name, mode):
+    import keras
+    import tf_hvd.keras as hvd_keras
+    tf, hvd = ctx.tf, ctx.hvd
+    batch, total = cfg["batch_per_worker"], cfg["warmup"] + cfg["steps"]
+    ds = dataset(tf, model_name, batch, seed=100 + ctx.rank)
+    model = build_model(model_name)
+    times = _StepTimes()
+    if mode == "fit":
+        opt = hvd_keras.DistributedOptimizer(_sgd(keras, cfg, ctx.size))
+        model.compile(optimizer=opt, loss=_loss(keras), metrics=["accuracy"])
+        callbacks = [hvd_keras.callbacks.BroadcastGlobalVariablesCallback(0),
+                     hvd_keras.callbacks.MetricAverageCallback(),
+                     _keras_timer(keras, times)]
+        history = model.fit(ds, steps_per_epoch=total, epochs=1, verbose=0,
+                            callbacks=callbacks)
+        final_loss = float(history.history["loss"][-1])
+    else:
+        opt = _sgd(keras, cfg, ctx.size)
+        loss_fn = _loss(keras)
+
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            tape = hvd.DistributedGradientTape(tape)
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        iterator = iter(ds)
+        loss = None
+        for step in range(total):
+            x, y = next(iterator)
+            loss = train_step(x, y)
+            if step == 0:
+                hvd.broadcast_variables(model.variables + opt.variables, root_rank=0)
+            times.mark()
+        final_loss = float(loss)
+    return _record(ctx, cfg, model_name, mode, times, ctx.size, batch, final_loss)
+
+
+def _run_mwms(ctx, cfg, model_name, mode):
+    import keras
+    tf, strategy = ctx.tf, ctx.strategy
+    batch, total = cfg["batch_per_worker"], cfg["warmup"] + cfg["steps"]
+    global_batch = batch * ctx.size
+    # Each worker reads the global batch and keeps its share (tf.data DATA sharding).
+    ds = dataset(tf, model_name, global_batch, seed=100)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA)
+    ds = ds.with_options(options)
+    times = _StepTimes()
+    with strategy.scope():
+        model = build_model(model_name)
+        opt = _sgd(keras, cfg, ctx.size)
+        if mode == "fit":
+            model.compile(optimizer=opt, loss=_loss(keras), metrics=["accuracy"])
+    if mode == "fit":
+        history = model.fit(ds, steps_per_epoch=total, epochs=1, verbose=0,
+                            callbacks=[_keras_timer(keras, times)])
+        final_loss = float(history.history["loss"][-1])
+    else:
+        loss_fn = _loss(keras, reduction=None)
+        dist_ds = strategy.experimental_distribute_dataset(ds)
+
+        def replica_step(x, y):
+            with tf.GradientTape() as tape:
+                per_example = loss_fn(y, model(x, training=True))
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        @tf.function
+        def train_step(iterator):
+            per_replica = strategy.run(replica_step, args=next(iterator))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+        iterator = iter(dist_ds)
+        loss = None
+        for _ in range(total):
+            loss = train_step(iterator)
+            times.mark()
+        final_loss = float(loss)
+    extra = {"keras3_patch": ctx.runtime.get("keras3_patch")} if mode == "fit" else None
+    if mode == "fit":
+        note = "MWMS model.fit ran with mwms_keras3_patch: " + ctx.runtime["keras3_patch"]
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+    return _record(ctx, cfg, model_name, mode, times, ctx.size, batch, final_loss, extra)
+
+
+def _run_single(ctx, cfg, model_name, mode):
+    import keras
+    tf = ctx.tf
+    workers = int(cfg.get("reference_workers", 2))
+    batch, total = cfg["batch_per_worker"] * workers, cfg["warmup"] + cfg["steps"]
+    ds = dataset(tf, model_name, batch, seed=100)
+    model = build_model(model_name)
+    opt = _sgd(keras, cfg, 1)
+    times = _StepTimes()
+    if mode == "fit":
+        model.compile(optimizer=opt, loss=_loss(keras), metrics=["accuracy"])
+        history = model.fit(ds, steps_per_epoch=total, epochs=1, verbose=0,
+                            callbacks=[_keras_timer(keras, times)])
+        final_loss = float(history.history["loss"][-1])
+    else:
+        loss_fn = _loss(keras)
+
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        iterator = iter(ds)
+        loss = None
+        for _ in range(total):
+            x, y = next(iterator)
+            loss = train_step(x, y)
+            times.mark()
+        final_loss = float(loss)
+    return _record(ctx, cfg, model_name, mode, times, 1, batch, final_loss)
+
+
+# ---------------------------------------------------------------------------
+# Report
+
+
+def find(records, contender, model, mode):
+    for rec in records:
+        if (rec["contender"], rec["model"], rec["mode"]) == (contender, model, mode):
+            return rec
+    return None
+
+
+def print_tables(records, contenders, notes=()):
+    rows = []
+    for rec in sorted(records, key=lambda r: (r["model"], r["mode"],
+                                              launch.ORDER.index(r["contender"]))):
+        name = rec["contender"]
+        mwms = find(records, "mwms_ring", rec["model"], rec["mode"])
+        ratio = None
+        if mwms and mwms["samples_per_s"] and rec["samples_per_s"]:
+            ratio = rec["samples_per_s"] / mwms["samples_per_s"]
+        st = rec["step_ms"]
+        rows.append([rec["model"], rec["mode"],
+                     contenders[name].label if name in contenders else name,
+                     rec["workers"], rec["global_batch"], rec["steps"],
+                     common.fmt(rec["samples_per_s"]), common.fmt(st["median"]),
+                     common.fmt(st["max"]), common.fmt(ratio), common.fmt(rec["final_loss"])])
+    common.print_table("Training throughput (samples/s over all workers, synthetic data)",
+                       ["model", "mode", "contender", "workers", "global_batch", "steps",
+                        "samples/s", "median_step_ms", "max_step_ms", "x MWMS", "loss"], rows)
+    for note in notes:
+        common.log("note: " + note)
+
+
+def plot_axes(ax, records, contenders):
+    groups = [(m, md) for m in MODELS for md in MODES
+              if any(r["model"] == m and r["mode"] == md for r in records)]
+    names = [n for n in launch.ORDER if any(r["contender"] == n for r in records)]
+    width = 0.8 / max(1, len(names))
+    for j, name in enumerate(names):
+        xs, ys = [], []
+        for i, (model, mode) in enumerate(groups):
+            rec = find(records, name, model, mode)
+            if rec and rec["samples_per_s"]:
+                xs.append(i + (j - (len(names) - 1) / 2.0) * width)
+                ys.append(rec["samples_per_s"])
+        color = common.style(name)[0]
+        bars = ax.bar(xs, ys, width, color=color,
+                      label=contenders[name].label if name in contenders else name)
+        for bar, y in zip(bars, ys):
+            ax.text(bar.get_x() + bar.get_width() / 2, y, "%.0f" % y, ha="center",
+                    va="bottom", fontsize=6, rotation=90)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(["%s %s" % g for g in groups])
+    ax.set_ylabel("samples per second (all workers; higher is better)")
+    ax.set_title("Keras 3 training throughput, batch 64 per worker")
+    ax.legend(fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+    top = max([r["samples_per_s"] or 0 for r in records] + [1])
+    ax.set_ylim(0, top * 1.2)
+
+
+def plot(records, contenders, header, path):
+    plt = common.pyplot()
+    fig, ax = plt.subplots(figsize=(10, 6))
+    plot_axes(ax, records, contenders)
+    fig.text(0.5, 0.005, common.caption(header), ha="center", fontsize=7)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def report(header, contenders, runs, results_dir, tag="training"):
+    records = launch.part_records(runs, PART)
+    notes = []
+    for run in runs.values():
+        for note in (run.get("result") or {}).get("notes", []):
+            if note not in notes:
+                notes.append(note)
+    print_tables(records, contenders, notes)
+    data = dict(header)
+    data["contenders"] = launch.contenders_section(contenders, runs)
+    data["results"] = records
+    data["notes"] = notes
+    json_path = "%s/%s.json" % (results_dir, tag)
+    png_path = "%s/%s.png" % (results_dir, tag)
+    common.write_json(json_path, data)
+    if records:
+        plot(records, contenders, header, png_path)
+    common.log("wrote %s and %s" % (json_path, png_path))
+    return records
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    launch.add_common_arguments(parser, CONTENDERS)
+    parser.add_argument("--models", default=",".join(MODELS), help="mlp, cnn")
+    parser.add_argument("--modes", default=",".join(MODES), help="fit, tape")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps (default 200)")
+    parser.add_argument("--batch", type=int, default=64, help="batch per worker")
+    args = parser.parse_args(argv)
+    cfg = make_config(args.quick, common.parse_list(args.models), common.parse_list(args.modes),
+                      args.batch, args.steps)
+    cfg["reference_workers"] = args.np
+    header = common.run_header("training", args)
+    header["config"] = cfg
+    contenders, runs = launch.run_all("training", {PART: sys.modules[__name__]}, args,
+                                      {PART: cfg}, CONTENDERS)
+    report(header, contenders, runs, common.ensure_dir(args.results_dir),
+           tag=args.tag or "training")
+    return 0 if all(r["status"] == "ok" for r in runs.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

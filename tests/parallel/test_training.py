@@ -1,0 +1,57 @@
+"""The three ways of training, on 2 and 3 ranks, over Gloo and MPI.
+
+Each case starts one job whose worker runs many checks (see
+training_workers/train_eager.py and train_graph.py): weights and optimizer
+state bit-identical on all ranks after every step; equivalence with one
+process over the same samples (SGD, Adam; backward_passes_per_step=2);
+broadcast of differently initialised models; callbacks; sparse gradients,
+fp16 compression, groups, None gradients, persistent tapes.
+"""
+
+import os
+import re
+
+import pytest
+
+from training_launch import run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKERS = os.path.join(HERE, "training_workers")
+
+LAYOUTS = [(2, "gloo"), (3, "gloo"), (2, "mpi"), (3, "mpi")]
+LAYOUT_IDS = ["np%d-%s" % layout for layout in LAYOUTS]
+
+# The eager worker in two halves, so that one job stays well inside the
+# per-test time limit at np=3 on two cores.
+EAGER_PARTS = {
+    "keras": "keras_equivalence,broadcast,metric_average,lr_callbacks,"
+             "checkpoint_and_load,keras_values",
+    "tf2": "tf2_equivalence,tape_features,sparse_gradients",
+}
+
+
+def _assert_ok(rc, out, np_):
+    oks = re.findall(r"\[rank (\d+)\] TRAINING OK (\d+) checks", out)
+    failures = [line for line in out.splitlines()
+                if "FAIL" in line or "EXCEPTION" in line or "Traceback" in line]
+    assert rc == 0 and len(set(r for r, _ in oks)) == np_, (
+        "exit code %d, %d of %d ranks OK\n%s\n--- output tail ---\n%s"
+        % (rc, len(oks), np_, "\n".join(failures[:40]), out[-8000:]))
+    counts = set(n for _, n in oks)
+    assert len(counts) == 1, "ranks ran different numbers of checks: %s" % (oks,)
+
+
+@pytest.mark.parametrize("part", sorted(EAGER_PARTS))
+@pytest.mark.parametrize("np_,transport", LAYOUTS, ids=LAYOUT_IDS)
+def test_keras_and_tf2_training(np_, transport, part, tmp_path):
+    rc, out = run(np_, transport, os.path.join(WORKERS, "train_eager.py"),
+                  [str(tmp_path)], timeout=270,
+                  env={"TRAINING_ONLY": EAGER_PARTS[part]})
+    _assert_ok(rc, out, np_)
+
+
+@pytest.mark.parametrize("np_,transport", LAYOUTS, ids=LAYOUT_IDS)
+def test_tf1_graph_training(np_, transport):
+    rc, out = run(np_, transport, os.path.join(WORKERS, "train_graph.py"),
+                  timeout=270)
+    _assert_ok(rc, out, np_)
