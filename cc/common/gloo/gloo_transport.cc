@@ -70,8 +70,12 @@ Status GlooTransport::Init(Topology* topology) {
         "HOROVOD_RANK/HOROVOD_SIZE are set but HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT are "
         "not; start the program with tfhvdrun");
   }
-  int start_timeout_s = EnvInt("HOROVOD_GLOO_TIMEOUT_SECONDS", 120);
-  int op_timeout_s = EnvInt("HOROVOD_GLOO_OP_TIMEOUT_SECONDS", 600);
+  // HOROVOD_GLOO_TIMEOUT_SECONDS bounds both the rendezvous and every
+  // collective (a frozen peer fails the job instead of hanging it). Unset,
+  // start-up gets longer (ranks may still be importing TensorFlow).
+  int timeout_s = EnvInt("HOROVOD_GLOO_TIMEOUT_SECONDS", 0);
+  int start_timeout_s = timeout_s > 0 ? timeout_s : 120;
+  int op_timeout_s = EnvInt("HOROVOD_GLOO_OP_TIMEOUT_SECONDS", timeout_s > 0 ? timeout_s : 30);
   return Guard("rendezvous", [&] {
     gloo::transport::tcp::attr attr;
     attr.hostname = EnvStr("HOROVOD_HOSTNAME", "127.0.0.1");
