@@ -415,6 +415,31 @@ def local_rank_op(name=None):
 # ---------------------------------------------------------------------------
 # Gradients. The loss of the job is the sum of every rank's loss; each
 # gradient below is d(sum of losses)/d(this rank's input).
+#
+# In a graph, the collectives of a gradient are named after the forward op
+# (``<forward op name>_grad[_<part>]``), not after their input tensors: the
+# gradient graph TensorFlow builds upstream may differ between ranks (e.g. the
+# gradient of a broadcasting multiply depends on static shapes that differ per
+# rank), while the forward op's name is the same on every rank. Eagerly the
+# usual per-kind counters apply.
+
+
+def _grad_name(op, part=None):
+    if tf.executing_eagerly():
+        return None
+    # Under tf.GradientTape ``op`` is a stand-in without a name; its outputs
+    # are the forward op's graph tensors.
+    forward = op if isinstance(op, tf.Operation) else None
+    if forward is None:
+        for t in getattr(op, "outputs", ()):
+            forward = getattr(t, "op", None)
+            if isinstance(forward, tf.Operation):
+                break
+            forward = None
+    if forward is None:
+        return None
+    base = "%s_grad" % _normalize_name(forward.name)
+    return base if part is None else "%s_%s" % (base, part)
 
 
 def _attrs(op):
@@ -423,22 +448,25 @@ def _attrs(op):
                 ignore_name_scope=op.get_attr("ignore_name_scope"))
 
 
-def _extremum_or_product_grad(x, grad, attrs):
+def _extremum_or_product_grad(fwd, x, grad, attrs, part):
     """Gradient of y = post * R_q(pre * x_q) for R in Min, Max, Product."""
     reduce_op = attrs["op"]
     pre, post = attrs["prescale_factor"], attrs["postscale_factor"]
     ign = attrs["ignore_name_scope"]
-    summed = _allreduce(grad, op=Sum, ignore_name_scope=ign)
+
+    def name(what):
+        return _grad_name(fwd, what if part is None else "%s_%s" % (part, what))
+    summed = _allreduce(grad, op=Sum, ignore_name_scope=ign, name=name("sum"))
     if reduce_op in (Min, Max):
         scaled = x * tf.cast(pre, x.dtype)
-        extreme = _allreduce(scaled, op=reduce_op, ignore_name_scope=ign)
+        extreme = _allreduce(scaled, op=reduce_op, ignore_name_scope=ign, name=name("extreme"))
         hit = tf.cast(tf.equal(scaled, extreme), grad.dtype)
         # Ties share the gradient equally, as tf.reduce_max does.
-        ties = _allreduce(hit, op=Sum, ignore_name_scope=ign)
+        ties = _allreduce(hit, op=Sum, ignore_name_scope=ign, name=name("ties"))
         return summed * hit / tf.maximum(ties, tf.ones_like(ties)) * tf.cast(pre * post,
                                                                           grad.dtype)
     # Product: dy/dx_q = post * pre**n * prod_{p != q} x_p, from every rank's x.
-    everyone = _allgather(tf.expand_dims(x, 0), ignore_name_scope=ign)
+    everyone = _allgather(tf.expand_dims(x, 0), ignore_name_scope=ign, name=name("inputs"))
     others = (tf.math.cumprod(everyone, axis=0, exclusive=True) *
               tf.math.cumprod(everyone, axis=0, exclusive=True, reverse=True))[rank()]
     return summed * others * tf.cast(post * pre ** size(), grad.dtype)
@@ -448,8 +476,8 @@ def _extremum_or_product_grad(x, grad, attrs):
 def _allreduce_grad(op, grad):
     attrs = _attrs(op)
     if attrs["op"] in (Sum, Average, Adasum):
-        return _allreduce(grad, **attrs)
-    return _extremum_or_product_grad(op.inputs[0], grad, attrs)
+        return _allreduce(grad, name=_grad_name(op), **attrs)
+    return _extremum_or_product_grad(op, op.inputs[0], grad, attrs, None)
 
 
 @tf.RegisterGradient("HorovodGroupedAllreduce")
@@ -457,16 +485,17 @@ def _grouped_allreduce_grad(op, *grads):
     attrs = _attrs(op)
     grads = [tf.zeros_like(y) if g is None else g for g, y in zip(grads, op.outputs)]
     if attrs["op"] in (Sum, Average, Adasum):
-        return _grouped_allreduce(grads, **attrs)
-    return [_extremum_or_product_grad(x, g, attrs) for x, g in zip(op.inputs, grads)]
+        return _grouped_allreduce(grads, name=_grad_name(op), **attrs)
+    return [_extremum_or_product_grad(op, x, g, attrs, str(i))
+            for i, (x, g) in enumerate(zip(op.inputs, grads))]
 
 
 @tf.RegisterGradient("HorovodAllgather")
 def _allgather_grad(op, grad):
     ign = op.get_attr("ignore_name_scope")
-    summed = _allreduce(grad, op=Sum, ignore_name_scope=ign)
+    summed = _allreduce(grad, op=Sum, ignore_name_scope=ign, name=_grad_name(op))
     rows = tf.shape(op.inputs[0], out_type=tf.int64)[:1]
-    every_rows = _allgather(rows, ignore_name_scope=ign)
+    every_rows = _allgather(rows, ignore_name_scope=ign, name=_grad_name(op, "rows"))
     me = rank()
     offset = tf.reduce_sum(every_rows[:me])
     return summed[offset:offset + every_rows[me]]
@@ -474,9 +503,13 @@ def _allgather_grad(op, grad):
 
 @tf.RegisterGradient("HorovodBroadcast")
 def _broadcast_grad(op, grad):
-    summed = _allreduce(grad, op=Sum, ignore_name_scope=op.get_attr("ignore_name_scope"))
+    summed = _allreduce(grad, op=Sum, ignore_name_scope=op.get_attr("ignore_name_scope"),
+                        name=_grad_name(op))
     if rank() != op.get_attr("root_rank"):
-        return tf.zeros_like(summed)
+        # An explicit ZerosLike op consumes the allreduce, so that in a graph the
+        # allreduce is not pruned on non-root ranks (tf.zeros_like would build
+        # the zeros from the static shape alone) and every rank takes part.
+        return tf.raw_ops.ZerosLike(x=summed)
     return summed
 
 
@@ -485,14 +518,16 @@ def _alltoall_grad(op, grad, unused_grad_received_splits):
     if grad is None:
         grad = tf.zeros_like(op.outputs[0])
     back, _ = _alltoall(grad, splits=op.outputs[1],
-                        ignore_name_scope=op.get_attr("ignore_name_scope"))
+                        ignore_name_scope=op.get_attr("ignore_name_scope"),
+                        name=_grad_name(op))
     return [back, None]
 
 
 @tf.RegisterGradient("HorovodReducescatter")
 def _reducescatter_grad(op, grad):
     attrs = _attrs(op)
-    gathered = _allgather(grad, ignore_name_scope=attrs["ignore_name_scope"])
+    gathered = _allgather(grad, ignore_name_scope=attrs["ignore_name_scope"],
+                          name=_grad_name(op))
     factor = attrs["prescale_factor"] * attrs["postscale_factor"]
     if attrs["op"] == Average:
         factor /= size()

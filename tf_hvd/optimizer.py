@@ -106,9 +106,6 @@ class _DistributedOptimizer(_LegacyOptimizer):
     def variables(self, *args, **kwargs):
         return self._optimizer.variables(*args, **kwargs)
 
-    def get_name(self):
-        return self._optimizer.get_name()
-
     def _create_slots(self, *args, **kwargs):
         return self._optimizer._create_slots(*args, **kwargs)
 

@@ -166,9 +166,13 @@ def main(argv=None):
         ctx.finish()
     sys.stdout.flush()
     sys.stderr.flush()
-    # TensorFlow's and MPI's teardown can take long or hang (MWMS's gRPC servers);
-    # the results are written, so leave at once.
-    os._exit(status)
+    if ctx.kind == "mwms":
+        # MWMS's teardown (gRPC servers, coordination service) can take long or hang;
+        # the results are written, so leave at once.
+        os._exit(status)
+    # MPI processes must exit normally: MPICH's process manager (Hydra) kills every
+    # other rank when one ends with os._exit, even after MPI_Finalize.
+    sys.exit(status)
 
 
 if __name__ == "__main__":

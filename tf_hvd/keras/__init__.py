@@ -150,7 +150,18 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None,
             objects[key] = wrapped
     if custom_objects:
         objects.update(custom_objects)
-    return keras.models.load_model(filepath, custom_objects=objects)
+    # Classes registered with register_keras_serializable outrank any
+    # custom_objects inside Keras' deserialization, so their registrations are
+    # swapped for the wrapped classes while loading.
+    registered = keras.saving.get_custom_objects()
+    swapped = {key: registered[key] for key in objects if key in registered}
+    try:
+        for key in swapped:
+            registered[key] = objects[key]
+        with keras.saving.CustomObjectScope(objects):
+            return keras.models.load_model(filepath, custom_objects=objects)
+    finally:
+        registered.update(swapped)
 
 
 __all__ = [

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 import tf_hvd as hvd
 
+import checklib
 from checklib import shape_forms
 
 IAE = tf.errors.InvalidArgumentError
@@ -28,7 +29,10 @@ def run_all(ck, n, r):
     odd = r == 1
 
     def mismatch(label, fn, contains, exc=IAE):
-        ck.raises("error %s" % label, fn, exc, contains)
+        e = ck.raises("error %s" % label, fn, exc, contains)
+        if r == 0 and e is not None:
+            ck.log("error %-32s -> %s: %s" % (label, type(e).__name__,
+                                             checklib.error_text(e).strip()[:300]))
         _after(ck, label, n, r)
 
     mismatch("shape", lambda: hvd.allreduce(tf.zeros([4, 6] if odd else [4, 5]), op=hvd.Sum,
@@ -43,7 +47,7 @@ def run_all(ck, n, r):
               shape_forms([1, 3]) + shape_forms([3])])
     mismatch("allgather rank",
              lambda: hvd.allgather(tf.zeros([2, 3, 1] if odd else [2, 3]), name="gather_rank"),
-             ["gather_rank", shape_forms([2, 3, 1]) + ("rank 3", "3 dimensions", "3-d")])
+             ["gather_rank", shape_forms([2, 3, 1]) + ("3 on rank 1", "rank 3", "3 dimensions")])
     mismatch("op type",
              lambda: (hvd.allgather(tf.zeros([2]), name="op_mix") if odd else
                       hvd.allreduce(tf.zeros([2]), name="op_mix")),

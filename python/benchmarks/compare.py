@@ -1,0 +1,291 @@
+"""Compare mode: every benchmark, every contender, one summary with the ratios
+tf_hvd / alternative against the targets.
+
+    python python/benchmarks/compare.py [--quick] [--np 2] [--results-dir DIR]
+
+Each contender starts once (its own set of processes) and runs all the parts it
+takes part in: allreduce, fusion and training (see those files). Writes, under
+the results directory, compare-allreduce/-fusion/-training.{json,png} and the
+summary compare.json + compare.png; prints every table and the summary.
+
+The targets (issue 4; ratios at np=2 on a 2-core machine, tf.function mode):
+  4 KiB allreduce latency      tf_hvd <= 1/20 of MWMS's; reach for <= 10x raw MPI's
+  256 MiB allreduce bus bw     tf_hvd over MPI >= 1.0x raw mpi4py with reused
+                               buffers (the better of mpi4py / mpi4py_malloc);
+                               tf_hvd over Gloo >= 0.5x that
+  fusion step rate             tf_hvd >= 3x MWMS's (each contender's best variant)
+  Keras fit throughput         tf_hvd >= 2x MWMS's for the MLP, >= 1.6x for the CNN
+"""
+
+import argparse
+import sys
+
+import allreduce_bench
+import common
+import fusion_bench
+import launch
+import training_bench
+
+PARTS = {"allreduce": allreduce_bench, "fusion": fusion_bench, "training": training_bench}
+MPI4PY = ("mpi4py", "mpi4py_malloc")
+
+
+# ---------------------------------------------------------------------------
+# Looking values up in the records
+
+
+def _allreduce(records, contender, nbytes, mode="function"):
+    for rec in records:
+        if (rec["contender"], rec["bytes"], rec["mode"]) == (contender, nbytes, mode):
+            return rec if rec["correct"] else None
+    return None
+
+
+def _latency(records, contender, nbytes, mode="function"):
+    rec = _allreduce(records, contender, nbytes, mode)
+    return rec["latency_us"]["median"] if rec else None
+
+
+def _busbw(records, contender, nbytes, mode="function"):
+    rec = _allreduce(records, contender, nbytes, mode)
+    return rec["busbw_gbps"] if rec else None
+
+
+def _best_mpi4py(records, nbytes, key):
+    """(contender, value) of the better mpi4py variant for one size; key: latency|busbw."""
+    found = []
+    for name in MPI4PY:
+        value = (_latency if key == "latency" else _busbw)(records, name, nbytes, "numpy")
+        if value is not None:
+            found.append((value, name))
+    if not found:
+        return None, None
+    value, name = (min if key == "latency" else max)(found)
+    return name, value
+
+
+def _fusion_rate(records, contender):
+    best = fusion_bench.best_by_contender(records).get(contender)
+    if not best or not best["correct"]:
+        return None, None
+    return best["steps_per_s"], best["variant"]
+
+
+def _training(records, contender, model, mode):
+    rec = training_bench.find(records, contender, model, mode)
+    if not rec or not rec["finite_loss"]:
+        return None
+    return rec["samples_per_s"]
+
+
+# ---------------------------------------------------------------------------
+# Targets
+
+
+def _target(name, description, hvd, alternative, hvd_value, alt_value, unit, better,
+            target, comparison, stretch=False, detail=None):
+    ratio = hvd_value / alt_value if (hvd_value and alt_value) else None
+    met = None
+    if ratio is not None:
+        met = ratio <= target if comparison == "<=" else ratio >= target
+    return {"name": name, "description": description, "tf_hvd": hvd,
+            "alternative": alternative, "tf_hvd_value": hvd_value,
+            "alternative_value": alt_value, "unit": unit, "better": better,
+            "ratio": ratio, "comparison": comparison, "target": target, "met": met,
+            "stretch": stretch, "detail": detail}
+
+
+def evaluate_targets(parts):
+    """The list of target checks (one per tf_hvd transport) from the part records."""
+    ar, fu, tr = parts.get("allreduce", []), parts.get("fusion", []), parts.get("training", [])
+    small, large = 4 * common.KiB, 256 * common.MiB
+    targets = []
+    for hvd in launch.TF_HVD:
+        transport = hvd.split("_")[-1]
+        lat = _latency(ar, hvd, small)
+        targets.append(_target(
+            "latency_4KiB_vs_mwms[%s]" % transport,
+            "4 KiB allreduce latency in tf.function, tf_hvd/MWMS", hvd, "mwms_ring", lat,
+            _latency(ar, "mwms_ring", small), "us", "lower", 1.0 / 20, "<="))
+        mpi_name, mpi_lat = _best_mpi4py(ar, small, "latency")
+        targets.append(_target(
+            "latency_4KiB_vs_mpi4py[%s]" % transport,
+            "4 KiB allreduce latency in tf.function, tf_hvd/raw mpi4py (stretch goal)", hvd,
+            mpi_name, lat, mpi_lat, "us", "lower", 10.0, "<=", stretch=True))
+    mpi_name, mpi_bw = _best_mpi4py(ar, large, "busbw")
+    for hvd, target in (("tf_hvd_mpi", 1.0), ("tf_hvd_gloo", 0.5)):
+        targets.append(_target(
+            "busbw_256MiB_vs_mpi4py[%s]" % hvd.split("_")[-1],
+            "256 MiB allreduce bus bandwidth (tf.function), tf_hvd/raw mpi4py with reused "
+            "buffers", hvd, mpi_name, _busbw(ar, hvd, large), mpi_bw, "GB/s", "higher",
+            target, ">="))
+    mwms_rate, mwms_variant = _fusion_rate(fu, "mwms_ring")
+    for hvd in launch.TF_HVD:
+        rate, variant = _fusion_rate(fu, hvd)
+        targets.append(_target(
+            "fusion_steps_vs_mwms[%s]" % hvd.split("_")[-1],
+            "fusion step rate (200 x 16 KiB + 4 x 4 MiB), tf_hvd/MWMS", hvd, "mwms_ring",
+            rate, mwms_rate, "steps/s", "higher", 3.0, ">=",
+            detail="tf_hvd variant %s, MWMS variant %s" % (variant, mwms_variant)))
+    for model, target in (("mlp", 2.0), ("cnn", 1.6)):
+        for hvd in launch.TF_HVD:
+            targets.append(_target(
+                "fit_%s_vs_mwms[%s]" % (model, hvd.split("_")[-1]),
+                "Keras model.fit throughput, %s, tf_hvd/MWMS (patched)" % model.upper(), hvd,
+                "mwms_ring", _training(tr, hvd, model, "fit"),
+                _training(tr, "mwms_ring", model, "fit"), "samples/s", "higher", target,
+                ">="))
+    return targets
+
+
+def extra_ratios(parts):
+    """Informative ratios without a target."""
+    ar, tr = parts.get("allreduce", []), parts.get("training", [])
+    out = []
+    large = 256 * common.MiB
+    copy = _busbw(ar, "numpy_local", large, "copy")
+    for hvd in launch.TF_HVD:
+        bw = _busbw(ar, hvd, large)
+        out.append({"name": "busbw_256MiB_vs_memcpy[%s]" % hvd.split("_")[-1],
+                    "tf_hvd_value": bw, "alternative": "numpy_local copy",
+                    "alternative_value": copy, "ratio": bw / copy if bw and copy else None})
+        for model in training_bench.MODELS:
+            for mode in training_bench.MODES:
+                for alt in ("mwms_ring", "single_process"):
+                    if (mode, alt) == ("fit", "mwms_ring"):
+                        continue  # a target already
+                    mine, theirs = _training(tr, hvd, model, mode), _training(tr, alt, model, mode)
+                    out.append({"name": "%s_%s_vs_%s[%s]" % (mode, model, alt,
+                                                            hvd.split("_")[-1]),
+                                "tf_hvd_value": mine, "alternative": alt,
+                                "alternative_value": theirs,
+                                "ratio": mine / theirs if mine and theirs else None})
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Output
+
+
+def print_summary(targets, extras):
+    rows = []
+    for t in targets:
+        rows.append([t["name"], common.fmt(t["tf_hvd_value"]), common.fmt(t["alternative_value"]),
+                     t["unit"], common.fmt(t["ratio"]),
+                     "%s %s" % (t["comparison"], common.fmt(t["target"])),
+                     "-" if t["met"] is None else ("yes" if t["met"] else "NO")
+                     + (" (stretch)" if t["stretch"] else "")])
+    common.print_table("Summary: ratios tf_hvd / alternative against the targets",
+                       ["target", "tf_hvd", "alternative", "unit", "ratio", "goal", "met"], rows)
+    rows = [[e["name"], common.fmt(e["tf_hvd_value"]), common.fmt(e["alternative_value"]),
+             common.fmt(e["ratio"])] for e in extras]
+    common.print_table("Other ratios (no target)", ["ratio", "tf_hvd", "alternative", "ratio"],
+                       rows)
+
+
+def plot_targets(ax, targets):
+    """Each target as 'how far past the goal' (>1 = met), log scale."""
+    names, values, colors, texts = [], [], [], []
+    for t in targets:
+        names.append(t["name"])
+        if t["ratio"] is None:
+            values.append(0)
+            colors.append("#cccccc")
+            texts.append("no data")
+            continue
+        score = (t["target"] / t["ratio"]) if t["comparison"] == "<=" else (t["ratio"] / t["target"])
+        values.append(score)
+        colors.append("#2ca02c" if t["met"] else ("#ff7f0e" if t["stretch"] else "#d62728"))
+        texts.append("ratio %s (goal %s %s)" % (common.fmt(t["ratio"]), t["comparison"],
+                                                common.fmt(t["target"])))
+    ys = range(len(names))
+    positive = [v for v in values if v > 0]
+    low = min(positive + [0.5]) / 2.0
+    ax.barh(list(ys), [v if v > 0 else low for v in values], color=colors)
+    for y, v, text in zip(ys, values, texts):
+        ax.text(max(v, low), y, " " + text, va="center", fontsize=7)
+    ax.axvline(1.0, color="black", lw=1)
+    ax.set_xscale("log")
+    ax.set_yticks(list(ys))
+    ax.set_yticklabels(names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(low, max(positive + [2.0]) * 8)
+    ax.set_xlabel("goal / ratio (lower-is-better) or ratio / goal (higher-is-better); "
+                  ">= 1 (right of the line) = met", fontsize=8)
+    ax.set_title("Targets: tf_hvd / alternative (green met, red missed, orange stretch missed)")
+
+
+def plot(parts, targets, contenders, header, path):
+    plt = common.pyplot()
+    fig = plt.figure(figsize=(20, 12))
+    grid = fig.add_gridspec(2, 3)
+    ax_lat, ax_bw = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+    ax_fu, ax_tr = fig.add_subplot(grid[0, 2]), fig.add_subplot(grid[1, 0])
+    ax_t = fig.add_subplot(grid[1, 1:])
+    if parts.get("allreduce"):
+        allreduce_bench.plot_axes(ax_lat, ax_bw, parts["allreduce"], contenders)
+        ax_lat.set_title("Allreduce latency, tf.function (lower is better)")
+        ax_bw.set_title("Allreduce bus bandwidth, tf.function (higher is better)")
+    if parts.get("fusion"):
+        fusion_bench.plot_axes(ax_fu, parts["fusion"], contenders)
+    if parts.get("training"):
+        training_bench.plot_axes(ax_tr, parts["training"], contenders)
+    plot_targets(ax_t, targets)
+    fig.suptitle("tf_hvd vs MultiWorkerMirroredStrategy, raw MPI and memcpy, np=%s%s"
+                 % (header.get("np"), " (quick run)" if header.get("quick") else ""))
+    fig.text(0.5, 0.005, common.caption(header), ha="center", fontsize=8)
+    fig.tight_layout(rect=(0, 0.02, 1, 0.97))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    launch.add_common_arguments(parser, launch.ORDER)
+    parser.add_argument("--parts", default="allreduce,fusion,training",
+                        help="which benchmarks to include (default all)")
+    args = parser.parse_args(argv)
+    names = common.parse_list(args.parts)
+    parts = dict((p, PARTS[p]) for p in names)
+    configs = {}
+    if "allreduce" in parts:
+        configs["allreduce"] = allreduce_bench.make_config(
+            allreduce_bench.SIZES, allreduce_bench.TF_MODES, args.quick)
+    if "fusion" in parts:
+        configs["fusion"] = fusion_bench.make_config(args.quick)
+    if "training" in parts:
+        configs["training"] = training_bench.make_config(args.quick)
+        configs["training"]["reference_workers"] = args.np
+    tag = args.tag or "compare"
+    header = common.run_header("compare", args)
+    header["config"] = configs
+    contenders, runs = launch.run_all(tag, parts, args, configs, launch.ORDER)
+    results_dir = common.ensure_dir(args.results_dir)
+    records = {}
+    for name, module in parts.items():
+        sub = dict(header)
+        sub["benchmark"] = name
+        sub["config"] = configs[name]
+        used = dict((c, contenders[c]) for c in contenders if contenders[c].kind in module.KINDS)
+        records[name] = module.report(sub, used, dict((c, runs[c]) for c in used),
+                                      results_dir, tag="%s-%s" % (tag, name))
+    targets = evaluate_targets(records)
+    extras = extra_ratios(records)
+    print_summary(targets, extras)
+    summary = dict(header)
+    summary["contenders"] = launch.contenders_section(contenders, runs)
+    summary["targets"] = targets
+    summary["all_targets_met"] = all(t["met"] for t in targets if not t["stretch"])
+    summary["other_ratios"] = extras
+    summary["part_files"] = dict((p, "%s-%s.json" % (tag, p)) for p in parts)
+    summary["results"] = records
+    json_path = "%s/%s.json" % (results_dir, tag)
+    png_path = "%s/%s.png" % (results_dir, tag)
+    common.write_json(json_path, summary)
+    plot(records, targets, contenders, header, png_path)
+    common.log("wrote %s and %s" % (json_path, png_path))
+    return 0 if all(r["status"] == "ok" for r in runs.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
