@@ -32,8 +32,8 @@ TF_MODES = ("eager", "function")
 _ITERATIONS = {
     False: {4 * common.KiB: (20, 1000), 64 * common.KiB: (20, 500), common.MiB: (10, 200),
             16 * common.MiB: (3, 40), 64 * common.MiB: (2, 12), 256 * common.MiB: (1, 5)},
-    True: {4 * common.KiB: (10, 100), 64 * common.KiB: (5, 50), common.MiB: (3, 20),
-           16 * common.MiB: (1, 5), 64 * common.MiB: (1, 3), 256 * common.MiB: (1, 3)},
+    True: {4 * common.KiB: (5, 50), 64 * common.KiB: (3, 30), common.MiB: (2, 10),
+           16 * common.MiB: (1, 3), 64 * common.MiB: (1, 2), 256 * common.MiB: (1, 2)},
 }
 
 

@@ -40,7 +40,7 @@ VARIANTS = {
 
 def make_config(quick, small=SMALL, large=LARGE):
     return {"small": list(small), "large": list(large), "quick": bool(quick),
-            "warmup": 2 if quick else 5, "steps": 10 if quick else 60}
+            "warmup": 2 if quick else 5, "steps": 5 if quick else 60}
 
 
 def tensor_counts(cfg):

@@ -52,14 +52,14 @@ class Contender(object):
 def make_contenders(np_, hvd_launcher_args=(), malloc_reuse_all=False):
     """All contenders, by name, in the order they run."""
     extra = dict(common.MALLOC_REUSE_ENV) if malloc_reuse_all else {}
-    launcher_args = " ".join(shlex.quote(a) for a in hvd_launcher_args)
+    launcher_args = "".join(" " + shlex.quote(a) for a in hvd_launcher_args)
     malloc = " ".join("%s=%s" % kv for kv in sorted(common.MALLOC_REUSE_ENV.items()))
     contenders = [
         Contender("tf_hvd_gloo", "hvd", "tf_hvd (Gloo)",
-                  "tf_hvd over Gloo TCP, started by tfhvdrun -np %d %s" % (np_, launcher_args),
+                  "tf_hvd over Gloo TCP, started by tfhvdrun -np %d%s" % (np_, launcher_args),
                   np_, extra),
         Contender("tf_hvd_mpi", "hvd", "tf_hvd (MPI)",
-                  "tf_hvd over MPI (MPICH), started by tfhvdrun -np %d --mpi %s"
+                  "tf_hvd over MPI (MPICH), started by tfhvdrun -np %d --mpi%s"
                   % (np_, launcher_args), np_, extra),
         Contender("mwms_ring", "mwms", "MWMS (RING)",
                   "tf.distribute.MultiWorkerMirroredStrategy with "

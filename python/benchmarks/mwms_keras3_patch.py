@@ -25,8 +25,9 @@ Training itself (gradients, variables) is untouched.
     strategy = tf.distribute.MultiWorkerMirroredStrategy(...)
     mwms_keras3_patch.apply(strategy)
 
-``python mwms_keras3_patch.py --demo`` shows both: two workers fit a small
-model without the patch (and fail), then with it (and train).
+``python mwms_keras3_patch.py --demo`` shows it: two workers fit a small model
+without the patch (failure 1), with only its first half (failure 2), then with
+the whole patch (they train).
 """
 
 import argparse
@@ -43,15 +44,19 @@ DESCRIPTION = ("MultiWorkerMirroredStrategy.reduce wrapped on the strategy insta
                "logs, both of which raise in multi-worker mode")
 
 
-def apply(strategy):
-    """Patches strategy.reduce in place (idempotent); returns DESCRIPTION."""
+def apply(strategy, _scalars=True):
+    """Patches strategy.reduce in place (idempotent); returns DESCRIPTION.
+
+    (_scalars=False leaves out the second half; only the demo uses it, to show
+    that the first half alone is not enough.)
+    """
     import tensorflow as tf
     if getattr(strategy, "_keras3_reduce_patched", False):
         return DESCRIPTION
     original = strategy.reduce
 
     def reduce_one(reduce_op, value, axis):
-        if axis is not None:
+        if axis is not None and _scalars:
             local = value
             if isinstance(value, tf.distribute.DistributedValues):
                 local = strategy.experimental_local_results(value)[0]
@@ -71,13 +76,13 @@ def apply(strategy):
 # Demonstration: the same two-worker fit without and with the patch
 
 
-def _demo_worker(patched):
+def _demo_worker(variant):
     import numpy as np
     import tensorflow as tf
     import keras
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    if patched:
-        apply(strategy)
+    if variant != "unpatched":
+        apply(strategy, _scalars=(variant == "patched"))
     with strategy.scope():
         model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
                                   keras.layers.Dense(2)])
@@ -100,7 +105,7 @@ def _demo_worker(patched):
 def _demo(timeout):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from launch import free_ports
-    for patched in (False, True):
+    for variant in ("unpatched", "nest-only", "patched"):
         ports = free_ports(2)
         procs = []
         for index in range(2):
@@ -108,8 +113,8 @@ def _demo(timeout):
                 {"cluster": {"worker": ["127.0.0.1:%d" % p for p in ports]},
                  "task": {"type": "worker", "index": index}}))
             procs.append(subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--demo-worker"]
-                + (["--patched"] if patched else []), env=env, stdout=subprocess.PIPE,
+                [sys.executable, os.path.abspath(__file__), "--demo-worker", variant],
+                env=env, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, text=True, start_new_session=True))
         deadline = time.time() + timeout
         lines = []
@@ -121,8 +126,8 @@ def _demo(timeout):
                 out, _ = p.communicate()
                 out = (out or "") + "DEMO-RESULT timeout\n"
             lines += [l for l in out.splitlines() if l.startswith("DEMO-RESULT")]
-        print("%-10s %s" % ("patched:" if patched else "unpatched:",
-                            " | ".join(sorted(set(lines))) or "no result"))
+        print("%-11s %s" % (variant + ":", " | ".join(sorted(set(lines))) or "no result"),
+              flush=True)
     print("patch: " + DESCRIPTION)
 
 
@@ -130,12 +135,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Keras 3 fit under MWMS: the patch")
     parser.add_argument("--demo", action="store_true",
                         help="run a two-worker fit without, then with the patch")
-    parser.add_argument("--demo-worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--patched", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--demo-worker", choices=("unpatched", "nest-only", "patched"),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=240.0)
     a = parser.parse_args()
     if a.demo_worker:
-        _demo_worker(a.patched)
+        _demo_worker(a.demo_worker)
     elif a.demo:
         _demo(a.timeout)
     else:

@@ -39,8 +39,8 @@ DATASET_BATCHES = 16  # distinct synthetic batches per worker, repeated
 
 def make_config(quick, models=MODELS, modes=MODES, batch=64, steps=None, warmup=None):
     return {"models": list(models), "modes": list(modes), "batch_per_worker": int(batch),
-            "steps": int(steps or (30 if quick else 200)),
-            "warmup": int(warmup or (5 if quick else 10)), "quick": bool(quick),
+            "steps": int(steps or (20 if quick else 200)),
+            "warmup": int(warmup or (3 if quick else 10)), "quick": bool(quick),
             "learning_rate": 0.01, "momentum": 0.9}
 
 

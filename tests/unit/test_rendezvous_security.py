@@ -418,3 +418,52 @@ def test_remote_ranks_read_the_secret_from_stdin(monkeypatch):
     assert out.split() == [secret, "1"]
     assert shlex.split(argv[-1])[:8] == ["IFS=", "read", "-r", auth.SECRET_ENV, "&&",
                                          "export", auth.SECRET_ENV, "&&"]
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+def test_nonce_cache_forgets_after_the_window_and_is_bounded():
+    cache = auth.NonceCache(window=10, capacity=3)
+    assert cache.add("nonce-aaa", now=0)
+    assert not cache.add("nonce-aaa", now=5)       # replay within the window
+    assert cache.add("nonce-aaa", now=20)          # expired (its timestamp is refused anyway)
+    for i, n in enumerate(["nonce-b01", "nonce-b02", "nonce-b03"]):
+        assert cache.add(n, now=21 + i)
+    assert len(cache) <= 3
+
+
+def test_mask_hides_the_secret_in_text_and_bytes():
+    secret = auth.new_secret()
+    assert auth.mask("x%sy" % secret, secret) == "x****y"
+    assert auth.mask(("a %s b" % secret).encode(), secret) == b"a **** b"
+    assert auth.mask("nothing", "") == "nothing"
+
+
+def test_rank_output_is_redacted(tmp_path):
+    import io
+    from tf_hvd.runner import output
+    secret = auth.new_secret()
+    r, w = os.pipe()
+    dest = io.BytesIO()
+    t = output.forward(os.fdopen(r, "rb"), 3, "stdout", dest, str(tmp_path), redact=secret)
+    with os.fdopen(w, "wb") as f:
+        f.write(("env %s end\nplain\n" % secret).encode())
+    t.join(10)
+    assert dest.getvalue() == b"[3]<stdout>:env **** end\n[3]<stdout>:plain\n"
+    assert (tmp_path / "rank.3" / "stdout").read_bytes() == b"env **** end\nplain\n"
+
+
+def test_signature_covers_every_part():
+    s = auth.new_secret()
+    base = auth.request_signature(s, "PUT", "/a/b", 100, "nonce-123", b"body")
+    assert base == auth.request_signature(s, "PUT", "/a/b", 100, "nonce-123", b"body")
+    for args in [("GET", "/a/b", 100, "nonce-123", b"body"),
+                 ("PUT", "/a/c", 100, "nonce-123", b"body"),
+                 ("PUT", "/a/b", 101, "nonce-123", b"body"),
+                 ("PUT", "/a/b", 100, "nonce-124", b"body"),
+                 ("PUT", "/a/b", 100, "nonce-123", b"bodz"),
+                 # field boundaries cannot be shifted to forge another request
+                 ("PUT", "/a/b\n100", 100, "nonce-123", b"body")]:
+        assert auth.request_signature(s, *args) != base, args
+    assert auth.request_signature(auth.new_secret(), "PUT", "/a/b", 100, "nonce-123",
+                                  b"body") != base

@@ -69,6 +69,10 @@ def build_parser():
                    metavar="IFACE",
                    help="network interface for the Gloo transport and the rendezvous "
                         "address (HOROVOD_GLOO_IFACE)")
+    p.add_argument("--rendezvous-port", dest="rendezvous_port", type=_integer, default=0,
+                   metavar="PORT",
+                   help="TCP port of the launcher's rendezvous server in Gloo mode "
+                        "(default 0: any free port)")
     p.add_argument("--output-filename", dest="output_filename", metavar="DIR",
                    help="also write each rank's output to DIR/rank.<r>/stdout and stderr")
     p.add_argument("--verbose", dest="verbose", action="store_true",
@@ -166,6 +170,9 @@ def parse(argv):
                        "--stall-check-warning-time-seconds")
     _check_nonnegative(args.stall_check_shutdown_time_seconds,
                        "--stall-check-shutdown-time-seconds")
+    if not 0 <= args.rendezvous_port < 65536:
+        raise UsageError("--rendezvous-port must be between 0 and 65535 (got %d)"
+                         % args.rendezvous_port)
     if args.ssh_port is not None and not 0 < args.ssh_port < 65536:
         raise UsageError("--ssh-port must be between 1 and 65535 (got %d)" % args.ssh_port)
     return args

@@ -9,12 +9,15 @@ and the ranks' output have it masked.
 import errno
 import os
 import shlex
+import sys
 
 from . import auth
 from . import env as rank_env
 from .rendezvous import RendezvousServer
 from .signals import SignalCatcher
 from .supervisor import Supervisor, log_line
+
+USAGE_EXIT = 2
 
 
 def _refusal_logger(secret):
@@ -27,6 +30,27 @@ def _refusal_logger(secret):
     return on_refusal
 
 
+def checked_in_ranks(store, size):
+    """Ranks whose Gloo context published its address (keys under gloo/global/)."""
+    keys = set(store.keys())
+    return [r for r in range(size)
+            if "gloo/global/%d" % r in keys or "gloo/global/rank_%d" % r in keys]
+
+
+def _report_missing_ranks(server, size):
+    """After a failure: name the ranks that never reached hvd.init(), if others did."""
+    present = checked_in_ranks(server.store, size)
+    missing = [r for r in range(size) if r not in present]
+    if present and missing:
+        log_line("rank(s) %s never checked in at the rendezvous (they did not reach "
+                 "hvd.init(), or could not connect to %s:%s)"
+                 % (_rank_list(missing), server.bind_address, server.port))
+
+
+def _rank_list(ranks):
+    return "[" + ",".join(str(r) for r in ranks) + "]"
+
+
 def run(plan):
     """Run the job described by ``plan``; return the launcher's exit code."""
     args = plan.args
@@ -35,8 +59,17 @@ def run(plan):
     rendezvous_addr = plan.launcher_address()
     secret = auth.new_secret()
     # verbose=False: its per-request log would drown everything else
-    server = RendezvousServer(bind, secret=secret, on_refusal=_refusal_logger(secret))
-    server.start()
+    server = RendezvousServer(bind, port=args.rendezvous_port, secret=secret,
+                              on_refusal=_refusal_logger(secret))
+    try:
+        server.start()
+    except OSError as e:
+        sys.stderr.write("tfhvdrun: error: cannot start the rendezvous server on %s:%d: %s%s\n"
+                         % (bind, args.rendezvous_port, e.strerror or e,
+                            " (choose another --rendezvous-port, or 0 for any free port)"
+                            if args.rendezvous_port else ""))
+        sys.stderr.flush()
+        return USAGE_EXIT
     signals = SignalCatcher()
     signals.install()
     supervisor = Supervisor(signals)
@@ -74,7 +107,10 @@ def run(plan):
                          % (slot.rank, argv[0], e.strerror or e))
                 supervisor.abort()
                 return 127 if e.errno == errno.ENOENT else 126
-        return supervisor.wait()
+        code = supervisor.wait()
+        if code != 0:
+            _report_missing_ranks(server, len(plan.slots))
+        return code
     finally:
         signals.restore()
         server.stop()

@@ -20,6 +20,7 @@ exit-pending        like shutdown-pending, but nobody calls shutdown: the interp
 exit-plain          collectives, then exit without hvd.shutdown()
 join                uneven data: rank r has 3 + 2r batches; ranks that run out call
                     hvd.join() while the others keep training; checks the weights
+join-cached         a response-cached allreduce on the last rank after the others joined
 never-init          the victim never calls hvd.init() (sleeps); the others' init fails
                     after the start timeout naming it
 exit-before-init    the victim exits with status 0 before hvd.init()
@@ -41,6 +42,7 @@ parser.add_argument("--victim", type=int, default=1)
 parser.add_argument("--steps-before", type=int, default=5)
 parser.add_argument("--sleep", type=float, default=6.0)
 parser.add_argument("--max-seconds", type=float, default=60.0)
+parser.add_argument("--no-reinit", action="store_true")
 ARGS = parser.parse_args()
 
 RANK = int(os.environ.get("HOROVOD_RANK") or os.environ.get("PMI_RANK") or
@@ -60,7 +62,8 @@ _write_atomically("pid.%d" % RANK, str(os.getpid()))
 
 
 def emit(event, **fields):
-    fields.update(event=event, rank=RANK, t=round(time.monotonic() - T0, 3))
+    fields.update(event=event, rank=RANK, t=round(time.monotonic() - T0, 3),
+                  wall=round(time.time(), 3))
     line = json.dumps(fields, sort_keys=True)
     with open(os.path.join(DIR, "rank%d.events" % RANK), "a") as f:
         f.write(line + "\n")
@@ -267,10 +270,15 @@ def scenario_shutdown_pending():
         emit("after_shutdown_ok")
     except Exception as e:  # noqa: BLE001
         emit("after_shutdown_failed", **error_fields(e))
-    hvd.init()
-    out = hvd.allreduce(tf.constant([1.0]), op=hvd.Sum, name="after_reinit")
-    emit("reinit", size=hvd.size(), value=float(out.numpy()[0]))
-    hvd.shutdown()
+    if ARGS.no_reinit:
+        return
+    try:
+        hvd.init()
+        out = hvd.allreduce(tf.constant([1.0]), op=hvd.Sum, name="after_reinit")
+        emit("reinit", size=hvd.size(), value=float(out.numpy()[0]))
+        hvd.shutdown()
+    except Exception as e:  # noqa: BLE001
+        emit("reinit_failed", **error_fields(e))
 
 
 def scenario_exit_pending():
@@ -326,6 +334,17 @@ def scenario_join():
     hvd.shutdown()
 
 
+def scenario_join_cached():
+    """Minimal case: a cached allreduce of a rank whose peer has joined."""
+    hvd.allreduce(tf.ones([2]), name="g")  # every rank: the response is now cached
+    if RANK == N - 1:
+        start = time.monotonic()
+        hvd.allreduce(tf.ones([2]), name="g")  # the others have joined meanwhile
+        emit("cached_after_join", seconds=round(time.monotonic() - start, 2))
+    hvd.join()
+    hvd.shutdown()
+
+
 def scenario_init_only():
     emit("init_ok")
     hvd.shutdown()
@@ -340,6 +359,7 @@ SCENARIOS = {
     "exit-pending": scenario_exit_pending,
     "exit-plain": scenario_exit_plain,
     "join": scenario_join,
+    "join-cached": scenario_join_cached,
     "never-init": scenario_init_only,
     "exit-before-init": scenario_init_only,
     "init-only": scenario_init_only,

@@ -23,7 +23,7 @@ def parse_args(argv=None):
     p.add_argument("--result-dir", required=True)
     p.add_argument("--expect-env", action="append", default=[], metavar="KEY=VALUE",
                    help="fail unless the environment has KEY=VALUE (launcher pass-through)")
-    p.add_argument("--only", default="", help="comma-separated sections to run (debugging)")
+    p.add_argument("--only", default="", help="comma-separated sections to run (default: all)")
     return p.parse_args(argv)
 
 
