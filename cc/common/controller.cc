@@ -10,6 +10,9 @@ namespace tfhvd {
 namespace {
 constexpr uint64_t kShutdownFlag = 1;
 constexpr uint64_t kUncachedFlag = 2;
+// Set while some rank has joined: cache hits then go through the coordinator,
+// which knows which ranks to wait for.
+constexpr uint64_t kJoinedFlag = 4;
 
 void SetBit(std::vector<uint64_t>* words, size_t offset, uint32_t bit) {
   (*words)[offset + bit / 64] |= uint64_t{1} << (bit % 64);
@@ -66,7 +69,9 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
     }
   }
   if (shutdown_requested) bits[0] |= kShutdownFlag;
+  for (const auto& q : uncached) joined_ |= q.type == OpType::JOIN;
   if (!uncached.empty()) bits[0] |= kUncachedFlag;
+  if (joined_) bits[0] |= kJoinedFlag;
   // The coordinator forces a gather about once a second while tensors wait,
   // so that the stall inspector runs even when no rank sends anything new.
   if (coordinator_ && params_.stall_check && coordinator_->HasPending() &&
@@ -87,8 +92,9 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
     if (GetBit(bits, 1, bit)) cache_.Erase(bit);
   }
   std::vector<uint32_t> common;
+  const bool someone_joined = (bits[0] & kJoinedFlag) != 0;
   for (auto& h : hits) {
-    if (GetBit(bits, 1, h.second)) {
+    if (GetBit(bits, 1, h.second) || someone_joined) {
       uncached.push_back(std::move(h.first.request));  // invalidated meanwhile
     } else if (!GetBit(bits, 1 + words, h.second)) {
       common.push_back(h.second);
@@ -104,7 +110,7 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
   }
   out->responses = FuseResponses(std::move(cached), params_.fusion_threshold_bytes);
 
-  if (bits[0] & kUncachedFlag) {
+  if (bits[0] & (kUncachedFlag | kJoinedFlag)) {
     RequestList mine;
     mine.requests = std::move(uncached);
     for (auto& q : mine.requests) q.rank = topology_.rank;
@@ -131,7 +137,10 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
     if (!ParseResponseList(encoded, &negotiated)) {
       return Status::Unknown("corrupt response list received from the coordinator");
     }
-    for (auto& r : negotiated.responses) out->responses.push_back(std::move(r));
+    for (auto& r : negotiated.responses) {
+      if (r.type == OpType::JOIN && r.kind == Response::OPERATION) joined_ = false;
+      out->responses.push_back(std::move(r));
+    }
   } else if (!uncached.empty()) {
     // Only possible for requests orphaned by an invalidation this round when no
     // rank flagged uncached work: send them next round.

@@ -42,6 +42,7 @@ class Controller {
   TensorQueue* queue_;
   ResponseCache cache_;
   std::vector<Waiting> waiting_hits_;  // cache hits not yet hit on every rank
+  bool joined_ = false;  // this rank sent a JOIN that has not completed
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
   std::chrono::steady_clock::time_point last_stall_round_{};
 };

@@ -43,6 +43,23 @@ PYBIND11_MODULE(_hvd, m) {
     tfhvd::Shutdown();
   });
   m.def("is_initialized", [] { return tfhvd::IsInitialized(); });
+  // (code, message) of why collectives cannot run now: ("ok", "") while
+  // running; "not_initialized" before init; "aborted" after shutdown;
+  // "unavailable" after a rank died; "invalid_argument" after a failed init.
+  m.def("status", [] {
+    tfhvd::Status s = tfhvd::CheckInitialized();
+    const char* code = "unknown";
+    switch (s.code()) {
+      case tfhvd::Status::OK: code = "ok"; break;
+      case tfhvd::Status::PRECONDITION: code = "not_initialized"; break;
+      case tfhvd::Status::ABORTED: code = "aborted"; break;
+      case tfhvd::Status::UNAVAILABLE: code = "unavailable"; break;
+      case tfhvd::Status::INVALID_ARGUMENT: code = "invalid_argument"; break;
+      case tfhvd::Status::DEADLINE_EXCEEDED: code = "deadline_exceeded"; break;
+      default: break;
+    }
+    return py::make_tuple(code, s.message());
+  });
   m.def("size", [] { return RequireTopology().size; });
   m.def("rank", [] { return RequireTopology().rank; });
   m.def("local_size", [] { return RequireTopology().local_size; });

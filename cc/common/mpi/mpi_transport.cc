@@ -1,6 +1,7 @@
 #include "cc/common/mpi/mpi_transport.h"
 
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 
 #include "cc/common/reduce_kernels.h"
@@ -69,10 +70,18 @@ Status MpiTransport::Init(Topology* topology) {
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
-    Status s = Check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided),
+    // SERIALIZED, not FUNNELED: after shutdown and a new init, a new
+    // background thread makes the calls (never two threads at once).
+    Status s = Check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided),
                      "MPI_Init_thread");
     if (!s.ok()) return s;
-    we_initialized_ = true;
+    // MPI cannot be initialised twice in a process, so it is finalised once,
+    // at exit, not at hvd.shutdown().
+    std::atexit([] {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Finalize();
+    });
   }
   MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -109,9 +118,6 @@ void MpiTransport::Finalize() {
   if (float16_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&float16_type_);
   if (bfloat16_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&bfloat16_type_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (we_initialized_ && !finalized) MPI_Finalize();
 }
 
 Status MpiTransport::GatherBytes(const std::string& mine, std::vector<std::string>* all) {

@@ -34,7 +34,6 @@ class MpiTransport : public Transport {
   // created on first use.
   MPI_Op ops16_[2][6];
   bool ops16_made_[2][6] = {};
-  bool we_initialized_ = false;
   int rank_ = 0, size_ = 1;
 };
 
