@@ -111,6 +111,22 @@ def _graph_name(kind, index, label):
     return "%s_%d_%s" % (kind, index, label) if label else "%s_%d" % (kind, index)
 
 
+def _in_xla_function():
+    try:
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # pragma: no cover - private module moved
+        return False
+    return control_flow_util.GraphOrParentsInXlaContext(
+        tf.compat.v1.get_default_graph())
+
+
+_XLA_MESSAGE = (
+    "tf_hvd collectives cannot run inside an XLA-compiled function "
+    "(tf.function(jit_compile=True), or Keras' jit_compile, which Keras turns "
+    "on by itself on GPUs): compile the model with "
+    "model.compile(..., jit_compile=False), or drop jit_compile=True.")
+
+
 def _check_groups(groups):
     if groups is None or isinstance(groups, int):
         return
@@ -220,6 +236,8 @@ def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
         layout = _group_layout(grads, variables, groups)
         labels = _labels(variables, len(grads))
         if not tf.executing_eagerly():
+            if _in_xla_function():
+                raise ValueError(_XLA_MESSAGE)
             return reduce_all(grads, layout, labels)
         key = (layout, labels)
         fn = eager_fns.get(key)

@@ -232,6 +232,11 @@ def print_tables(records, contenders):
         "(numpy copy/add: one process, bytes / time)",
         ["contender", "mode", "size", "calls", "median_us", "min_us", "max_us", "algbw",
          "busbw", "minflt/call", "cpu_ms/call", "correct"], rows)
+    common.log("minflt/call: minor page faults per call in rank 0 (memory mapped afresh on "
+               "every call; 256 MiB = 65536 pages). mpi4py (malloc reuse) runs with %s, so "
+               "MPICH's temporary buffers stay in the heap between calls. cpu_ms/call: CPU "
+               "time of rank 0 per call (above the latency = several busy threads)."
+               % " ".join("%s=%s" % kv for kv in sorted(common.MALLOC_REUSE_ENV.items())))
 
 
 def plot_axes(ax_lat, ax_bw, records, contenders, modes=("function", "numpy", "copy")):

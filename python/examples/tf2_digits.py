@@ -10,7 +10,6 @@ import argparse
 import os
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 import tf_hvd as hvd

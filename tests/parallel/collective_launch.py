@@ -49,6 +49,10 @@ def job_env(extra=None):
     # Two cores are shared by all ranks: keep TensorFlow's own thread pools small.
     env.setdefault("TF_NUM_INTRAOP_THREADS", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
+    # A collective some rank never submits fails after this long, naming the tensor
+    # and the missing ranks, well before the job's hard time limit.
+    env.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", "20")
+    env.setdefault("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "90")
     if extra:
         env.update(extra)
     return env

@@ -20,6 +20,11 @@ WORKERS = os.path.join(HERE, "training_workers")
 
 LAYOUTS = [(2, "gloo"), (3, "gloo"), (2, "mpi"), (3, "mpi")]
 LAYOUT_IDS = ["np%d-%s" % layout for layout in LAYOUTS]
+# The Keras/TF2 worker is the longest job: np=3 over MPI adds nothing the other
+# three layouts do not cover (the TF1 worker still runs there), so it is left
+# out to keep the suite's run time modest on two cores.
+EAGER_LAYOUTS = LAYOUTS[:3]
+EAGER_IDS = LAYOUT_IDS[:3]
 
 # The eager worker in two halves, so that one job stays well inside the
 # per-test time limit at np=3 on two cores.
@@ -42,7 +47,7 @@ def _assert_ok(rc, out, np_):
 
 
 @pytest.mark.parametrize("part", sorted(EAGER_PARTS))
-@pytest.mark.parametrize("np_,transport", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("np_,transport", EAGER_LAYOUTS, ids=EAGER_IDS)
 def test_keras_and_tf2_training(np_, transport, part, tmp_path):
     rc, out = run(np_, transport, os.path.join(WORKERS, "train_eager.py"),
                   [str(tmp_path)], timeout=270,

@@ -342,3 +342,20 @@ def test_keras_module_exports():
                  "LearningRateWarmupCallback", "LearningRateScheduleCallback",
                  "BestModelCheckpoint"]:
         assert hasattr(hk.callbacks, name), name
+
+
+def test_loss_scale_optimizer_is_reduced_once(tmp_path):
+    x, y = _data(16)
+    model = _model()
+    opt = hk.DistributedOptimizer(
+        keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.01)))
+    assert isinstance(opt, keras.optimizers.LossScaleOptimizer)
+    assert not hk.is_distributed_optimizer(opt.inner_optimizer)
+    model.compile(optimizer=opt, loss="mse")
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    path = str(tmp_path / "lso.keras")
+    model.save(path)
+    loaded = hk.load_model(path)
+    assert hk.is_distributed_optimizer(loaded.optimizer)
+    assert not hk.is_distributed_optimizer(loaded.optimizer.inner_optimizer)
+    loaded.fit(x, y, batch_size=8, epochs=1, verbose=0)

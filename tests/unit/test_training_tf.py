@@ -348,3 +348,18 @@ def test_broadcast_hook_builds_its_op_per_graph():
             with v1.train.MonitoredTrainingSession(hooks=[hook]) as sess:
                 np.testing.assert_allclose(sess.run(v), [1, 1])
             assert hook.bcast_op.graph is graph
+
+
+def test_xla_functions_are_refused_with_a_clear_message(monkeypatch):
+    # In one process nothing is reduced, so pretend there are two ranks; the
+    # check happens before any collective is built.
+    monkeypatch.setattr(ag.basics, "size", lambda: 2)
+    fn = ag.make_allreduce_grads_fn("XlaCheck")
+
+    @tf.function(jit_compile=True)
+    def step(g):
+        return fn([g])[0]
+
+    with pytest.raises(ValueError, match="jit_compile=False"):
+        step(tf.ones(2))
+    assert ag._in_xla_function() is False

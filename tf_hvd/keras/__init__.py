@@ -121,8 +121,7 @@ def _optimizer_classes():
     for attr in dir(keras.optimizers):
         obj = getattr(keras.optimizers, attr)
         if (isinstance(obj, type) and issubclass(obj, keras.optimizers.Optimizer)
-                and obj is not keras.optimizers.Optimizer
-                and obj.__name__ != "LossScaleOptimizer"):
+                and obj is not keras.optimizers.Optimizer):
             found[obj.__name__] = obj
     return found
 
@@ -172,4 +171,5 @@ __all__ = [
     "Adasum", "Min", "Max", "Product", "DistributedOptimizer",
     "broadcast_variables", "broadcast_global_variables", "allreduce",
     "allgather", "broadcast", "reducescatter", "load_model", "callbacks",
+    "is_distributed_optimizer",
 ]

@@ -7,8 +7,6 @@ the local ones of the printing rank; ``History`` (added last) records the
 averages.
 """
 
-import warnings
-
 import keras
 import numpy as np
 import tensorflow as tf

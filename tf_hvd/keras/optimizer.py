@@ -23,10 +23,9 @@ Differences from Horovod's tf.keras wrapper, forced by Keras 3:
   learning-rate schedules see the same step numbers as one process running
   the big batch;
 * the Horovod collectives have no XLA kernels: compile models with
-  ``jit_compile=False`` on GPUs (Keras picks ``False`` on CPU-only machines).
+  ``jit_compile=False`` on GPUs (Keras picks ``False`` itself on CPU-only
+  machines); an XLA-compiled train step stops with an error that says so.
 """
-
-import tensorflow as tf
 
 from tf_hvd.allreduce_grads import make_allreduce_grads_fn
 from tf_hvd.compression import Compression
@@ -60,6 +59,13 @@ def _distributed_class(base, params, allreduce_name):
     def __init__(self, *args, **kwargs):
         base.__init__(self, *args, **kwargs)
         self._hvd = _HvdState(params, allreduce_name)
+        inner = getattr(self, "inner_optimizer", None)
+        if inner is not None and is_distributed_optimizer(inner):
+            # A wrapper optimizer (LossScaleOptimizer) deserialized by
+            # load_model gets a distributed inner optimizer too: reduce once,
+            # here, before the wrapper's own logic (every rank then sees the
+            # same gradients, e.g. the same finiteness check).
+            inner.__class__ = type(inner)._hvd_base
 
     def apply(self, grads, trainable_variables=None):
         grads = list(grads)
@@ -148,10 +154,11 @@ def create_distributed_optimizer(optimizer, name=None, device_dense='',
         groups=groups)
     config = optimizer.get_config()
     lr = getattr(optimizer, "_learning_rate", None)
-    if lr is not None and not isinstance(lr, keras.Variable):
+    if ("learning_rate" in config and lr is not None
+            and not isinstance(lr, keras.Variable)):
         # A schedule or a callable: hand the object over as it is.
         config["learning_rate"] = lr
-    new = cls(**config)
+    new = cls.from_config(config)
     if optimizer.built:
         _copy_state(optimizer, new)
     return new

@@ -493,6 +493,25 @@ def all_cases(n, r):
     return cases
 
 
+def check_communicates(ck, n, r, run, label):
+    """``run()`` executes a graph (tf.function or Session) holding an allreduce of a
+    constant. Every execution must communicate: TensorFlow must not constant-fold
+    the collective into the graph (the ops have to be stateful). Rank 0 starts the
+    second execution late; the other ranks must wait for it."""
+    import time
+    ck.close("%s: first run" % label, run(), np.array([n], np.float32))
+    if r == 0:
+        time.sleep(0.6)
+    t0 = time.time()
+    out = run()
+    waited = time.time() - t0
+    ck.close("%s: second run" % label, out, np.array([n], np.float32))
+    ck.expect(r == 0 or waited > 0.3, "%s: second run waits for rank 0" % label,
+              "returned after %.2fs although rank 0 started 0.6s late: the collective did "
+              "not communicate (constant-folded by TensorFlow's graph optimizer? the "
+              "Horovod* ops must be registered stateful)" % waited)
+
+
 def eager_subset(cases, every=3):
     """Every case, except that only each ``every``-th case of the dtype x shape x op
     sweeps is kept (the sweeps run in full in tf.function and graph mode; an eager

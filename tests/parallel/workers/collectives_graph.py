@@ -32,6 +32,14 @@ def check_all_cases(ck, n, r):
             cc.run_cases(ck, cases[:40], "graph", session=sess)
 
 
+def check_session_communicates(ck, n, r):
+    graph = tf.Graph()
+    with graph.as_default():
+        probe = hvd.allreduce(tf.constant([1.0]), op=hvd.Sum, name="folding_probe")
+        with v1.Session(graph=graph) as sess:
+            cc.check_communicates(ck, n, r, lambda: sess.run(probe), "Session.run")
+
+
 def check_graph_specifics(ck, n, r):
     graph = tf.Graph()
     with graph.as_default():
@@ -128,6 +136,7 @@ def main():
     for item in args.expect_env:
         key, _, value = item.partition("=")
         ck.equal("environment %s" % key, os.environ.get(key), value)
+    ck.section("session communicates", check_session_communicates, ck, n, r)
     ck.section("cases graph", check_all_cases, ck, n, r)
     ck.section("graph specifics", check_graph_specifics, ck, n, r)
     code = ck.finish()

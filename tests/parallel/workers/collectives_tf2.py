@@ -175,6 +175,10 @@ def main():
     ck.section("topology", check_topology, ck, args)
     if n != args.np:
         return ck.finish()
+    probe = tf.function(lambda: hvd.allreduce(tf.constant([1.0]), op=hvd.Sum,
+                                              name="folding_probe"))
+    ck.section("function communicates", cc.check_communicates, ck, n, r, probe,
+               "tf.function")
     cases = cc.all_cases(n, r)
     ck.section("cases eager", cc.run_cases, ck, cc.eager_subset(cases), "eager")
     ck.section("cases tf.function", cc.run_cases, ck, cases, "function")
