@@ -121,10 +121,19 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   // While this rank has tensors in flight it negotiates again at once, backing
   // off (up to the cycle time) only while rounds make no progress; an idle
   // rank sleeps up to the cycle time. Enqueue wakes the thread either way.
+  // An idle rank polls less and less often (up to 20 ms): its peers
+  // do not need its rounds until it has work, and work wakes it at once.
+  const auto max_idle = std::max(cycle, std::chrono::microseconds(20000));
   auto backoff = std::chrono::microseconds(0);
+  auto idle_wait = cycle;
   for (;;) {
     bool busy = st->queue->size() > 0;
-    st->queue->WaitForWork(busy ? backoff : cycle);
+    if (busy) {
+      idle_wait = cycle;
+    } else {
+      idle_wait = std::min(max_idle, idle_wait * 2);
+    }
+    st->queue->WaitForWork(busy ? backoff : idle_wait);
     GlobalTimeline().MarkCycle();
     ResponseList list;
     s = controller.ComputeResponseList(st->shutdown_requested.load(), &list);
@@ -191,6 +200,11 @@ Status Initialize() {
                                 std::string(st.transport->name()) + "): " + s.message());
   }
   SetStopped(st, Status());
+  // Stop the background thread before the process exits, even if nobody
+  // called shutdown (registered after the transport's own exit handlers, so
+  // it runs before them).
+  static bool exit_hook = (std::atexit([] { Shutdown(); }), true);
+  (void)exit_hook;
   return Status();
 }
 
