@@ -8,6 +8,7 @@ then the same file is imported as a Python extension module. Both views share
 one global state in the process.
 """
 
+import atexit
 import glob
 import importlib
 import os
@@ -73,11 +74,45 @@ def _load():
 # _lib: the pybind11 module (init, size, ...).
 _op_lib, _lib = _load()
 
+# The collective ops are stateful, so that TensorFlow never constant-folds
+# them (their result depends on the other ranks). Inside tf.function,
+# TensorFlow would then chain every stateful op in program order, which
+# serialises the allreduces of a backward pass and defeats tensor fusion;
+# the core orders collectives itself (by name, across ranks), so they are
+# registered as "must run, order insensitive", as TensorFlow does for its own
+# infeed ops.
+_COLLECTIVE_OP_TYPES = frozenset((
+    "HorovodAllreduce", "HorovodGroupedAllreduce", "HorovodAllgather", "HorovodBroadcast",
+    "HorovodAlltoall", "HorovodReducescatter"))
+
+
+def _register_order_insensitive_ops():
+    from tensorflow.python.framework import auto_control_deps as acd
+    name = "MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS"
+    current = getattr(acd, name, None)
+    if current is not None and not _COLLECTIVE_OP_TYPES <= current:
+        setattr(acd, name, frozenset(current) | _COLLECTIVE_OP_TYPES)
+
+
+_register_order_insensitive_ops()
+
+
+def _raise_not_running():
+    """Raises the error that says why collectives cannot run now."""
+    code, message = _lib.status() if hasattr(_lib, "status") else ("not_initialized", "")
+    if code == "aborted":
+        raise tf.errors.AbortedError(None, None, message)
+    if code == "unavailable":
+        raise tf.errors.UnavailableError(None, None, message)
+    if code == "not_initialized" and message and "initialization failed" in message:
+        raise ValueError(message + " (call hvd.init() again once the cause is fixed)")
+    raise ValueError(NOT_INITIALIZED_MESSAGE)
+
 
 def _check_initialized():
     """Raises ValueError unless hvd.init() has been called (and no shutdown since)."""
     if not _lib.is_initialized():
-        raise ValueError(NOT_INITIALIZED_MESSAGE)
+        _raise_not_running()
 
 
 def init(comm=None, process_sets=None):
@@ -101,6 +136,26 @@ def init(comm=None, process_sets=None):
             "tf_hvd.init(process_sets=...) is not supported: only the global "
             "process set exists.")
     _lib.init()
+    if not _atexit_registered:
+        _register_atexit()
+
+
+_atexit_registered = False
+
+
+def _register_atexit():
+    # A process that ends without hvd.shutdown() still leaves the job cleanly.
+    global _atexit_registered
+    atexit.register(_shutdown_at_exit)
+    _atexit_registered = True
+
+
+def _shutdown_at_exit():
+    try:
+        if _lib.is_initialized():
+            _lib.shutdown()
+    except Exception:  # noqa: BLE001 - nothing useful to do at interpreter exit
+        pass
 
 
 def shutdown():

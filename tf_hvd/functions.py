@@ -18,8 +18,21 @@ from tf_hvd.ops import _broadcast, _allgather, _noname
 # Variables
 
 
+# Dtypes the broadcast op takes; variables of other numeric dtypes (uint32 RNG
+# states, complex, ...) travel as their bytes.
+_OP_DTYPES = frozenset([tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int64,
+                        tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.bool])
+
+
+def _broadcast_value(value, root_rank):
+    if value.dtype in _OP_DTYPES:
+        return _broadcast(value, root_rank)
+    raw = _broadcast(tf.bitcast(value, tf.uint8), root_rank)
+    return tf.bitcast(raw, value.dtype)
+
+
 def _broadcast_values(values, root_rank):
-    return [_broadcast(v, root_rank) for v in values]
+    return [_broadcast_value(v, root_rank) for v in values]
 
 
 # Eagerly, the broadcasts run inside one tf.function so that they are submitted
@@ -56,7 +69,7 @@ def broadcast_variables(variables, root_rank):
         return tf.no_op(name="broadcast_variables")
     updates = []
     for var in variables:
-        value = _broadcast(tf.convert_to_tensor(var), root_rank)
+        value = _broadcast_value(tf.convert_to_tensor(var), root_rank)
         updates.append(_as_op(var.assign(value)))
     return tf.group(*[u for u in updates if u is not None], name="broadcast_variables")
 

@@ -1,4 +1,7 @@
 // Op definitions and shape functions of the Horovod* ops.
+// Every collective is stateful: its result depends on the other ranks, so
+// TensorFlow must neither constant-fold it (it would run once, at
+// optimisation time, and never again) nor deduplicate it.
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -50,6 +53,7 @@ REGISTER_OP("HorovodAllreduce")
     .Attr("tensor_name: string = ''")
     .Input("tensor: T")
     .Output("sum: T")
+    .SetIsStateful()
     .SetShapeFn(SameAsInput)
     .Doc("Reduces a tensor across all ranks; every rank receives the result.");
 
@@ -62,6 +66,7 @@ REGISTER_OP("HorovodGroupedAllreduce")
     .Attr("tensor_name: string = ''")
     .Input("tensors: T")
     .Output("sum: T")
+    .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
       return absl::OkStatus();
@@ -74,6 +79,7 @@ REGISTER_OP("HorovodAllgather")
     .Attr("tensor_name: string = ''")
     .Input("tensor: T")
     .Output("output: T")
+    .SetIsStateful()
     .SetShapeFn(UnknownFirstDim)
     .Doc("Concatenates every rank's tensor along dimension 0.");
 
@@ -84,6 +90,7 @@ REGISTER_OP("HorovodBroadcast")
     .Attr("tensor_name: string = ''")
     .Input("tensor: T")
     .Output("output: T")
+    .SetIsStateful()
     .SetShapeFn(SameAsInput)
     .Doc("Sends root_rank's tensor to every rank.");
 
@@ -95,6 +102,7 @@ REGISTER_OP("HorovodAlltoall")
     .Input("splits: int32")
     .Output("output: T")
     .Output("received_splits: int32")
+    .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       TF_RETURN_IF_ERROR(UnknownFirstDim(c));
       c->set_output(1, c->Vector(c->UnknownDim()));
@@ -111,6 +119,7 @@ REGISTER_OP("HorovodReducescatter")
     .Attr("tensor_name: string = ''")
     .Input("tensor: T")
     .Output("output: T")
+    .SetIsStateful()
     .SetShapeFn(UnknownFirstDim)
     .Doc("Reduces across ranks and leaves each rank its share of dimension 0.");
 

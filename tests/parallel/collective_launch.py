@@ -146,8 +146,11 @@ def readable_tail(output, lines=120):
 
 
 def assert_job_ok(np_, result_dir, code, output, seconds, cmd, timeout=240):
-    where = "command: %s\n--- output (last lines, TF noise removed) ---\n%s" % (
-        " ".join(cmd), readable_tail(output))
+    failures = [l for l in output.splitlines() if " FAIL " in l or "EXCEPTION" in l][:40]
+    where = "command: %s\n%s--- output (last lines, TF noise removed) ---\n%s" % (
+        " ".join(cmd),
+        ("--- failed checks ---\n%s\n" % "\n".join(failures)) if failures else "",
+        readable_tail(output))
     if code is None:
         raise AssertionError("job did not finish within %ds (hang?) and was killed\n%s" % (
             timeout, where))

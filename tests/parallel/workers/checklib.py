@@ -174,7 +174,7 @@ def to_numpy(x):
 
 
 def _as_float(a):
-    return a.astype(np.float64)
+    return a.astype(np.complex128 if np.iscomplexobj(a) else np.float64)
 
 
 def array_mismatch(actual, expected, rtol, atol):

@@ -99,7 +99,9 @@ def check_variables(ck, n, r):
         tvars = [tf.Variable(np.full([3, 4], r + 0.5, np.float32)),
                  tf.Variable(np.arange(5, dtype=np.int32) * (r + 1)),
                  tf.Variable(np.array([r % 2 == 0, True])),
-                 tf.Variable(np.float64(r))]
+                 tf.Variable(np.float64(r)),
+                 tf.Variable(np.array([r, 7], np.uint32)),      # travels as bytes
+                 tf.Variable(np.array([r + 1j * r], np.complex64))]
         kvars = [keras.Variable(np.full([2, 2], r * 2.0, np.float32), name="kernel"),
                  keras.Variable(np.full([2], r * 3.0, np.float32), name="kernel")]
         ck.equal("keras.Variable is not a tf.Variable (test premise)",
@@ -114,6 +116,10 @@ def check_variables(ck, n, r):
                  np.array([root % 2 == 0, True]))
         ck.close("bcast tf.Variable f64 scalar root=%d" % root, tvars[3].numpy(),
                  np.float64(root))
+        ck.close("bcast tf.Variable uint32 root=%d" % root, tvars[4].numpy(),
+                 np.array([root, 7], np.uint32))
+        ck.close("bcast tf.Variable complex64 root=%d" % root, tvars[5].numpy(),
+                 np.array([root + 1j * root], np.complex64))
         ck.close("bcast keras.Variable root=%d" % root, kvars[0].numpy(),
                  np.full([2, 2], root * 2.0, np.float32))
         ck.close("bcast keras.Variable 2 root=%d" % root, kvars[1].numpy(),
