@@ -317,6 +317,7 @@ def main(argv=None):
     header = common.run_header("allreduce", args)
     contenders, runs = launch.run_all("allreduce", {PART: sys.modules[__name__]}, args,
                                       {PART: cfg}, CONTENDERS)
+    common.finish_header(header)
     header["config"] = cfg
     report(header, contenders, runs, common.ensure_dir(args.results_dir),
            tag=args.tag or "allreduce")

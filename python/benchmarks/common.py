@@ -245,6 +245,17 @@ def run_header(benchmark, args):
             "tf_hvd_git": git_revision()}
 
 
+def finish_header(header):
+    """Adds when the run ended and the load then (other work on the machine skews
+    the numbers: compare loadavg at the start and at the end)."""
+    header["finished"] = now_iso()
+    try:
+        header["machine"]["loadavg_end"] = os.getloadavg()
+    except OSError:
+        header["machine"]["loadavg_end"] = None
+    return header
+
+
 # ---------------------------------------------------------------------------
 # Files
 
@@ -344,8 +355,11 @@ def caption(header):
     """One line naming the machine and the versions, for the foot of a figure."""
     m = header.get("machine", {})
     v = header.get("versions", {})
+    load = [m.get("loadavg"), m.get("loadavg_end")]
+    load = " -> ".join("%.1f" % l[0] for l in load if l)
     return ("%s, %s CPUs, np=%s%s | TF %s, Keras %s, MPICH %s, mpi4py %s | tf_hvd %s | %s"
+            " | load %s"
             % (m.get("cpu_model") or "?", m.get("cpus"), header.get("np"),
                " (quick)" if header.get("quick") else "", v.get("tensorflow"),
                v.get("keras"), v.get("mpich"), v.get("mpi4py"),
-               header.get("tf_hvd_git") or v.get("tf_hvd"), header.get("created", "")))
+               header.get("tf_hvd_git") or v.get("tf_hvd"), header.get("created", ""), load))

@@ -260,6 +260,7 @@ def main(argv=None):
     header = common.run_header("compare", args)
     header["config"] = configs
     contenders, runs = launch.run_all(tag, parts, args, configs, launch.ORDER)
+    common.finish_header(header)
     results_dir = common.ensure_dir(args.results_dir)
     records = {}
     for name, module in parts.items():

@@ -269,6 +269,7 @@ def main(argv=None):
     header["config"] = cfg
     contenders, runs = launch.run_all("fusion", {PART: sys.modules[__name__]}, args,
                                       {PART: cfg}, CONTENDERS)
+    common.finish_header(header)
     report(header, contenders, runs, common.ensure_dir(args.results_dir),
            tag=args.tag or "fusion")
     return 0 if all(r["status"] == "ok" for r in runs.values()) else 1

@@ -168,7 +168,8 @@ def run_contender(contender, parts, part_configs, run_dir, log_dir, timeout, tag
                                     "deadline": deadline, "threads": threads})
     worker_args = ["--config", config_path, "--out", out_path]
     record = {"contender": contender.name, "status": "error", "returncode": None,
-              "seconds": None, "commands": [], "logs": [], "result": None, "error": None}
+              "seconds": None, "commands": [], "logs": [], "result": None, "error": None,
+              "loadavg_1min": [os.getloadavg()[0]] * 2}
     try:
         commands = _commands(contender, worker_args, hvd_launcher_args)
     except RuntimeError as e:
@@ -179,6 +180,7 @@ def run_contender(contender, parts, part_configs, run_dir, log_dir, timeout, tag
     env_base.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     env_base.setdefault("PYTHONUNBUFFERED", "1")
     procs = []
+    load_before = os.getloadavg()[0]
     t0 = time.time()
     try:
         for argv, env_extra, suffix in commands:
@@ -214,6 +216,8 @@ def run_contender(contender, parts, part_configs, run_dir, log_dir, timeout, tag
     finally:
         _stop(procs)
     record["seconds"] = round(time.time() - t0, 2)
+    # 1-minute load average before and after: other work on the machine skews the numbers
+    record["loadavg_1min"] = [load_before, os.getloadavg()[0]]
     codes = [p.returncode for p in procs]
     record["returncode"] = codes if len(codes) > 1 else (codes[0] if codes else None)
     if status is None:
@@ -315,7 +319,9 @@ def run_all(bench_name, parts, args, part_configs, valid_contenders):
                             hvd_launcher_args=shlex.split(args.hvd_launcher_args),
                             threads=args.threads)
         runs[name] = run
-        line = "[%s] %-15s %s in %.1f s" % (bench_name, name, run["status"], run["seconds"] or 0)
+        line = "[%s] %-15s %s in %.1f s (load %.1f -> %.1f)" % (
+            bench_name, name, run["status"], run["seconds"] or 0, run["loadavg_1min"][0],
+            run["loadavg_1min"][1])
         if run["error"]:
             line += ": " + run["error"]
         common.log(line)
@@ -346,6 +352,7 @@ def contenders_section(contenders, runs):
         result = run.get("result") or {}
         entry = contender.describe()
         entry.update({"status": run.get("status"), "seconds": run.get("seconds"),
+                      "loadavg_1min": run.get("loadavg_1min"),
                       "error": run.get("error"), "commands": run.get("commands"),
                       "logs": [os.path.relpath(p, common.REPO_ROOT) for p in run.get("logs", [])],
                       "runtime": result.get("runtime"), "notes": result.get("notes", []),

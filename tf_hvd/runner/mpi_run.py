@@ -2,9 +2,10 @@
 
 mpiexec (Hydra) does not stop the other ranks when one exits with an error, and does
 not say which rank it was. Every rank therefore runs under rank_wrapper.py, which
-records its process group and exit status in a private directory; this loop reads it,
-names the first rank that failed, stops mpiexec (which stops the ranks) and, should
-anything survive, kills the recorded process groups.
+records its process group, when it printed a Python traceback and its exit status in
+a private directory; this loop reads it, stops mpiexec (which stops the ranks) when a
+rank fails and, should anything survive, kills the recorded process groups; then it
+names the rank that failed first (failures.py).
 """
 
 import os
@@ -17,6 +18,7 @@ import tempfile
 import time
 
 from . import env as rank_env
+from . import failures
 from . import mpi
 from .signals import SignalCatcher, signal_name
 from .supervisor import describe_status, exit_code_for, log_line
@@ -53,6 +55,23 @@ def first_failure(exits):
     return bad[0][1], bad[0][2]
 
 
+def outcomes(status_dir, end_time_ns):
+    """failures.Outcome of every rank that exited or printed a traceback (times in s).
+
+    A rank with a traceback but no exit file was killed with its wrapper (no status
+    written): it counts as stopped at ``end_time_ns``.
+    """
+    exits = read_status(status_dir, ".exit")
+    tracebacks = read_status(status_dir, ".traceback")
+    result = []
+    for rank in sorted(set(exits) | set(tracebacks)):
+        code, exit_ns = exits.get(rank, (-int(signal.SIGKILL), end_time_ns))
+        tb = tracebacks.get(rank)
+        result.append(failures.Outcome(rank, None, code, exit_ns / 1e9,
+                                       tb[1] / 1e9 if tb else None))
+    return result
+
+
 def _kill_groups(pgids, signum):
     own = os.getpgid(0)
     for pgid in pgids:
@@ -79,7 +98,27 @@ class _MpiJob(object):
         self.grace = grace
         self.poll_interval = poll_interval
         self.failed = None
+        self.terminated = 0
         self.signalled = None
+
+    def _report_failure(self):
+        """Name the rank that failed first (failures.py); return the exit code."""
+        found = outcomes(self.status_dir, time.time_ns())
+        failed = [o for o in found if o.returncode != 0]
+        culprit = failures.first_failure(found)
+        if culprit is None:
+            rank, code = self.failed
+            log_line("rank %d %s" % (rank, describe_status(code)))
+            return exit_code_for(code)
+        first_exit = min(o.exit_time for o in failed)
+        message = failures.describe(culprit, first_exit)
+        if self.terminated > 0:
+            message += "; the other %d running rank(s) were terminated" % self.terminated
+        log_line(message)
+        code = culprit.returncode
+        if code < 0 and culprit.exit_time > first_exit:
+            code = self.failed[1]  # the named rank was stopped by the teardown
+        return exit_code_for(code)
 
     def kill_everything(self):
         pgids = [p for p, _ in read_status(self.status_dir, ".pgid").values()]
@@ -103,11 +142,7 @@ class _MpiJob(object):
             failure = first_failure(exits)
             if failure and self.failed is None and self.signalled is None:
                 self.failed = failure
-                message = "rank %d %s" % (failure[0], describe_status(failure[1]))
-                running = self.num_proc - len(exits)
-                if rc is None and running > 0:
-                    message += "; terminating the other %d running rank(s)" % running
-                log_line(message)
+                self.terminated = self.num_proc - len(exits) if rc is None else 0
                 if rc is None:
                     _signal_pid(self.popen.pid, signal.SIGTERM)
                     deadline = time.monotonic() + self.grace
@@ -119,7 +154,7 @@ class _MpiJob(object):
             time.sleep(self.poll_interval)
         self.kill_everything()  # stragglers mpiexec did not take down
         if self.failed is not None:
-            return exit_code_for(self.failed[1])
+            return self._report_failure()
         if self.signalled is not None:
             return 128 + int(self.signalled)
         if rc != 0:

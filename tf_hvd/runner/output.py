@@ -41,13 +41,16 @@ def open_rank_file(output_dir, rank, stream_name):
     return open(os.path.join(directory, stream_name), "wb")
 
 
-def _copy_lines(pipe, rank, stream_name, dest, dest_lock, copy_file, redact=None):
+def _copy_lines(pipe, rank, stream_name, dest, dest_lock, copy_file, redact=None,
+                on_line=None):
     head = prefix(rank, stream_name)
     try:
         while True:
             line = pipe.readline()
             if not line:
                 break
+            if on_line is not None:
+                on_line(line)
             if redact and redact in line:
                 line = line.replace(redact, b"****")
             if not line.endswith(b"\n"):
@@ -80,18 +83,19 @@ def _copy_lines(pipe, rank, stream_name, dest, dest_lock, copy_file, redact=None
                 pass
 
 
-def forward(pipe, rank, stream_name, dest, output_dir=None, redact=None):
+def forward(pipe, rank, stream_name, dest, output_dir=None, redact=None, on_line=None):
     """Start a daemon thread copying ``pipe`` (binary, readable) to binary ``dest``.
 
     ``redact`` (bytes or str, e.g. the job's secret) is replaced by ``****`` wherever a
-    line contains it. Returns the thread; it ends when the pipe reaches EOF.
+    line contains it; ``on_line(line)`` is called with each raw line as it arrives.
+    Returns the thread; it ends when the pipe reaches EOF.
     """
     if isinstance(redact, str):
         redact = redact.encode()
     copy_file = open_rank_file(output_dir, rank, stream_name) if output_dir else None
     thread = threading.Thread(
         target=_copy_lines,
-        args=(pipe, rank, stream_name, dest, lock_for(dest), copy_file, redact),
+        args=(pipe, rank, stream_name, dest, lock_for(dest), copy_file, redact, on_line),
         name="tf_hvd-rank%d-%s" % (rank, stream_name), daemon=True)
     thread.start()
     return thread

@@ -10,9 +10,11 @@ the file descriptors the MPI process manager passes (PMI_FD), and
 * copies the child's stdout/stderr to its own, each line prefixed ``[rank]<stdout>:``
   (rank from PMI_RANK / OMPI_COMM_WORLD_RANK / PMIX_RANK), optionally also to
   DIR/rank.<r>/{stdout,stderr};
-* writes ``<status-dir>/rank.<r>.pgid`` at start and ``rank.<r>.exit`` (the exit code,
-  negative for a signal) at the end, so the launcher learns which rank failed first
-  and can clean up every rank's process group.
+* writes ``<status-dir>/rank.<r>.pgid`` at start, ``rank.<r>.traceback`` when the
+  command first prints a Python traceback on stderr, and ``rank.<r>.exit`` (the exit
+  code, negative for a signal) at the end, so the launcher learns which rank failed
+  first (the files' modification times say when; see failures.py) and can clean up
+  every rank's process group.
 
 It is run by file path, not ``-m``, so starting it never imports the tf_hvd package
 (and with it TensorFlow); it needs only the standard library and output.py next to it.
@@ -29,6 +31,9 @@ if __package__:
     from . import output
 else:  # run as a script: sys.path[0] is this directory
     import output  # noqa: E402
+
+# Same text as failures.TRACEBACK_LINE (this file must not import the package).
+TRACEBACK_LINE = b"Traceback (most recent call last):"
 
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "HOROVOD_RANK")
 
@@ -101,9 +106,22 @@ def main(argv=None):
         return 127
     # Only now: an ignored signal would be inherited by the child through exec.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    seen_traceback = []
+
+    def on_stderr_line(line):
+        if not seen_traceback and line.startswith(TRACEBACK_LINE):
+            seen_traceback.append(True)
+            if status_dir:
+                try:
+                    _write_atomically(os.path.join(status_dir, "rank.%d.traceback" % rank),
+                                      "1\n")
+                except OSError:
+                    pass
+
     threads = [
         output.forward(child.stdout, rank, "stdout", sys.stdout.buffer, args.output_dir),
-        output.forward(child.stderr, rank, "stderr", sys.stderr.buffer, args.output_dir),
+        output.forward(child.stderr, rank, "stderr", sys.stderr.buffer, args.output_dir,
+                       on_line=on_stderr_line),
     ]
     code = child.wait()
     # Report first: the child's own children may hold its pipes open for a while.

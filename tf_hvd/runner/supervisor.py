@@ -7,12 +7,15 @@ Policy (the same as horovodrun's, stated precisely):
   forwards it exactly once;
 * SIGINT/SIGTERM/SIGHUP received by the launcher are forwarded to every rank's group;
   a second signal kills them (SIGKILL);
-* when a rank exits with a non-zero status (and we are not already stopping), one line
-  names it and its status, the others get SIGTERM and, ``grace`` seconds later, SIGKILL;
+* when a rank exits with a non-zero status (and we are not already stopping), the
+  others get SIGTERM and, ``grace`` seconds later, SIGKILL; once all are gone, one line
+  names the rank that failed first and how (failures.py: a rank whose Python traceback
+  came first is named even if another rank's process ended before it);
 * when all ranks are gone, whatever is left in their process groups is killed, so no
   process survives the launcher;
-* exit code: the failed rank's code (128+N for a rank killed by signal N), 128+N when
-  the launcher was stopped by signal N, else 0.
+* exit code: the failed rank's code (128+N for a rank killed by signal N; the first
+  non-zero code if the named rank was stopped by the launcher), 128+N when the launcher
+  was stopped by signal N, else 0.
 
 Ranks are also started with PR_SET_PDEATHSIG (Linux) so they get SIGTERM should the
 launcher itself be killed with SIGKILL.
@@ -23,8 +26,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
+from . import failures
 from . import output
 from .signals import SignalCatcher, signal_name
 
@@ -49,11 +54,7 @@ def _make_pdeathsig_setter():
 _set_pdeathsig = _make_pdeathsig_setter()
 
 
-def describe_status(returncode):
-    """'exited with code 3' / 'was killed by signal 9 (SIGKILL)'."""
-    if returncode < 0:
-        return "was killed by signal %d (%s)" % (-returncode, signal_name(-returncode))
-    return "exited with code %d" % returncode
+describe_status = failures.describe_status
 
 
 def exit_code_for(returncode):
@@ -73,12 +74,29 @@ def log_line(message):
 
 
 class RankProcess(object):
-    def __init__(self, rank, host, popen, threads):
+    def __init__(self, rank, host, popen, threads=()):
         self.rank = rank
         self.host = host
         self.popen = popen
-        self.threads = threads
+        self.threads = list(threads)
         self.returncode = None
+        self.exit_time = None        # time.monotonic() when the process ended
+        self.traceback_time = None   # ... when it first printed a Python traceback
+        self._waiter = threading.Thread(target=self._wait, name="tf_hvd-wait%d" % rank,
+                                        daemon=True)
+        self._waiter.start()
+
+    def _wait(self):
+        self.popen.wait()
+        self.exit_time = time.monotonic()
+
+    def note_stderr_line(self, line):
+        if self.traceback_time is None and failures.is_traceback_line(line):
+            self.traceback_time = time.monotonic()
+
+    def outcome(self):
+        return failures.Outcome(self.rank, self.host, self.returncode, self.exit_time,
+                                self.traceback_time)
 
     @property
     def pid(self):
@@ -115,13 +133,13 @@ class Supervisor(object):
                 popen.stdin.close()
             except OSError:
                 pass  # the rank already exited: its status tells the story
-        threads = [
+        proc = RankProcess(rank, host, popen)
+        proc.threads = [
             output.forward(popen.stdout, rank, "stdout", sys.stdout.buffer, output_dir,
                            redact),
             output.forward(popen.stderr, rank, "stderr", sys.stderr.buffer, output_dir,
-                           redact),
+                           redact, on_line=proc.note_stderr_line),
         ]
-        proc = RankProcess(rank, host, popen, threads)
         self.procs.append(proc)
         return proc
 
@@ -142,11 +160,10 @@ class Supervisor(object):
         for proc in self.procs:
             if proc.returncode is not None:
                 continue
-            rc = proc.popen.poll()
-            if rc is None:
+            if proc.exit_time is None:  # set by the waiter thread once reaped
                 running.append(proc)
             else:
-                proc.returncode = rc
+                proc.returncode = proc.popen.returncode
                 exited.append(proc)
         return running, exited
 
@@ -154,6 +171,7 @@ class Supervisor(object):
         """Block until every rank is gone; return the launcher's exit code."""
         deadline = None
         killed = False
+        terminated = 0
         try:
             while True:
                 for signum in self.signals.pop_all():
@@ -171,12 +189,7 @@ class Supervisor(object):
                     if (proc.returncode != 0 and self.failed is None
                             and self.signalled is None):
                         self.failed = proc
-                        message = "rank %d (on %s) %s" % (
-                            proc.rank, proc.host, describe_status(proc.returncode))
-                        if running:
-                            message += "; terminating the other %d running rank(s)" % len(
-                                running)
-                        self._log(message)
+                        terminated = len(running)
                         self._signal_groups(signal.SIGTERM)
                         deadline = time.monotonic() + self.grace
                 if not running:
@@ -188,10 +201,25 @@ class Supervisor(object):
         finally:
             self.cleanup()
         if self.failed is not None:
-            return exit_code_for(self.failed.returncode)
+            return self._report_failure(terminated)
         if self.signalled is not None:
             return 128 + int(self.signalled)
         return 0
+
+    def _report_failure(self, terminated):
+        """Name the rank that failed first (failures.py); return the exit code."""
+        outcomes = [p.outcome() for p in self.procs if p.returncode is not None]
+        culprit = failures.first_failure(outcomes) or self.failed.outcome()
+        first_exit = min(o.exit_time for o in outcomes
+                         if o.returncode != 0 and o.exit_time is not None)
+        message = failures.describe(culprit, first_exit)
+        if terminated:
+            message += "; the other %d running rank(s) were terminated" % terminated
+        self._log(message)
+        code = culprit.returncode
+        if code < 0 and culprit.exit_time is not None and culprit.exit_time > first_exit:
+            code = self.failed.returncode  # the named rank was stopped by the teardown
+        return exit_code_for(code)
 
     def abort(self):
         """Stop the ranks started so far (used when a later one cannot start)."""
@@ -210,6 +238,9 @@ class Supervisor(object):
                 except (ProcessLookupError, PermissionError):
                     pass
                 proc.returncode = proc.popen.wait()
+                proc._waiter.join(5)
+                if proc.exit_time is None:
+                    proc.exit_time = time.monotonic()
         self._signal_groups(signal.SIGKILL, only_running=False)
         end = time.monotonic() + 5.0
         for proc in self.procs:

@@ -1,0 +1,100 @@
+"""Which rank the launcher names when a job fails (tf_hvd/runner/failures.py), and the
+launcher doing it end to end in both modes with a rank whose teardown is slow."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tf_hvd.runner import failures, mpi
+from tf_hvd.runner.failures import Outcome
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PY = sys.executable
+
+
+def _name(outcomes):
+    found = failures.first_failure(outcomes)
+    return None if found is None else found.rank
+
+
+def test_no_failure():
+    assert _name([Outcome(0, "h", 0, 1.0, None), Outcome(1, "h", 0, 1.1, None)]) is None
+    assert _name([]) is None
+
+
+def test_killed_rank_is_named_not_the_ranks_whose_collectives_then_failed():
+    assert _name([Outcome(0, "h", 1, 1.30, 1.20),     # its allreduce failed: traceback
+                  Outcome(1, "h", -9, 1.00, None),    # SIGKILLed first
+                  Outcome(2, "h", 1, 1.25, 1.21)]) == 1
+
+
+def test_rank_that_raised_is_named_even_if_it_ends_last():
+    # rank 0 raised (traceback at 1.0) and sat in its interpreter's teardown until the
+    # launcher stopped it; rank 1 saw its collective fail and exited first
+    outcomes = [Outcome(0, "h", -15, 3.0, 1.0), Outcome(1, "h", 1, 1.3, None)]
+    assert _name(outcomes) == 0
+    text = failures.describe(outcomes[0], first_exit_time=1.3)
+    assert text == "rank 0 (on h) raised an exception (its traceback is above) and was " \
+                   "then stopped"
+
+
+def test_ranks_stopped_by_the_teardown_are_not_blamed():
+    assert _name([Outcome(0, "h", 3, 1.0, None), Outcome(1, "h", -15, 1.1, None),
+                  Outcome(2, "h", -9, 4.0, None)]) == 0
+
+
+def test_earliest_exit_wins_and_ties_go_to_the_lowest_rank():
+    assert _name([Outcome(r, None, 5, 1.0 + 0.2 * r, None) for r in range(3)]) == 0
+    assert _name([Outcome(2, None, 5, 1.0, None), Outcome(1, None, 5, 1.0, None)]) == 1
+
+
+def test_descriptions():
+    assert failures.describe(Outcome(1, "node2", -9, 1.0, None), 1.0) == \
+        "rank 1 (on node2) was killed by signal 9 (SIGKILL)"
+    assert failures.describe(Outcome(1, None, 3, 1.0, None), 1.0) == "rank 1 exited with code 3"
+    assert failures.describe(Outcome(0, "h", 1, 2.0, 1.0), 1.5) == \
+        "rank 0 (on h) exited with code 1 after raising an exception (its traceback is above)"
+
+
+SLOW_TEARDOWN = """
+import os, signal, sys, time
+rank = int(os.environ.get("HOROVOD_RANK") or os.environ.get("PMI_RANK"))
+if rank == 0:
+    # an uncaught exception whose process then takes long to end (like a rank that
+    # shuts TensorFlow and MPI down after its traceback)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    print("Traceback (most recent call last):", file=sys.stderr, flush=True)
+    print("RuntimeError: the real problem", file=sys.stderr, flush=True)
+    time.sleep(30)
+    sys.exit(1)
+time.sleep(1.0)  # the others fail because of rank 0, and exit first
+sys.exit(7)
+"""
+
+
+def _run(tmp_path, extra):
+    script = tmp_path / "slow.py"
+    script.write_text(textwrap.dedent(SLOW_TEARDOWN))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    for name in list(env):
+        if name.startswith(("HOROVOD_", "PMI_", "OMPI_")):
+            del env[name]
+    return subprocess.run([PY, "-m", "tf_hvd.runner", "-np", "3"] + extra + [PY, str(script)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO,
+                          timeout=90)
+
+
+@pytest.mark.parametrize("mode", ["gloo", "mpi"])
+def test_launcher_names_the_rank_that_raised(tmp_path, mode):
+    if mode == "mpi" and mpi.find_mpiexec() is None:
+        pytest.skip("no mpiexec")
+    proc = _run(tmp_path, ["--mpi"] if mode == "mpi" else [])
+    err = proc.stderr.decode()
+    mine = [l for l in err.splitlines() if l.startswith("tfhvdrun:")]
+    assert len(mine) == 1, err
+    assert mine[0].startswith("tfhvdrun: rank 0 ") and "raised an exception" in mine[0], err
+    assert proc.returncode == 7, err  # the first non-zero status seen
