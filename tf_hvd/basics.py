@@ -101,7 +101,9 @@ def _raise_not_running():
     """Raises the error that says why collectives cannot run now."""
     code, message = _lib.status() if hasattr(_lib, "status") else ("not_initialized", "")
     if code == "aborted":
-        raise tf.errors.AbortedError(None, None, message)
+        # As in Horovod, a shut-down Horovod is "not initialized" (ValueError);
+        # the message also says how it ended.
+        raise ValueError("%s. %s" % (message.rstrip("."), NOT_INITIALIZED_MESSAGE))
     if code == "unavailable":
         raise tf.errors.UnavailableError(None, None, message)
     if code == "not_initialized" and message and "initialization failed" in message:
