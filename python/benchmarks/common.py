@@ -225,11 +225,21 @@ def machine_info():
             "python": platform.python_version(), "loadavg": load}
 
 
+SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "PASSWD", "KEY")
+
+
 def knobs(env=None):
-    """The environment variables that tune a run (Horovod knobs, malloc, TF, MPI)."""
+    """The environment variables that tune a run (Horovod knobs, malloc, TF, MPI).
+
+    Values of secrets (e.g. the launcher's HOROVOD_GLOO_RENDEZVOUS_SECRET) are
+    replaced by "<redacted>": result files get shared.
+    """
     env = os.environ if env is None else env
-    return {k: v for k, v in sorted(env.items())
-            if k.startswith(KNOB_PREFIXES) and k not in KNOB_EXCLUDE}
+    found = {}
+    for k, v in sorted(env.items()):
+        if k.startswith(KNOB_PREFIXES) and k not in KNOB_EXCLUDE:
+            found[k] = "<redacted>" if any(w in k.upper() for w in SECRET_WORDS) else v
+    return found
 
 
 def now_iso():
