@@ -88,8 +88,10 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
   }
 
   // Apply invalidations everywhere, then collect the bits hit on every rank.
-  for (uint32_t bit = 0; bit < cache_.capacity(); ++bit) {
-    if (GetBit(bits, 1, bit)) cache_.Erase(bit);
+  for (size_t w = 0; w < words; ++w) {
+    for (uint64_t word = bits[1 + w]; word != 0; word &= word - 1) {
+      cache_.Erase(static_cast<uint32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(word))));
+    }
   }
   std::vector<uint32_t> common;
   const bool someone_joined = (bits[0] & kJoinedFlag) != 0;

@@ -40,8 +40,10 @@ def mpiexec_path():
     return found
 
 
-def job_env(extra=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB_PREFIXES)}
+def base_env(extra=None, scrub=_SCRUB_PREFIXES):
+    """The environment of a job's ranks: no launcher/MPI variables inherited from
+    an enclosing job, this tree importable, small TensorFlow thread pools."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(scrub)}
     env["PYTHONPATH"] = os.pathsep.join(
         [REPO] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -49,6 +51,13 @@ def job_env(extra=None):
     # Two cores are shared by all ranks: keep TensorFlow's own thread pools small.
     env.setdefault("TF_NUM_INTRAOP_THREADS", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def job_env(extra=None):
+    env = base_env()
     # A collective some rank never submits fails after this long, naming the tensor
     # and the missing ranks, well before the job's hard time limit.
     env.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", "20")

@@ -15,23 +15,15 @@ import time
 
 import pytest
 
+from collective_launch import base_env
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYTHON = sys.executable
 _SCRUB = ("HOROVOD_", "PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPI_LOCALNRANKS", "MPI_LOCALRANKID")
 
 
 def _env(extra=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
-    env["PYTHONPATH"] = os.pathsep.join(
-        [REPO] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["PYTHONUNBUFFERED"] = "1"
-    # Two cores shared by all ranks: keep TensorFlow's thread pools small.
-    env.setdefault("TF_NUM_INTRAOP_THREADS", "1")
-    env.setdefault("OMP_NUM_THREADS", "1")
-    if extra:
-        env.update(extra)
-    return env
+    return base_env(extra, scrub=_SCRUB)
 
 
 def _descendants(pid):
