@@ -111,6 +111,13 @@ def _raise_not_running():
     raise ValueError(NOT_INITIALIZED_MESSAGE)
 
 
+def _check_topology():
+    """Raises ValueError unless this process's hvd.init() succeeded and it has not
+    called hvd.shutdown() (the topology outlives a core stopped by another rank's exit)."""
+    if not _lib.topology_known():
+        raise ValueError(NOT_INITIALIZED_MESSAGE)
+
+
 def _check_initialized():
     """Raises ValueError unless hvd.init() has been called (and no shutdown since)."""
     if not _lib.is_initialized():
@@ -172,43 +179,43 @@ def is_initialized():
 
 def size():
     """Number of processes in the job."""
-    _check_initialized()
+    _check_topology()
     return int(_lib.size())
 
 
 def rank():
     """This process's rank in the job, 0 <= rank < size."""
-    _check_initialized()
+    _check_topology()
     return int(_lib.rank())
 
 
 def local_size():
     """Number of processes of the job on this host."""
-    _check_initialized()
+    _check_topology()
     return int(_lib.local_size())
 
 
 def local_rank():
     """This process's rank among the processes on this host."""
-    _check_initialized()
+    _check_topology()
     return int(_lib.local_rank())
 
 
 def cross_size():
     """Number of hosts (processes with the same local rank)."""
-    _check_initialized()
+    _check_topology()
     return int(_lib.cross_size())
 
 
 def cross_rank():
     """This host's index among the hosts."""
-    _check_initialized()
+    _check_topology()
     return int(_lib.cross_rank())
 
 
 def is_homogeneous():
     """True if every host runs the same number of processes."""
-    _check_initialized()
+    _check_topology()
     return bool(_lib.is_homogeneous())
 
 

@@ -33,6 +33,9 @@ struct GlobalState {
   std::thread background;
   std::atomic<bool> running{false};
   std::atomic<bool> shutdown_requested{false};
+  // From a successful init until this process calls Shutdown(): the topology
+  // stays valid even after the core stopped because another rank exited.
+  std::atomic<bool> topology_known{false};
   // Why the core stopped (shutdown or a fatal transport error); returned by
   // Enqueue after the loop ended.
   std::mutex status_mutex;
@@ -200,6 +203,7 @@ Status Initialize() {
                                 std::string(st.transport->name()) + "): " + s.message());
   }
   SetStopped(st, Status());
+  st.topology_known = true;
   // Stop the background thread before the process exits, even if nobody
   // called shutdown (registered after the transport's own exit handlers, so
   // it runs before them).
@@ -211,6 +215,7 @@ Status Initialize() {
 void Shutdown() {
   GlobalState& st = State();
   std::lock_guard<std::mutex> lock(st.mutex);
+  st.topology_known = false;
   if (st.background.joinable()) {
     st.shutdown_requested = true;
     st.queue->Notify();
@@ -221,6 +226,8 @@ void Shutdown() {
 }
 
 bool IsInitialized() { return State().running.load(); }
+
+bool TopologyKnown() { return State().topology_known.load(); }
 
 Status CheckInitialized() {
   GlobalState& st = State();

@@ -17,6 +17,9 @@ Status Initialize();
 // the background thread.
 void Shutdown();
 bool IsInitialized();
+// True from a successful Initialize() until this process calls Shutdown(),
+// also after the core stopped because another rank exited.
+bool TopologyKnown();
 // FAILED_PRECONDITION unless initialized (and not shut down).
 Status CheckInitialized();
 Topology GetTopology();

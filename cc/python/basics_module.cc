@@ -15,7 +15,7 @@ namespace {
 const char kNotInitialized[] = "Horovod has not been initialized; use hvd.init().";
 
 tfhvd::Topology RequireTopology() {
-  if (!tfhvd::IsInitialized()) throw py::value_error(kNotInitialized);
+  if (!tfhvd::TopologyKnown()) throw py::value_error(kNotInitialized);
   return tfhvd::GetTopology();
 }
 
@@ -43,6 +43,7 @@ PYBIND11_MODULE(_hvd, m) {
     tfhvd::Shutdown();
   });
   m.def("is_initialized", [] { return tfhvd::IsInitialized(); });
+  m.def("topology_known", [] { return tfhvd::TopologyKnown(); });
   // (code, message) of why collectives cannot run now: ("ok", "") while
   // running; "not_initialized" before init; "aborted" after shutdown;
   // "unavailable" after a rank died; "invalid_argument" after a failed init.
