@@ -100,6 +100,9 @@ _register_order_insensitive_ops()
 def _raise_not_running():
     """Raises the error that says why collectives cannot run now."""
     code, message = _lib.status() if hasattr(_lib, "status") else ("not_initialized", "")
+    if code == "aborted" and message.startswith("stall shutdown"):
+        # The stall inspector ended the job: the same error every rank got.
+        raise tf.errors.AbortedError(None, None, message)
     if code == "aborted":
         # As in Horovod, a shut-down Horovod is "not initialized" (ValueError);
         # the message also says how it ended.

@@ -129,8 +129,8 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
         coordinator_->Add(list);
       }
       ResponseList negotiated;
-      negotiated.responses =
-          FuseResponses(coordinator_->TakeReadyResponses(), params_.fusion_threshold_bytes);
+      negotiated.responses = FuseResponses(coordinator_->TakeReadyResponses(&negotiated.shutdown),
+                                           params_.fusion_threshold_bytes);
       encoded = SerializeResponseList(negotiated);
     }
     s = transport_->BroadcastBytes(&encoded, 0);
@@ -138,6 +138,13 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
     ResponseList negotiated;
     if (!ParseResponseList(encoded, &negotiated)) {
       return Status::Unknown("corrupt response list received from the coordinator");
+    }
+    // The coordinator ended the job (stall shutdown): every rank stops in this
+    // round with its error, which fails all the collectives it has pending.
+    if (negotiated.shutdown) {
+      if (negotiated.responses.empty()) return Status::Aborted("the coordinator ended the job");
+      const Response& why = negotiated.responses.front();
+      return Status(static_cast<Status::Code>(why.error_code), why.error);
     }
     for (auto& r : negotiated.responses) {
       if (r.type == OpType::JOIN && r.kind == Response::OPERATION) joined_ = false;

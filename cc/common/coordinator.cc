@@ -48,9 +48,12 @@ bool Coordinator::Ready(const Pending& p) const {
   return covered == size_;
 }
 
-std::vector<Response> Coordinator::TakeReadyResponses() {
+std::vector<Response> Coordinator::TakeReadyResponses(bool* stall_shutdown) {
   std::vector<Response> out;
   std::vector<std::string> remaining;
+  Response stalled;
+  stalled.kind = Response::ERROR;
+  stalled.error_code = Status::ABORTED;
   stall_.StartRound();
   for (const std::string& name : order_) {
     Pending& p = table_[name];
@@ -65,16 +68,18 @@ std::vector<Response> Coordinator::TakeReadyResponses() {
       if (p.submitted[r]) any = &p.requests[r];
     std::string message;
     if (stall_.Check(name, OpTypeName(any->type), p.first_seen, p.submitted, &message)) {
-      Response err;
-      err.kind = Response::ERROR;
-      err.names = {name};
-      err.error_code = Status::ABORTED;
-      err.error = "stall shutdown: " + message;
-      out.push_back(std::move(err));
-      table_.erase(name);
-      continue;
+      stalled.error += (stalled.names.empty() ? "" : "; ") + message;
+      stalled.names.push_back(name);
     }
     remaining.push_back(name);
+  }
+  if (!stalled.names.empty()) {
+    // Every rank stops at once, whether it submitted the tensors or not.
+    stalled.error = "stall shutdown (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS): " + stalled.error +
+                    "; Horovod stopped on every rank";
+    if (stall_shutdown) *stall_shutdown = true;
+    order_.swap(remaining);
+    return {std::move(stalled)};
   }
   order_.swap(remaining);
   if (joined_count_ == size_) {

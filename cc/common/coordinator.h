@@ -21,8 +21,10 @@ class Coordinator {
 
   void Add(const RequestList& list);
   // Responses for every tensor now requested by all (non-joined) ranks, in
-  // the order tensors first arrived, plus errors for stalled tensors.
-  std::vector<Response> TakeReadyResponses();
+  // the order tensors first arrived. When tensors stalled past
+  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, returns instead one ERROR response
+  // naming them and the missing ranks, and sets *stall_shutdown: the job ends.
+  std::vector<Response> TakeReadyResponses(bool* stall_shutdown = nullptr);
   // True while some tensor waits for ranks (the stall inspector needs rounds).
   bool HasPending() const { return !order_.empty(); }
 

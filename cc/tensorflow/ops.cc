@@ -1,7 +1,10 @@
 // Op definitions and shape functions of the Horovod* ops.
 // Every collective is stateful: its result depends on the other ranks, so
 // TensorFlow must neither constant-fold it (it would run once, at
-// optimisation time, and never again) nor deduplicate it.
+// optimisation time, and never again) nor deduplicate it. Every collective is
+// also marked as distributed communication: TensorFlow's executor otherwise
+// turns an UnavailableError (a peer is gone) into an InternalError inside
+// tf.function and graphs ("to avoid invoking TF network error handling").
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -54,6 +57,7 @@ REGISTER_OP("HorovodAllreduce")
     .Input("tensor: T")
     .Output("sum: T")
     .SetIsStateful()
+    .SetIsDistributedCommunication()
     .SetShapeFn(SameAsInput)
     .Doc("Reduces a tensor across all ranks; every rank receives the result.");
 
@@ -67,6 +71,7 @@ REGISTER_OP("HorovodGroupedAllreduce")
     .Input("tensors: T")
     .Output("sum: T")
     .SetIsStateful()
+    .SetIsDistributedCommunication()
     .SetShapeFn([](InferenceContext* c) {
       for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
       return absl::OkStatus();
@@ -80,6 +85,7 @@ REGISTER_OP("HorovodAllgather")
     .Input("tensor: T")
     .Output("output: T")
     .SetIsStateful()
+    .SetIsDistributedCommunication()
     .SetShapeFn(UnknownFirstDim)
     .Doc("Concatenates every rank's tensor along dimension 0.");
 
@@ -91,6 +97,7 @@ REGISTER_OP("HorovodBroadcast")
     .Input("tensor: T")
     .Output("output: T")
     .SetIsStateful()
+    .SetIsDistributedCommunication()
     .SetShapeFn(SameAsInput)
     .Doc("Sends root_rank's tensor to every rank.");
 
@@ -103,6 +110,7 @@ REGISTER_OP("HorovodAlltoall")
     .Output("output: T")
     .Output("received_splits: int32")
     .SetIsStateful()
+    .SetIsDistributedCommunication()
     .SetShapeFn([](InferenceContext* c) {
       TF_RETURN_IF_ERROR(UnknownFirstDim(c));
       c->set_output(1, c->Vector(c->UnknownDim()));
@@ -120,6 +128,7 @@ REGISTER_OP("HorovodReducescatter")
     .Input("tensor: T")
     .Output("output: T")
     .SetIsStateful()
+    .SetIsDistributedCommunication()
     .SetShapeFn(UnknownFirstDim)
     .Doc("Reduces across ranks and leaves each rank its share of dimension 0.");
 
@@ -128,6 +137,7 @@ REGISTER_OP("HorovodJoin")
     .Attr("tensor_name: string = ''")
     .Output("output: int32")
     .SetIsStateful()
+    .SetIsDistributedCommunication()
     .SetShapeFn(Scalar)
     .Doc("Marks this rank as done; returns the last rank to join once all have.");
 
@@ -135,6 +145,7 @@ REGISTER_OP("HorovodBarrier")
     .Attr("ignore_name_scope: bool = false")
     .Attr("tensor_name: string = ''")
     .SetIsStateful()
+    .SetIsDistributedCommunication()
     .SetShapeFn(tensorflow::shape_inference::NoOutputs)
     .Doc("Returns once every rank has reached the barrier.");
 

@@ -12,8 +12,9 @@ and a rank that never starts is an mpiexec matter):
 
 * a rank SIGKILLed mid-training; a rank raising an exception;
 * a rank that sleeps before a collective (stall warning on rank 0 naming the tensor
-  and the missing ranks), and past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (every rank
-  gets an error, the job ends);
+  and the missing ranks), and past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (every rank,
+  the sleeping one included, stops at once with an error naming both; the job ends);
+* a peer gone: UnavailableError eagerly, in a tf.function and in a graph;
 * hvd.shutdown() with an op pending; interpreter exit with an op pending / without
   shutdown;
 * hvd.join() with uneven numbers of batches in a training loop;
@@ -177,9 +178,8 @@ def _check_survivors(job, np_, victim):
         if r == victim:
             continue
         failed = job.require(r, "collective_failed")
-        # transport failures surface as UnavailableError (InternalError inside a
-        # tf.function: TensorFlow renames UNAVAILABLE from non-communication ops)
-        assert failed["type"] in ("UnavailableError", "InternalError", "AbortedError"), failed
+        # transport failures surface as UnavailableError, in a tf.function too
+        assert failed["type"] in ("UnavailableError", "AbortedError"), failed
         assert "a rank may have exited or crashed" in failed["message"] or \
             "shut down" in failed["message"], failed
         assert failed["seconds_since_last_ok"] < GLOO_TIMEOUT, failed
@@ -260,21 +260,55 @@ def test_stall_warning_names_tensor_and_missing_ranks(tmp_path, np_, transport, 
 
 
 @pytest.mark.parametrize("np_,transport,victim", [(2, "gloo", 1), (3, "gloo", 2),
-                                                   (2, "mpi", 1)])
+                                                   (3, "gloo", 0), (2, "mpi", 1)])
 def test_stall_shutdown_fails_every_rank_and_ends_the_job(tmp_path, np_, transport, victim):
     _needs_mpi(transport)
     env = dict(STALL_ENV, HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="4")
     job = run_job(tmp_path, np_, transport, "stall-shutdown",
                   worker_args=["--victim", victim, "--sleep", 8], env=env)
     assert job.code not in (0, None), job.describe()
+    missing = "not yet by ranks [%d]" % victim
+    failures = []
     for r in range(np_):
         failed = job.require(r, "probe_failed")
         assert failed["type"] == "AbortedError", failed
         assert "stall_probe" in failed["message"] and "stall" in failed["message"], failed
+        assert missing in failed["message"], failed
         if r != victim:
-            assert "not yet by ranks [%d]" % victim in failed["message"], failed
             assert 3.5 <= failed["seconds"] < 8, failed
+            failures.append(failed["wall"])
+    # The others fail together, and the sleeping rank's core stops with them.
+    stopped = job.require(victim, "core_stopped")["wall"]
+    assert max(failures) - min(failures) < 1.0, job.describe()
+    assert max(abs(stopped - w) for w in failures) < 1.0, job.describe()
+    # Once awake, its collectives fail at once (eagerly and in a tf.function) with
+    # the same error instead of stalling again.
+    assert job.require(victim, "probe_failed")["seconds"] < 1, job.describe()
+    late = job.require(victim, "late_failed")
+    assert late["type"] == "AbortedError" and missing in late["message"], late
+    assert late["seconds"] < 1, late
     assert any(l for l in job.launcher_lines() if "exited with code 1" in l), job.describe()
+
+
+# -- error types ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("np_,first", [(2, "function"), (3, "function"), (2, "graph")])
+def test_peer_gone_raises_unavailable_in_function_and_graph(tmp_path, np_, first):
+    """A collective failing because a peer is gone raises UnavailableError however it
+    runs: TensorFlow's executor would rename it InternalError inside tf.function and
+    graphs if the ops were not marked as distributed communication."""
+    victim = np_ - 1
+    job = run_job(tmp_path, np_, "gloo", "peer-gone", env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "5"},
+                  worker_args=["--victim", victim, "--first", first], timeout=120)
+    job.require(victim, "victim_acts")
+    for r in range(np_ - 1):
+        for kind in ("function", "graph", "eager"):
+            failed = job.require(r, "failed_" + kind)
+            assert failed["type"] == "UnavailableError", failed
+            assert "InternalError" not in failed["message"], failed
+            assert failed["pending"] == (kind == first), failed
+            assert failed["seconds"] < (8 if kind == first else 1), failed
+        assert "a rank may have exited or crashed" in job.require(r, "failed_" + first)["message"]
 
 
 # -- shutdown and exit with pending collectives ------------------------------------------------

@@ -11,7 +11,13 @@ kill / raise        the victim SIGKILLs itself / raises after a few training ste
                     the others record the error their collectives get (they delay the
                     launcher's SIGTERM so that they can), and whether a later one fails too
 stall               the victim sleeps before the allreduce 'stall_probe'; all complete
-stall-shutdown      the victim sleeps past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
+stall-shutdown      the victim sleeps past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; it
+                    reports when its core stops (while asleep), then its late
+                    collectives (eager and in a tf.function) must fail at once
+peer-gone           the victim exits abruptly (status 0, so the launcher lets the
+                    others finish) while the others wait in a collective run the
+                    --first way (eagerly, in a tf.function, in a graph by
+                    Session.run); then each way again: record every error's type
 shutdown-pending    rank 0 has an allreduce no other rank submits; every rank calls
                     hvd.shutdown(); the pending op must fail (AbortedError), then a
                     collective after shutdown fails, init works again
@@ -43,6 +49,7 @@ parser.add_argument("--steps-before", type=int, default=5)
 parser.add_argument("--sleep", type=float, default=6.0)
 parser.add_argument("--max-seconds", type=float, default=60.0)
 parser.add_argument("--no-reinit", action="store_true")
+parser.add_argument("--first", default="function", choices=("function", "graph", "eager"))
 ARGS = parser.parse_args()
 
 RANK = int(os.environ.get("HOROVOD_RANK") or os.environ.get("PMI_RANK") or
@@ -217,18 +224,70 @@ def scenario_stall():
 def scenario_stall_shutdown():
     hvd.allreduce(tf.ones([2]), name="warmup")
     if RANK == ARGS.victim:
+        late = traced_late_collective()
         emit("victim_sleeps", seconds=ARGS.sleep)
-        time.sleep(ARGS.sleep)
+        wake = time.monotonic() + ARGS.sleep
+        while time.monotonic() < wake:
+            if not hvd.is_initialized():
+                emit("core_stopped")  # the stall shutdown reached this rank too
+                break
+            time.sleep(0.05)
+        time.sleep(max(0.0, wake - time.monotonic()))
         ok = stall_probe()
+        start = time.monotonic()
+        try:
+            late(tf.ones([2]))
+            emit("late_done")
+        except Exception as e:  # noqa: BLE001
+            emit("late_failed", seconds=round(time.monotonic() - start, 2), **error_fields(e))
         sys.exit(0 if ok else 1)
     delay_sigterm()
     ok = stall_probe()
-    # Stay a while so that the victim's late collective meets a live job; leave early
-    # only if the launcher says so twice.
-    deadline = time.monotonic() + ARGS.sleep + 8
+    # Stay until the victim has woken up and reported, so that the launcher does not
+    # stop it first.
+    deadline = time.monotonic() + ARGS.sleep + 4
     while time.monotonic() < deadline:
         time.sleep(0.1)
     sys.exit(0 if ok else 1)
+
+
+def traced_late_collective():
+    """A tf.function collective traced now (tracing checks in Python that Horovod
+    runs), so that a later call meets the stopped core in the kernel."""
+    @tf.function
+    def step(x):
+        return hvd.allreduce(x, name="late_in_function")
+    return step.get_concrete_function(tf.TensorSpec([2], tf.float32))
+
+
+# -- error types when a peer is gone -----------------------------------------------------------
+
+def scenario_peer_gone():
+    @tf.function
+    def in_function(x):
+        return hvd.allreduce(x, name="in_function")
+    concrete = in_function.get_concrete_function(tf.TensorSpec([2], tf.float32))
+    graph = tf.Graph()
+    with graph.as_default():
+        in_graph = hvd.allreduce(tf.ones([2]), name="in_graph")
+    sess = tf.compat.v1.Session(graph=graph)
+    hvd.allreduce(tf.ones([2]), name="warmup")
+    if RANK == ARGS.victim:
+        time.sleep(1.0)
+        emit("victim_acts")
+        os._exit(0)  # no shutdown: the others' collectives find it gone
+    calls = {"function": lambda: concrete(tf.ones([2])),
+             "graph": lambda: sess.run(in_graph),
+             "eager": lambda: hvd.allreduce(tf.ones([2]), name="eager")}
+    order = [ARGS.first] + sorted(k for k in calls if k != ARGS.first)
+    for i, kind in enumerate(order):
+        start = time.monotonic()
+        try:
+            calls[kind]()
+            emit("ok_" + kind)
+        except Exception as e:  # noqa: BLE001
+            emit("failed_" + kind, pending=(i == 0),
+                 seconds=round(time.monotonic() - start, 2), **error_fields(e))
 
 
 # -- shutdown and exit with pending collectives ----------------------------------------------
@@ -355,6 +414,7 @@ SCENARIOS = {
     "raise": scenario_raise,
     "stall": scenario_stall,
     "stall-shutdown": scenario_stall_shutdown,
+    "peer-gone": scenario_peer_gone,
     "shutdown-pending": scenario_shutdown_pending,
     "exit-pending": scenario_exit_pending,
     "exit-plain": scenario_exit_plain,

@@ -1,12 +1,14 @@
 // Unit tests of the framework-free core: message encoding, validation
 // messages, fusion planning, the response cache, the coordinator's join and
-// readiness logic, 16-bit float conversions and the reduction kernels.
+// readiness logic and stall shutdown, 16-bit float conversions and the reduction kernels.
 // Prints "N passed, M failed" and exits non-zero on any failure.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cc/common/coordinator.h"
@@ -219,6 +221,29 @@ void TestCoordinatorJoin() {
   EXPECT(coord.TakeReadyResponses().empty());
 }
 
+void TestCoordinatorStallShutdown() {
+  Parameters params;
+  params.stall_warning_s = 0.01;
+  params.stall_shutdown_s = 0.02;
+  Coordinator coord(3, params);
+  RequestList r0, r2;
+  r0.requests = {MakeRequest(0, "x", {2}), MakeRequest(0, "y", {2})};
+  r2.requests = {MakeRequest(2, "x", {2}), MakeRequest(2, "y", {2})};
+  coord.Add(r0);
+  coord.Add(r2);
+  bool shutdown = false;
+  EXPECT(coord.TakeReadyResponses(&shutdown).empty() && !shutdown);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  // One error for every stalled tensor, naming the missing rank; the job ends.
+  auto out = coord.TakeReadyResponses(&shutdown);
+  EXPECT(shutdown);
+  EXPECT(out.size() == 1 && out[0].kind == Response::ERROR &&
+         out[0].error_code == Status::ABORTED && out[0].names.size() == 2);
+  EXPECT(!out.empty() && Contains(out[0].error, "stall shutdown") &&
+         Contains(out[0].error, "tensor 'x' (allreduce)") && Contains(out[0].error, "tensor 'y'") &&
+         Contains(out[0].error, "submitted by ranks [0,2] but not yet by ranks [1]"));
+}
+
 void TestHalfConversions() {
   // Every finite half converts to float and back unchanged.
   int bad = 0;
@@ -318,6 +343,7 @@ int main() {
   TestFusion();
   TestResponseCache();
   TestCoordinatorJoin();
+  TestCoordinatorStallShutdown();
   TestHalfConversions();
   TestReduceKernels();
   std::printf("%d passed, %d failed\n", passed, failed);
