@@ -15,7 +15,6 @@
 #include "cc/common/reduce_kernels.h"
 #include "gloo/allgather.h"
 #include "gloo/allgatherv.h"
-#include "gloo/allreduce.h"
 #include "gloo/alltoallv.h"
 #include "gloo/broadcast.h"
 #include "gloo/rendezvous/context.h"
@@ -50,13 +49,6 @@ Status Guard(const char* what, F&& f) {
 }
 
 constexpr size_t kRingSegmentBytes = 4 << 20;
-
-// Gloo reads a separate input directly and writes the sum to the output.
-template <typename T>
-void SetBuffers(gloo::AllreduceOptions* opts, T* in, T* out, size_t n) {
-  if (in != out) opts->setInput(in, n);
-  opts->setOutput(out, n);
-}
 
 // The IPv4 address of a network interface, empty if it has none.
 std::string InterfaceAddress(const std::string& iface) {
@@ -111,7 +103,6 @@ Status GlooTransport::Init(Topology* topology) {
   // Up to this size an allreduce is latency-bound: one gather over the mesh
   // beats Gloo's ring (measured by python/benchmarks/allreduce_bench.py).
   direct_max_bytes_ = EnvInt("HOROVOD_GLOO_DIRECT_MAX_BYTES", 256 * 1024);
-  ring_ = EnvInt("TFHVD_RING", 1) != 0;
   std::string mesh_host;
   Status mesh_status;
   Status s = Guard("rendezvous", [&] {
@@ -229,22 +220,7 @@ Status GlooTransport::Allreduce(const void* input, void* output, int64_t count, 
   if (count * static_cast<int64_t>(DataTypeSize(dtype)) <= direct_max_bytes_) {
     return DirectAllreduce(input, output, count, dtype, op);
   }
-  if (ring_) return RingAllreduce(input, output, count, dtype, op);
-  return Guard("allreduce", [&] {
-    gloo::AllreduceOptions opts(context_);
-    size_t n = static_cast<size_t>(count);
-    void* in = const_cast<void*>(input);
-    switch (DataTypeSize(dtype)) {
-      case 1: SetBuffers(&opts, static_cast<uint8_t*>(in), static_cast<uint8_t*>(output), n); break;
-      case 2: SetBuffers(&opts, static_cast<uint16_t*>(in), static_cast<uint16_t*>(output), n); break;
-      case 4: SetBuffers(&opts, static_cast<uint32_t*>(in), static_cast<uint32_t*>(output), n); break;
-      default: SetBuffers(&opts, static_cast<uint64_t*>(in), static_cast<uint64_t*>(output), n); break;
-    }
-    opts.setReduceFunction([dtype, op](void* c, const void* a, const void* b, size_t k) {
-      ReduceBuffers(dtype, op, c, a, b, k);
-    });
-    gloo::allreduce(opts);
-  });
+  return RingAllreduce(input, output, count, dtype, op);
 }
 
 Status GlooTransport::RingAllreduce(const void* input, void* output, int64_t count,

@@ -48,7 +48,6 @@ class GlooTransport : public Transport {
   TcpMesh mesh_;
   std::vector<char> scratch_;  // DirectAllreduce's gathered blocks, reused
   int64_t direct_max_bytes_ = 0;
-  bool ring_ = true;
   int rank_ = 0, size_ = 1;
 };
 

@@ -23,6 +23,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kTokenBytes = 32;
+// Why a connection ends mid-job. A rank whose core stopped after an error
+// closes its sockets too, so with 3+ ranks the rank named may be a survivor.
+constexpr const char* kGone =
+    "a rank may have exited or crashed, or stopped after another rank's failure";
 
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
@@ -220,8 +224,8 @@ Status TcpMesh::Transfer(int to, const char* send, size_t send_bytes, int from, 
         send += k;
         send_bytes -= static_cast<size_t>(k);
       } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        return Status::Unavailable("lost the connection to rank " + std::to_string(to) +
-                                   " (" + Errno("send") + "): that rank exited or crashed");
+        return Status::Unavailable("lost the connection to rank " + std::to_string(to) + " (" +
+                                   Errno("send") + "): " + kGone);
       }
     }
     if (recv_bytes > 0) {
@@ -231,10 +235,10 @@ Status TcpMesh::Transfer(int to, const char* send, size_t send_bytes, int from, 
         recv_bytes -= static_cast<size_t>(k);
       } else if (k == 0) {
         return Status::Unavailable("rank " + std::to_string(from) +
-                                   " closed its connection: it exited or crashed");
+                                   " closed its connection: " + kGone);
       } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        return Status::Unavailable("lost the connection to rank " + std::to_string(from) +
-                                   " (" + Errno("recv") + "): that rank exited or crashed");
+        return Status::Unavailable("lost the connection to rank " + std::to_string(from) + " (" +
+                                   Errno("recv") + "): " + kGone);
       }
     }
     if (send_bytes == 0 && recv_bytes == 0) break;
