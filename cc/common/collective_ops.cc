@@ -79,13 +79,19 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
   Timeline& timeline = GlobalTimeline();
   Status s;
   if (entries.size() == 1 && present[0]) {
-    // One tensor: reduce in place in the output, no staging copy.
+    // One tensor: the transport reads the input and writes the output, no
+    // staging copy. A prescale must not touch the input, so it is applied to
+    // a copy in the output first.
     TensorTableEntry& e = entries[0];
     size_t n = static_cast<size_t>(r.sizes[0]);
-    if (e.output != e.input && n > 0) std::memcpy(e.output, e.input, n * elem);
-    ScaleBuffer(r.dtype, e.output, n, r.prescale);
+    const void* input = e.input;
+    if (r.prescale != 1.0 && e.output != e.input && n > 0) {
+      std::memcpy(e.output, e.input, n * elem);
+      input = e.output;
+    }
+    if (input == e.output) ScaleBuffer(r.dtype, e.output, n, r.prescale);
     timeline.ActivityStart(r.names[0], "ALLREDUCE");
-    s = transport_->Allreduce(e.output, static_cast<int64_t>(n), r.dtype, r.reduce_op);
+    s = transport_->Allreduce(input, e.output, static_cast<int64_t>(n), r.dtype, r.reduce_op);
     timeline.ActivityEnd(r.names[0]);
     if (s.ok()) PostScale(r, e.output, n);
     Complete(e, s);
@@ -113,7 +119,7 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
     }
   }
   ScaleBuffer(r.dtype, buffer, static_cast<size_t>(total), r.prescale);
-  s = transport_->Allreduce(buffer, total, r.dtype, r.reduce_op);
+  s = transport_->Allreduce(buffer, buffer, total, r.dtype, r.reduce_op);
   if (s.ok()) PostScale(r, buffer, static_cast<size_t>(total));
   if (traced) {
     for (const auto& name : r.names) {
@@ -221,7 +227,7 @@ Status CollectiveOps::Reducescatter(const Response& r, TensorTableEntry& e) {
   auto* buffer = static_cast<char*>(fusion_.Get(static_cast<size_t>(total) * elem + 1));
   if (total) std::memcpy(buffer, e.input, static_cast<size_t>(total) * elem);
   ScaleBuffer(r.dtype, buffer, static_cast<size_t>(total), r.prescale);
-  Status s = transport_->Allreduce(buffer, total, r.dtype, r.reduce_op);
+  Status s = transport_->Allreduce(buffer, buffer, total, r.dtype, r.reduce_op);
   if (!s.ok()) {
     Complete(e, s);
     return s;

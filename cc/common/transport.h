@@ -35,7 +35,11 @@ class Transport {
   virtual Status BitwiseOr(uint64_t* words, size_t n) = 0;
 
   // Data collectives, all in place or into caller-provided buffers.
-  virtual Status Allreduce(void* buffer, int64_t count, DataType dtype, ReduceOp op) = 0;
+  // Reduces count elements of input across ranks into output. input may equal
+  // output (in place); when it does not, the transport reads the input directly
+  // (no staging copy of a large tensor).
+  virtual Status Allreduce(const void* input, void* output, int64_t count, DataType dtype,
+                           ReduceOp op) = 0;
   // Every rank contributes bytes_per_rank[rank] bytes; out receives all of
   // them concatenated in rank order.
   virtual Status Allgatherv(const void* in, void* out,

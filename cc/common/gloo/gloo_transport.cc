@@ -1,17 +1,21 @@
 #include "cc/common/gloo/gloo_transport.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 
 #include "cc/common/gloo/http_store.h"
 #include "cc/common/logging.h"
 #include "cc/common/reduce_kernels.h"
 #include "gloo/allgather.h"
 #include "gloo/allgatherv.h"
-#include "gloo/allreduce.h"
 #include "gloo/alltoallv.h"
-#include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/prefix_store.h"
@@ -42,6 +46,26 @@ Status Guard(const char* what, F&& f) {
     return Status::Unavailable(std::string("gloo ") + what +
                                " failed (a rank may have exited or crashed): " + e.what());
   }
+}
+
+constexpr size_t kRingSegmentBytes = 4 << 20;
+
+// The IPv4 address of a network interface, empty if it has none.
+std::string InterfaceAddress(const std::string& iface) {
+  ifaddrs* all = nullptr;
+  std::string found;
+  if (getifaddrs(&all) != 0) return found;
+  for (ifaddrs* a = all; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && iface == a->ifa_name) {
+      char text[INET_ADDRSTRLEN] = {0};
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text,
+                sizeof(text));
+      found = text;
+      break;
+    }
+  }
+  freeifaddrs(all);
+  return found;
 }
 
 // Empty buffers are legal for us but not for Gloo's unbound buffers.
@@ -76,13 +100,21 @@ Status GlooTransport::Init(Topology* topology) {
   int timeout_s = EnvInt("HOROVOD_GLOO_TIMEOUT_SECONDS", 0);
   int start_timeout_s = timeout_s > 0 ? timeout_s : 120;
   int op_timeout_s = EnvInt("HOROVOD_GLOO_OP_TIMEOUT_SECONDS", timeout_s > 0 ? timeout_s : 30);
-  return Guard("rendezvous", [&] {
+  // Up to this size an allreduce is latency-bound: one gather over the mesh
+  // beats Gloo's ring (measured by python/benchmarks/allreduce_bench.py).
+  direct_max_bytes_ = EnvInt("HOROVOD_GLOO_DIRECT_MAX_BYTES", 256 * 1024);
+  std::string mesh_host;
+  Status mesh_status;
+  Status s = Guard("rendezvous", [&] {
     gloo::transport::tcp::attr attr;
     attr.hostname = EnvStr("HOROVOD_HOSTNAME", "127.0.0.1");
     std::string iface = EnvStr("HOROVOD_GLOO_IFACE", "");
+    mesh_host = attr.hostname;
     if (!iface.empty()) {
       attr.iface = iface;
       attr.hostname.clear();
+      mesh_host = InterfaceAddress(iface);
+      if (mesh_host.empty()) throw std::runtime_error("interface " + iface + " has no IPv4 address");
     }
     auto device = gloo::transport::tcp::CreateDevice(attr);
     HttpStore store(addr, port, "gloo", std::chrono::seconds(start_timeout_s));
@@ -96,6 +128,11 @@ Status GlooTransport::Init(Topology* topology) {
     context->setTimeout(std::chrono::seconds(op_timeout_s));
     context->connectFullMesh(prefixed, device);
     context_ = context;
+    const char* secret = std::getenv(HttpStore::kSecretEnv);
+    mesh_status = mesh_.Connect(rank_, size_, mesh_host, prefixed, secret ? secret : "",
+                                std::chrono::seconds(start_timeout_s),
+                                std::chrono::seconds(op_timeout_s));
+    if (!mesh_status.ok()) return;
     // Homogeneous when every host runs the same number of ranks.
     std::vector<int32_t> local_sizes(static_cast<size_t>(size_));
     int32_t mine = topology->local_size;
@@ -104,79 +141,129 @@ Status GlooTransport::Init(Topology* topology) {
     opts.setOutput(local_sizes.data(), local_sizes.size());
     gloo::allgather(opts);
     topology->homogeneous = true;
-    for (int32_t s : local_sizes) topology->homogeneous &= (s == local_sizes[0]);
+    for (int32_t n : local_sizes) topology->homogeneous &= (n == local_sizes[0]);
   });
+  return s.ok() ? mesh_status : s;
 }
 
-void GlooTransport::Finalize() { context_.reset(); }
+void GlooTransport::Finalize() {
+  mesh_.Close();
+  context_.reset();
+}
 
 Status GlooTransport::GatherBytes(const std::string& mine, std::vector<std::string>* all) {
-  std::vector<int64_t> lengths(static_cast<size_t>(size_));
-  Status s = Guard("gather", [&] {
-    int64_t len = static_cast<int64_t>(mine.size());
-    gloo::AllgatherOptions opts(context_);
-    opts.setInput(&len, 1);
-    opts.setOutput(lengths.data(), lengths.size());
-    gloo::allgather(opts);
-  });
-  if (!s.ok()) return s;
-  int64_t total = 0;
-  for (int64_t l : lengths) total += l;
-  std::string joined(static_cast<size_t>(total), '\0');
-  if (total > 0) {
-    s = Allgatherv(mine.data(), &joined[0], lengths);
-    if (!s.ok()) return s;
+  if (rank_ != 0) {
+    uint64_t len = mine.size();
+    Status s = mesh_.Send(0, &len, sizeof(len));
+    return s.ok() ? mesh_.Send(0, mine.data(), mine.size()) : s;
   }
-  if (rank_ == 0) {
-    all->clear();
-    int64_t offset = 0;
-    for (int64_t l : lengths) {
-      all->emplace_back(joined.substr(static_cast<size_t>(offset), static_cast<size_t>(l)));
-      offset += l;
-    }
+  all->assign(static_cast<size_t>(size_), std::string());
+  (*all)[0] = mine;
+  for (int r = 1; r < size_; ++r) {
+    uint64_t len = 0;
+    Status s = mesh_.Recv(r, &len, sizeof(len));
+    if (!s.ok()) return s;
+    std::string& bytes = (*all)[static_cast<size_t>(r)];
+    bytes.resize(static_cast<size_t>(len));
+    s = mesh_.Recv(r, &bytes[0], bytes.size());
+    if (!s.ok()) return s;
   }
   return Status();
 }
 
 Status GlooTransport::BroadcastBytes(std::string* data, int root) {
-  int64_t len = static_cast<int64_t>(data->size());
-  Status s = Broadcast(&len, sizeof(len), root);
+  if (rank_ == root) {
+    uint64_t len = data->size();
+    for (int r = 0; r < size_; ++r) {
+      if (r == root) continue;
+      Status s = mesh_.Send(r, &len, sizeof(len));
+      if (s.ok()) s = mesh_.Send(r, data->data(), data->size());
+      if (!s.ok()) return s;
+    }
+    return Status();
+  }
+  uint64_t len = 0;
+  Status s = mesh_.Recv(root, &len, sizeof(len));
   if (!s.ok()) return s;
   data->resize(static_cast<size_t>(len));
-  return len > 0 ? Broadcast(&(*data)[0], len, root) : Status();
+  return mesh_.Recv(root, &(*data)[0], data->size());
 }
 
 Status GlooTransport::BitwiseOr(uint64_t* words, size_t n) {
-  return Guard("bit-vector exchange", [&] {
-    gloo::AllreduceOptions opts(context_);
-    opts.setOutput(words, n);
-    opts.setReduceFunction(
-        [](void* c, const void* a, const void* b, size_t count) {
-          auto* out = static_cast<uint64_t*>(c);
-          auto* x = static_cast<const uint64_t*>(a);
-          auto* y = static_cast<const uint64_t*>(b);
-          for (size_t i = 0; i < count; ++i) out[i] = x[i] | y[i];
-        });
-    gloo::allreduce(opts);
-  });
+  scratch_.resize(static_cast<size_t>(size_) * n * sizeof(uint64_t));
+  Status s = mesh_.Allgather(words, scratch_.data(), n * sizeof(uint64_t));
+  if (!s.ok()) return s;
+  const auto* all = reinterpret_cast<const uint64_t*>(scratch_.data());
+  for (int r = 0; r < size_; ++r)
+    for (size_t i = 0; i < n; ++i) words[i] |= all[static_cast<size_t>(r) * n + i];
+  return Status();
 }
 
-Status GlooTransport::Allreduce(void* buffer, int64_t count, DataType dtype, ReduceOp op) {
+Status GlooTransport::DirectAllreduce(const void* input, void* output, int64_t count,
+                                      DataType dtype, ReduceOp op) {
+  const size_t bytes = static_cast<size_t>(count) * DataTypeSize(dtype);
+  scratch_.resize(static_cast<size_t>(size_) * bytes);
+  Status s = mesh_.Allgather(input, scratch_.data(), bytes);
+  if (!s.ok()) return s;
+  const char* blocks = scratch_.data();
+  std::memcpy(output, blocks, bytes);
+  for (int r = 1; r < size_; ++r) {
+    ReduceBuffers(dtype, op, output, output, blocks + static_cast<size_t>(r) * bytes,
+                  static_cast<size_t>(count));
+  }
+  return Status();
+}
+
+Status GlooTransport::Allreduce(const void* input, void* output, int64_t count, DataType dtype,
+                                ReduceOp op) {
   if (count == 0) return Status();
-  return Guard("allreduce", [&] {
-    gloo::AllreduceOptions opts(context_);
-    size_t n = static_cast<size_t>(count);
-    switch (DataTypeSize(dtype)) {
-      case 1: opts.setOutput(static_cast<uint8_t*>(buffer), n); break;
-      case 2: opts.setOutput(static_cast<uint16_t*>(buffer), n); break;
-      case 4: opts.setOutput(static_cast<uint32_t*>(buffer), n); break;
-      default: opts.setOutput(static_cast<uint64_t*>(buffer), n); break;
+  if (count * static_cast<int64_t>(DataTypeSize(dtype)) <= direct_max_bytes_) {
+    return DirectAllreduce(input, output, count, dtype, op);
+  }
+  return RingAllreduce(input, output, count, dtype, op);
+}
+
+Status GlooTransport::RingAllreduce(const void* input, void* output, int64_t count,
+                                   DataType dtype, ReduceOp op) {
+  const size_t elem = DataTypeSize(dtype);
+  const size_t n = static_cast<size_t>(size_);
+  const size_t r = static_cast<size_t>(rank_);
+  // Chunk c covers elements [begin(c), begin(c+1)).
+  auto begin = [&](size_t c) { return static_cast<size_t>(count) * c / n; };
+  const char* in = static_cast<const char*>(input);
+  char* out = static_cast<char*>(output);
+  const int next = static_cast<int>((r + 1) % n), prev = static_cast<int>((r + n - 1) % n);
+  const size_t segment = kRingSegmentBytes / elem;
+  scratch_.resize(segment * elem);
+  // Reduce-scatter: at step s send chunk r-s, receive chunk r-s-1 and combine
+  // it with this rank's input; chunk r+1 ends fully reduced here. Each chunk
+  // is reduced along one path, so every rank ends with the same bits.
+  for (size_t s = 0; s + 1 < n; ++s) {
+    size_t send_c = (r + n - s) % n, recv_c = (r + 2 * n - s - 1) % n;
+    const char* send = (s == 0 ? in : out) + begin(send_c) * elem;
+    size_t send_len = begin(send_c + 1) - begin(send_c);
+    size_t recv_first = begin(recv_c), recv_len = begin(recv_c + 1) - recv_first;
+    for (size_t done_s = 0, done_r = 0; done_s < send_len || done_r < recv_len;) {
+      size_t ks = std::min(segment, send_len - done_s), kr = std::min(segment, recv_len - done_r);
+      Status st = mesh_.Exchange(next, send + done_s * elem, ks * elem, prev, scratch_.data(),
+                                 kr * elem);
+      if (!st.ok()) return st;
+      size_t at = (recv_first + done_r) * elem;
+      ReduceBuffers(dtype, op, out + at, in + at, scratch_.data(), kr);
+      done_s += ks;
+      done_r += kr;
     }
-    opts.setReduceFunction([dtype, op](void* c, const void* a, const void* b, size_t k) {
-      ReduceBuffers(dtype, op, c, a, b, k);
-    });
-    gloo::allreduce(opts);
-  });
+  }
+  // Allgather: pass the reduced chunks around the ring.
+  for (size_t s = 0; s + 1 < n; ++s) {
+    size_t send_c = (r + 1 + n - s) % n, recv_c = (r + n - s) % n;
+    Status st = mesh_.Exchange(next, out + begin(send_c) * elem,
+                               (begin(send_c + 1) - begin(send_c)) * elem, prev,
+                               out + begin(recv_c) * elem,
+                               (begin(recv_c + 1) - begin(recv_c)) * elem);
+    if (!st.ok()) return st;
+  }
+  return Status();
 }
 
 Status GlooTransport::Allgatherv(const void* in, void* out,
@@ -215,10 +302,8 @@ Status GlooTransport::Alltoallv(const void* in, const std::vector<int64_t>& send
 }
 
 Status GlooTransport::Barrier() {
-  return Guard("barrier", [&] {
-    gloo::BarrierOptions opts(context_);
-    gloo::barrier(opts);
-  });
+  uint64_t word = 0;
+  return BitwiseOr(&word, 1);
 }
 
 }  // namespace tfhvd

@@ -1,10 +1,15 @@
 // Transport over Gloo's TCP device. Ranks find each other through the
 // launcher's HTTP rendezvous server (HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT).
+// Negotiation and allreduce go over a direct socket mesh (tcp_mesh.h): small
+// allreduces as one gather, larger ones as a ring; allgather, broadcast and
+// alltoall run Gloo's algorithms.
 #ifndef TFHVD_COMMON_GLOO_GLOO_TRANSPORT_H_
 #define TFHVD_COMMON_GLOO_GLOO_TRANSPORT_H_
 
 #include <memory>
+#include <vector>
 
+#include "cc/common/gloo/tcp_mesh.h"
 #include "cc/common/transport.h"
 
 namespace gloo { class Context; }
@@ -19,7 +24,8 @@ class GlooTransport : public Transport {
   Status GatherBytes(const std::string& mine, std::vector<std::string>* all) override;
   Status BroadcastBytes(std::string* data, int root) override;
   Status BitwiseOr(uint64_t* words, size_t n) override;
-  Status Allreduce(void* buffer, int64_t count, DataType dtype, ReduceOp op) override;
+  Status Allreduce(const void* input, void* output, int64_t count, DataType dtype,
+                   ReduceOp op) override;
   Status Allgatherv(const void* in, void* out,
                     const std::vector<int64_t>& bytes_per_rank) override;
   Status Broadcast(void* buffer, int64_t bytes, int root) override;
@@ -28,7 +34,20 @@ class GlooTransport : public Transport {
   Status Barrier() override;
 
  private:
+  // Small allreduce: gather every rank's block, reduce in rank order (the
+  // same bits on every rank).
+  Status DirectAllreduce(const void* input, void* output, int64_t count, DataType dtype,
+                         ReduceOp op);
+
+  // Larger allreduce: ring reduce-scatter + allgather over the mesh, in
+  // segments through a bounded scratch buffer.
+  Status RingAllreduce(const void* input, void* output, int64_t count, DataType dtype,
+                       ReduceOp op);
+
   std::shared_ptr<gloo::Context> context_;
+  TcpMesh mesh_;
+  std::vector<char> scratch_;  // DirectAllreduce's gathered blocks, reused
+  int64_t direct_max_bytes_ = 0;
   int rank_ = 0, size_ = 1;
 };
 

@@ -162,7 +162,8 @@ Status MpiTransport::BitwiseOr(uint64_t* words, size_t n) {
                "MPI_Allreduce (bit vector)");
 }
 
-Status MpiTransport::Allreduce(void* buffer, int64_t count, DataType dtype, ReduceOp op) {
+Status MpiTransport::Allreduce(const void* input, void* output, int64_t count, DataType dtype,
+                               ReduceOp op) {
   MPI_Datatype type = BuiltinType(dtype);
   MPI_Op mpi_op = BuiltinOp(op);
   if (dtype == DataType::FLOAT16 || dtype == DataType::BFLOAT16) {
@@ -177,12 +178,14 @@ Status MpiTransport::Allreduce(void* buffer, int64_t count, DataType dtype, Redu
     MPI_Op user = ops16_[t][o];
     mpi_op = user;
   }
-  auto* bytes = static_cast<char*>(buffer);
-  size_t elem = DataTypeSize(dtype);
+  const bool in_place = input == output;
+  auto* out = static_cast<char*>(output);
+  const auto* in = static_cast<const char*>(input);
+  const int64_t elem = static_cast<int64_t>(DataTypeSize(dtype));
   for (int64_t done = 0; done < count; done += kMaxChunk) {
     int n = static_cast<int>(std::min(kMaxChunk, count - done));
-    Status s = Check(MPI_Allreduce(MPI_IN_PLACE, bytes + done * static_cast<int64_t>(elem), n,
-                                   type, mpi_op, comm_),
+    const void* send = in_place ? MPI_IN_PLACE : in + done * elem;
+    Status s = Check(MPI_Allreduce(send, out + done * elem, n, type, mpi_op, comm_),
                      "MPI_Allreduce");
     if (!s.ok()) return s;
   }
