@@ -37,7 +37,8 @@ def test_collectives(tmp_path, np_, transport, mode):
     _run(tmp_path, np_, transport, mode)
 
 
-# Fusion and the response cache change how tensors travel, never the results.
+# Fusion, the response cache and the Gloo allreduce algorithm change how tensors
+# travel, never the results.
 KNOB_SECTIONS = "topology,cases eager,cases tf.function,repeated,join,errors"
 
 
@@ -45,7 +46,9 @@ KNOB_SECTIONS = "topology,cases eager,cases tf.function,repeated,join,errors"
     (3, "gloo", ("HOROVOD_FUSION_THRESHOLD",)),
     (2, "gloo", ("HOROVOD_CACHE_CAPACITY",)),
     (3, "mpi", ("HOROVOD_FUSION_THRESHOLD", "HOROVOD_CACHE_CAPACITY")),
-], ids=["gloo-np3-fusion0", "gloo-np2-cache0", "mpi-np3-fusion0-cache0"])
+    # Gloo: every allreduce, however small, takes the ring instead of the gather.
+    (3, "gloo", ("HOROVOD_GLOO_DIRECT_MAX_BYTES",)),
+], ids=["gloo-np3-fusion0", "gloo-np2-cache0", "mpi-np3-fusion0-cache0", "gloo-np3-ring"])
 def test_collectives_knobs_off(tmp_path, np_, transport, knobs):
     # The environment reaches every rank through the launcher (the worker checks it).
     _run(tmp_path, np_, transport, "tf2", env={k: "0" for k in knobs}, only=KNOB_SECTIONS)
