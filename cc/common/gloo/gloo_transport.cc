@@ -152,41 +152,24 @@ void GlooTransport::Finalize() {
 }
 
 Status GlooTransport::GatherBytes(const std::string& mine, std::vector<std::string>* all) {
-  if (rank_ != 0) {
-    uint64_t len = mine.size();
-    Status s = mesh_.Send(0, &len, sizeof(len));
-    return s.ok() ? mesh_.Send(0, mine.data(), mine.size()) : s;
-  }
+  if (rank_ != 0) return mesh_.SendBytes(0, mine);
   all->assign(static_cast<size_t>(size_), std::string());
   (*all)[0] = mine;
   for (int r = 1; r < size_; ++r) {
-    uint64_t len = 0;
-    Status s = mesh_.Recv(r, &len, sizeof(len));
-    if (!s.ok()) return s;
-    std::string& bytes = (*all)[static_cast<size_t>(r)];
-    bytes.resize(static_cast<size_t>(len));
-    s = mesh_.Recv(r, &bytes[0], bytes.size());
+    Status s = mesh_.RecvBytes(r, &(*all)[static_cast<size_t>(r)]);
     if (!s.ok()) return s;
   }
   return Status();
 }
 
 Status GlooTransport::BroadcastBytes(std::string* data, int root) {
-  if (rank_ == root) {
-    uint64_t len = data->size();
-    for (int r = 0; r < size_; ++r) {
-      if (r == root) continue;
-      Status s = mesh_.Send(r, &len, sizeof(len));
-      if (s.ok()) s = mesh_.Send(r, data->data(), data->size());
-      if (!s.ok()) return s;
-    }
-    return Status();
+  if (rank_ != root) return mesh_.RecvBytes(root, data);
+  for (int r = 0; r < size_; ++r) {
+    if (r == root) continue;
+    Status s = mesh_.SendBytes(r, *data);
+    if (!s.ok()) return s;
   }
-  uint64_t len = 0;
-  Status s = mesh_.Recv(root, &len, sizeof(len));
-  if (!s.ok()) return s;
-  data->resize(static_cast<size_t>(len));
-  return mesh_.Recv(root, &(*data)[0], data->size());
+  return Status();
 }
 
 Status GlooTransport::BitwiseOr(uint64_t* words, size_t n) {
@@ -206,8 +189,8 @@ Status GlooTransport::DirectAllreduce(const void* input, void* output, int64_t c
   Status s = mesh_.Allgather(input, scratch_.data(), bytes);
   if (!s.ok()) return s;
   const char* blocks = scratch_.data();
-  std::memcpy(output, blocks, bytes);
-  for (int r = 1; r < size_; ++r) {
+  ReduceBuffers(dtype, op, output, blocks, blocks + bytes, static_cast<size_t>(count));
+  for (int r = 2; r < size_; ++r) {
     ReduceBuffers(dtype, op, output, output, blocks + static_cast<size_t>(r) * bytes,
                   static_cast<size_t>(count));
   }
@@ -217,7 +200,12 @@ Status GlooTransport::DirectAllreduce(const void* input, void* output, int64_t c
 Status GlooTransport::Allreduce(const void* input, void* output, int64_t count, DataType dtype,
                                 ReduceOp op) {
   if (count == 0) return Status();
-  if (count * static_cast<int64_t>(DataTypeSize(dtype)) <= direct_max_bytes_) {
+  const int64_t bytes = count * static_cast<int64_t>(DataTypeSize(dtype));
+  if (size_ == 1) {  // tfhvdrun -np 1: nothing to combine
+    if (output != input) std::memmove(output, input, static_cast<size_t>(bytes));
+    return Status();
+  }
+  if (bytes <= direct_max_bytes_) {
     return DirectAllreduce(input, output, count, dtype, op);
   }
   return RingAllreduce(input, output, count, dtype, op);

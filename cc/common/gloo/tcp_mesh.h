@@ -44,6 +44,9 @@ class TcpMesh {
                   size_t recv_bytes);
   Status Send(int to, const void* data, size_t bytes);
   Status Recv(int from, void* data, size_t bytes);
+  // A length-prefixed message of any size.
+  Status SendBytes(int to, const std::string& bytes);
+  Status RecvBytes(int from, std::string* bytes);
 
   // out[r] = rank r's `bytes` bytes (out has size * bytes; this rank's block
   // is copied from mine).
