@@ -15,6 +15,7 @@
 #include "cc/common/controller.h"
 #include "cc/common/local_transport.h"
 #include "cc/common/logging.h"
+#include "cc/common/malloc_tuning.h"
 #include "cc/common/parameters.h"
 #include "cc/common/timeline.h"
 #if HAVE_GLOO
@@ -67,7 +68,7 @@ Status CreateTransport(std::unique_ptr<Transport>* out) {
   }
   if (choice == "mpi") {
 #if HAVE_MPI
-    out->reset(new MpiTransport());
+    out->reset(new MpiTransport(State().params));
     return Status();
 #else
     return Status::Precondition("this tf_hvd build has no MPI support");
@@ -79,7 +80,7 @@ Status CreateTransport(std::unique_ptr<Transport>* out) {
       out->reset(new LocalTransport());
       return Status();
     }
-    out->reset(new GlooTransport());
+    out->reset(new GlooTransport(State().params));
     return Status();
 #else
     return Status::Precondition("this tf_hvd build has no Gloo support");
@@ -186,6 +187,7 @@ Status Initialize() {
   if (st.background.joinable()) st.background.join();
   Status s = Parameters::FromEnvironment(&st.params);
   if (!s.ok()) return Status(s.code(), "Horovod initialization failed: " + s.message());
+  if (st.params.malloc_reuse) KeepLargeBuffersInHeap();
   st.queue.reset(new TensorQueue());
   st.shutdown_requested = false;
   s = CreateTransport(&st.transport);

@@ -33,18 +33,35 @@ Status Parameters::FromEnvironment(Parameters* p) {
   double fusion = static_cast<double>(p->fusion_threshold_bytes);
   double cache = static_cast<double>(p->cache_capacity);
   double disable = 0;
+  double malloc_reuse = 1;
+  double shm = 1;
+  double shm_min = static_cast<double>(p->shm_min_bytes);
+  double shm_slot = static_cast<double>(p->shm_slot_bytes);
   for (auto&& [name, target] : {std::pair<const char*, double*>{"HOROVOD_FUSION_THRESHOLD", &fusion},
                                 {"HOROVOD_CYCLE_TIME", &p->cycle_time_ms},
                                 {"HOROVOD_CACHE_CAPACITY", &cache},
                                 {"HOROVOD_STALL_CHECK_DISABLE", &disable},
                                 {"HOROVOD_STALL_CHECK_TIME_SECONDS", &p->stall_warning_s},
-                                {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", &p->stall_shutdown_s}}) {
+                                {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", &p->stall_shutdown_s},
+                                {"HOROVOD_MALLOC_REUSE", &malloc_reuse},
+                                {"HOROVOD_SHM_ALLREDUCE", &shm},
+                                {"HOROVOD_SHM_MIN_BYTES", &shm_min},
+                                {"HOROVOD_SHM_SLOT_BYTES", &shm_slot}}) {
     Status s = Read(name, target);
     if (!s.ok()) return s;
   }
   p->fusion_threshold_bytes = static_cast<int64_t>(fusion);
   p->cache_capacity = static_cast<int64_t>(cache);
   p->stall_check = disable == 0;
+  p->malloc_reuse = malloc_reuse != 0;
+  p->shm_allreduce = shm != 0;
+  p->shm_min_bytes = static_cast<int64_t>(shm_min);
+  if (shm_slot < 4096 || shm_slot > double(int64_t{1} << 32)) {
+    return Status::InvalidArgument(
+        "HOROVOD_SHM_SLOT_BYTES='" + std::string(std::getenv("HOROVOD_SHM_SLOT_BYTES")) +
+        "' is not a valid value: expected a number of bytes from 4096 to 4294967296");
+  }
+  p->shm_slot_bytes = static_cast<int64_t>(shm_slot);
   return Status();
 }
 

@@ -15,6 +15,12 @@ struct Parameters {
   bool stall_check = true;                             // !HOROVOD_STALL_CHECK_DISABLE
   double stall_warning_s = 60.0;                       // HOROVOD_STALL_CHECK_TIME_SECONDS
   double stall_shutdown_s = 0.0;                       // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
+  bool malloc_reuse = true;                            // HOROVOD_MALLOC_REUSE (malloc_tuning.h)
+  // Allreduces of at least shm_min_bytes between ranks that all share one host
+  // go through shared memory (shm_allreduce.h) in blocks of shm_slot_bytes.
+  bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
+  int64_t shm_min_bytes = 256 * 1024;                  // HOROVOD_SHM_MIN_BYTES
+  int64_t shm_slot_bytes = 4 * 1024 * 1024;            // HOROVOD_SHM_SLOT_BYTES (>= 4096)
 
   // Fails with a message naming the variable when a knob is malformed.
   static Status FromEnvironment(Parameters* out);

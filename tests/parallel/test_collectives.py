@@ -37,18 +37,25 @@ def test_collectives(tmp_path, np_, transport, mode):
     _run(tmp_path, np_, transport, mode)
 
 
-# Fusion, the response cache and the Gloo allreduce algorithm change how tensors
+# Fusion, the response cache and the allreduce algorithm (gather, ring, shared
+# memory) change how tensors
 # travel, never the results.
 KNOB_SECTIONS = "topology,cases eager,cases tf.function,repeated,join,errors"
 
 
 @pytest.mark.parametrize("np_,transport,knobs", [
-    (3, "gloo", ("HOROVOD_FUSION_THRESHOLD",)),
-    (2, "gloo", ("HOROVOD_CACHE_CAPACITY",)),
-    (3, "mpi", ("HOROVOD_FUSION_THRESHOLD", "HOROVOD_CACHE_CAPACITY")),
-    # Gloo: every allreduce, however small, takes the ring instead of the gather.
-    (3, "gloo", ("HOROVOD_GLOO_DIRECT_MAX_BYTES",)),
-], ids=["gloo-np3-fusion0", "gloo-np2-cache0", "mpi-np3-fusion0-cache0", "gloo-np3-ring"])
-def test_collectives_knobs_off(tmp_path, np_, transport, knobs):
+    (3, "gloo", {"HOROVOD_FUSION_THRESHOLD": "0"}),
+    (2, "gloo", {"HOROVOD_CACHE_CAPACITY": "0"}),
+    (3, "mpi", {"HOROVOD_FUSION_THRESHOLD": "0", "HOROVOD_CACHE_CAPACITY": "0"}),
+    # Gloo: every allreduce, however small, takes the socket ring.
+    (3, "gloo", {"HOROVOD_GLOO_DIRECT_MAX_BYTES": "0", "HOROVOD_SHM_ALLREDUCE": "0"}),
+    # Every allreduce goes through shared memory, in blocks of one page (so
+    # larger tensors take many blocks and both slots).
+    (3, "gloo", {"HOROVOD_GLOO_DIRECT_MAX_BYTES": "0", "HOROVOD_SHM_MIN_BYTES": "0",
+                 "HOROVOD_SHM_SLOT_BYTES": "4096"}),
+    (2, "mpi", {"HOROVOD_SHM_MIN_BYTES": "0", "HOROVOD_SHM_SLOT_BYTES": "4096"}),
+], ids=["gloo-np3-fusion0", "gloo-np2-cache0", "mpi-np3-fusion0-cache0", "gloo-np3-ring",
+        "gloo-np3-shm", "mpi-np2-shm"])
+def test_collectives_knobs(tmp_path, np_, transport, knobs):
     # The environment reaches every rank through the launcher (the worker checks it).
-    _run(tmp_path, np_, transport, "tf2", env={k: "0" for k in knobs}, only=KNOB_SECTIONS)
+    _run(tmp_path, np_, transport, "tf2", env=knobs, only=KNOB_SECTIONS)

@@ -95,3 +95,26 @@ def test_import_is_lazy_and_init_without_launcher_is_size_one():
     """)
     assert "SIZE 1 0 1 0" in out, out[-3000:]
     assert "FLAGS False False" in out, out[-3000:]
+
+
+def test_malformed_shared_memory_knobs_fail_init_naming_them():
+    out = _run("""
+        import os
+        import tf_hvd as hvd
+        for name, value, says in (("HOROVOD_SHM_SLOT_BYTES", "100", "from 4096 to"),
+                                  ("HOROVOD_SHM_MIN_BYTES", "lots", "non-negative number"),
+                                  ("HOROVOD_SHM_ALLREDUCE", "-1", "non-negative number")):
+            os.environ[name] = value
+            try:
+                hvd.init()
+                raise AssertionError("init accepted %s=%s" % (name, value))
+            except RuntimeError as e:
+                assert "%s='%s' is not a valid value" % (name, value) in str(e), str(e)
+                assert says in str(e), str(e)
+            del os.environ[name]
+            print("REJECTED", name)
+        hvd.init()
+        print("SIZE", hvd.size())
+    """)
+    assert out.count("REJECTED") == 3, out[-3000:]
+    assert "SIZE 1" in out, out[-3000:]

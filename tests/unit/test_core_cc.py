@@ -1,15 +1,19 @@
-"""Runs the C++ unit tests of the framework-free core (//:core_test)."""
+"""Runs the C++ unit tests of the framework-free core (//:core_test) and of the
+shared-memory allreduce (//:shm_allreduce_test, ranks as threads)."""
 import os
 import subprocess
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_core_cc():
-    build = subprocess.run([os.path.join(ROOT, "tools", "bazel"), "build", "//:core_test"],
+@pytest.mark.parametrize("target", ["core_test", "shm_allreduce_test"])
+def test_core_cc(target):
+    build = subprocess.run([os.path.join(ROOT, "tools", "bazel"), "build", "//:" + target],
                            cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert build.returncode == 0, build.stderr[-4000:]
-    run = subprocess.run([os.path.join(ROOT, "bazel-bin", "core_test")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run([os.path.join(ROOT, "bazel-bin", target)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert ", 0 failed" in run.stdout

@@ -143,10 +143,36 @@ Status GlooTransport::Init(Topology* topology) {
     topology->homogeneous = true;
     for (int32_t n : local_sizes) topology->homogeneous &= (n == local_sizes[0]);
   });
-  return s.ok() ? mesh_status : s;
+  if (!s.ok()) return s;
+  if (!mesh_status.ok()) return mesh_status;
+  // One host: larger allreduces go through shared memory instead of loopback
+  // TCP (HOROVOD_SHM_ALLREDUCE=0 keeps them on the socket ring).
+  return shm_.OpenIfSingleHost(
+      rank_, size_, topology->local_size, params_,
+      [this](const std::string& mine, std::vector<std::string>* all) {
+        return AllgatherStrings(mine, all);
+      },
+      [this] { return Barrier(); }, "the TCP ring");
+}
+
+Status GlooTransport::AllgatherStrings(const std::string& mine, std::vector<std::string>* all) {
+  uint64_t len = mine.size(), longest = 0;
+  std::vector<uint64_t> lens(static_cast<size_t>(size_));
+  Status s = mesh_.Allgather(&len, lens.data(), sizeof(len));
+  if (!s.ok()) return s;
+  for (uint64_t l : lens) longest = std::max(longest, l);
+  std::string padded = mine;
+  padded.resize(longest);
+  std::string joined(longest * static_cast<size_t>(size_), '\0');
+  s = mesh_.Allgather(padded.data(), &joined[0], longest);
+  if (!s.ok()) return s;
+  all->clear();
+  for (size_t r = 0; r < static_cast<size_t>(size_); ++r) all->push_back(joined.substr(r * longest, lens[r]));
+  return Status();
 }
 
 void GlooTransport::Finalize() {
+  shm_.Close();
   mesh_.Close();
   context_.reset();
 }
@@ -207,6 +233,9 @@ Status GlooTransport::Allreduce(const void* input, void* output, int64_t count, 
   }
   if (bytes <= direct_max_bytes_) {
     return DirectAllreduce(input, output, count, dtype, op);
+  }
+  if (shm_.active() && bytes >= params_.shm_min_bytes) {
+    return shm_.Allreduce(input, output, count, dtype, op);
   }
   return RingAllreduce(input, output, count, dtype, op);
 }

@@ -1,7 +1,8 @@
 // Transport over Gloo's TCP device. Ranks find each other through the
 // launcher's HTTP rendezvous server (HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT).
 // Negotiation and allreduce go over a direct socket mesh (tcp_mesh.h): small
-// allreduces as one gather, larger ones as a ring; allgather, broadcast and
+// allreduces as one gather, larger ones through shared memory when all ranks
+// share a host (shm_allreduce.h), else as a ring; allgather, broadcast and
 // alltoall run Gloo's algorithms.
 #ifndef TFHVD_COMMON_GLOO_GLOO_TRANSPORT_H_
 #define TFHVD_COMMON_GLOO_GLOO_TRANSPORT_H_
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "cc/common/gloo/tcp_mesh.h"
+#include "cc/common/parameters.h"
+#include "cc/common/shm_allreduce.h"
 #include "cc/common/transport.h"
 
 namespace gloo { class Context; }
@@ -18,6 +21,7 @@ namespace tfhvd {
 
 class GlooTransport : public Transport {
  public:
+  explicit GlooTransport(const Parameters& params) : params_(params) {}
   const char* name() const override { return "gloo"; }
   Status Init(Topology* topology) override;
   void Finalize() override;
@@ -44,8 +48,13 @@ class GlooTransport : public Transport {
   Status RingAllreduce(const void* input, void* output, int64_t count, DataType dtype,
                        ReduceOp op);
 
+  // Every rank's string on every rank, over the mesh.
+  Status AllgatherStrings(const std::string& mine, std::vector<std::string>* all);
+
   std::shared_ptr<gloo::Context> context_;
   TcpMesh mesh_;
+  Parameters params_;
+  ShmAllreduce shm_;  // larger allreduces when every rank is on this host
   std::vector<char> scratch_;  // DirectAllreduce's gathered blocks, reused
   int64_t direct_max_bytes_ = 0;
   int rank_ = 0, size_ = 1;

@@ -1,5 +1,6 @@
 #include "cc/common/mpi/mpi_transport.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -108,10 +109,42 @@ Status MpiTransport::Init(Topology* topology) {
   MPI_Type_commit(&float16_type_);
   MPI_Type_contiguous(2, MPI_BYTE, &bfloat16_type_);
   MPI_Type_commit(&bfloat16_type_);
+
+  // One host: larger allreduces through shared memory, synchronised by MPI
+  // barriers (HOROVOD_SHM_ALLREDUCE=0 leaves every size to MPI_Allreduce).
+  return shm_.OpenIfSingleHost(
+      rank_, size_, topology->local_size, params_,
+      [this](const std::string& mine, std::vector<std::string>* all) {
+        return AllgatherStrings(mine, all);
+      },
+      [this] { return Barrier(); }, "MPI_Allreduce");
+}
+
+Status MpiTransport::AllgatherStrings(const std::string& mine, std::vector<std::string>* all) {
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
+  Status s = Check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm_),
+                   "MPI_Allgather");
+  if (!s.ok()) return s;
+  int total = 0;
+  for (size_t r = 0; r < lens.size(); ++r) {
+    displs[r] = total;
+    total += lens[r];
+  }
+  std::string joined(static_cast<size_t>(total) + 1, '\0');
+  s = Check(MPI_Allgatherv(mine.data(), len, MPI_CHAR, &joined[0], lens.data(), displs.data(),
+                           MPI_CHAR, comm_),
+            "MPI_Allgatherv");
+  if (!s.ok()) return s;
+  all->clear();
+  for (size_t r = 0; r < lens.size(); ++r) {
+    all->push_back(joined.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(lens[r])));
+  }
   return Status();
 }
 
 void MpiTransport::Finalize() {
+  shm_.Close();
   for (size_t t = 0; t < 2; ++t)
     for (size_t o = 0; o < 6; ++o)
       if (ops16_made_[t][o]) MPI_Op_free(&ops16_[t][o]);
@@ -164,6 +197,9 @@ Status MpiTransport::BitwiseOr(uint64_t* words, size_t n) {
 
 Status MpiTransport::Allreduce(const void* input, void* output, int64_t count, DataType dtype,
                                ReduceOp op) {
+  if (shm_.active() && count * static_cast<int64_t>(DataTypeSize(dtype)) >= params_.shm_min_bytes) {
+    return shm_.Allreduce(input, output, count, dtype, op);
+  }
   MPI_Datatype type = BuiltinType(dtype);
   MPI_Op mpi_op = BuiltinOp(op);
   if (dtype == DataType::FLOAT16 || dtype == DataType::BFLOAT16) {

@@ -6,12 +6,15 @@
 
 #include <mpi.h>
 
+#include "cc/common/parameters.h"
+#include "cc/common/shm_allreduce.h"
 #include "cc/common/transport.h"
 
 namespace tfhvd {
 
 class MpiTransport : public Transport {
  public:
+  explicit MpiTransport(const Parameters& params) : params_(params) {}
   const char* name() const override { return "mpi"; }
   Status Init(Topology* topology) override;
   void Finalize() override;
@@ -28,6 +31,8 @@ class MpiTransport : public Transport {
   Status Barrier() override;
 
  private:
+  Status AllgatherStrings(const std::string& mine, std::vector<std::string>* all);
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Datatype float16_type_ = MPI_DATATYPE_NULL;
   MPI_Datatype bfloat16_type_ = MPI_DATATYPE_NULL;
@@ -35,6 +40,11 @@ class MpiTransport : public Transport {
   // created on first use.
   MPI_Op ops16_[2][6];
   bool ops16_made_[2][6] = {};
+  // Allreduces of at least params_.shm_min_bytes between ranks of one host go
+  // through shared memory: MPICH stages them through temporary buffers it
+  // maps afresh on every call.
+  Parameters params_;
+  ShmAllreduce shm_;
   int rank_ = 0, size_ = 1;
 };
 

@@ -1,0 +1,221 @@
+// Unit test of the shared-memory allreduce (cc/common/shm_allreduce.h): ranks
+// are threads of this process, each with its own mapping of every region, so
+// the real shm_open/mmap path runs. Checks exact sums and maxima for several
+// dtypes, rank counts, sizes spanning many blocks, in place and not; identical
+// bits on every rank for floats; no name left in /dev/shm; a failed barrier is
+// returned, not swallowed.
+// Prints "N passed, M failed" and exits non-zero on any failure.
+#include <dirent.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cc/common/half.h"
+#include "cc/common/shm_allreduce.h"
+
+using namespace tfhvd;
+
+namespace {
+
+int passed = 0, failed = 0;
+std::mutex results_mutex;
+
+// The condition is evaluated before the lock is taken: it may be a collective
+// call that waits for the other rank threads.
+#define EXPECT(cond)                                                                   \
+  do {                                                                                 \
+    const bool ok_ = static_cast<bool>(cond);                                          \
+    std::lock_guard<std::mutex> l(results_mutex);                                      \
+    if (ok_) {                                                                         \
+      ++passed;                                                                        \
+    } else {                                                                           \
+      ++failed;                                                                        \
+      std::fprintf(stderr, "%s:%d: expectation failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                                  \
+  } while (0)
+
+// What a transport provides: a barrier and a string allgather, here between threads.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int size) : size_(size), slots_(static_cast<size_t>(size)) {}
+
+  Status Barrier() {
+    std::unique_lock<std::mutex> l(mu_);
+    uint64_t gen = generation_;
+    if (++arrived_ == size_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(l, [&] { return generation_ != gen; });
+    }
+    return Status();
+  }
+
+  Status Allgather(int rank, const std::string& mine, std::vector<std::string>* all) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      slots_[static_cast<size_t>(rank)] = mine;
+    }
+    Barrier();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      *all = slots_;
+    }
+    return Barrier();
+  }
+
+ private:
+  int size_;
+  std::vector<std::string> slots_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
+int CountShmNames() {
+  int count = 0;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) count += std::strncmp(e->d_name, "tfhvd.", 6) == 0;
+    closedir(d);
+  }
+  return count;
+}
+
+// Runs body(rank, shm) on `size` threads, each with an opened ShmAllreduce.
+template <typename Body>
+void RunRanks(int size, size_t slot_bytes, Body body) {
+  ThreadGroup group(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      ShmAllreduce shm;
+      std::string reason;
+      Status s = shm.Open(
+          r, size, slot_bytes,
+          [&](const std::string& mine, std::vector<std::string>* all) {
+            return group.Allgather(r, mine, all);
+          },
+          [&] { return group.Barrier(); }, &reason);
+      EXPECT(s.ok() && reason.empty() && shm.active());
+      if (!shm.active()) {
+        std::fprintf(stderr, "rank %d: %s %s\n", r, s.message().c_str(), reason.c_str());
+        return;
+      }
+      body(r, shm);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// Integers and exactly representable floats: every rank gets the exact sum
+// and maximum, in place and out of place.
+template <typename T, typename ToT>
+void TestExact(DataType dtype, ToT to_t, double (*to_d)(T)) {
+  for (int size : {2, 3, 4}) {
+    for (size_t count : {size_t{1}, size_t{5}, size_t{1000}, size_t{100003}}) {
+      RunRanks(size, 4096, [&](int r, ShmAllreduce& shm) {
+        std::vector<T> in(count), out(count, to_t(-1));
+        for (size_t i = 0; i < count; ++i) in[i] = to_t(static_cast<double>((i % 13) + r));
+        const double rank_sum = size * (size - 1) / 2.0;
+        Status s = shm.Allreduce(in.data(), out.data(), static_cast<int64_t>(count), dtype,
+                                 ReduceOp::SUM);
+        EXPECT(s.ok());
+        int bad = 0;
+        for (size_t i = 0; i < count; ++i)
+          bad += to_d(out[i]) != static_cast<double>(i % 13) * size + rank_sum;
+        EXPECT(bad == 0);
+        // In place, maximum.
+        s = shm.Allreduce(in.data(), in.data(), static_cast<int64_t>(count), dtype,
+                          ReduceOp::MAX);
+        EXPECT(s.ok());
+        bad = 0;
+        for (size_t i = 0; i < count; ++i)
+          bad += to_d(in[i]) != static_cast<double>(i % 13) + size - 1;
+        EXPECT(bad == 0);
+      });
+    }
+  }
+}
+
+// Inexact float sums: every rank must end with the same bits.
+void TestSameBitsEverywhere() {
+  const int size = 3;
+  const size_t count = 50001;
+  std::vector<std::vector<float>> results(size);
+  RunRanks(size, 8192, [&](int r, ShmAllreduce& shm) {
+    std::vector<float> in(count);
+    uint32_t seed = 17u + static_cast<uint32_t>(r);
+    for (float& x : in) {
+      seed = seed * 1664525u + 1013904223u;
+      x = static_cast<float>(seed % 100000) / 7777.0f;
+    }
+    EXPECT(shm.Allreduce(in.data(), in.data(), count, DataType::FLOAT32, ReduceOp::SUM).ok());
+    results[static_cast<size_t>(r)] = in;
+  });
+  EXPECT(std::memcmp(results[0].data(), results[1].data(), count * sizeof(float)) == 0);
+  EXPECT(std::memcmp(results[0].data(), results[2].data(), count * sizeof(float)) == 0);
+}
+
+// A failing barrier (a peer gone) comes back from Allreduce as that status.
+void TestBarrierErrorReturned() {
+  ThreadGroup group(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      ShmAllreduce shm;
+      std::string reason;
+      bool broken = false;
+      Status s = shm.Open(
+          r, 2, 4096,
+          [&](const std::string& mine, std::vector<std::string>* all) {
+            return group.Allgather(r, mine, all);
+          },
+          [&]() -> Status {
+            if (broken) return Status::Unavailable("rank 1 closed its connection");
+            return group.Barrier();
+          },
+          &reason);
+      EXPECT(s.ok() && shm.active());
+      broken = true;
+      std::vector<float> buf(4096, 1.0f);
+      s = shm.Allreduce(buf.data(), buf.data(), 4096, DataType::FLOAT32, ReduceOp::SUM);
+      EXPECT(!s.ok() && s.message() == "rank 1 closed its connection");
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+double F32(float x) { return x; }
+double F64(double x) { return x; }
+double I32(int32_t x) { return x; }
+double I64(int64_t x) { return static_cast<double>(x); }
+double U8(uint8_t x) { return x; }
+double F16(uint16_t x) { return HalfToFloat(x); }
+double BF16(uint16_t x) { return BFloat16ToFloat(x); }
+
+}  // namespace
+
+int main() {
+  const int names_before = CountShmNames();
+  TestExact<float>(DataType::FLOAT32, [](double d) { return static_cast<float>(d); }, F32);
+  TestExact<double>(DataType::FLOAT64, [](double d) { return d; }, F64);
+  TestExact<int32_t>(DataType::INT32, [](double d) { return static_cast<int32_t>(d); }, I32);
+  TestExact<int64_t>(DataType::INT64, [](double d) { return static_cast<int64_t>(d); }, I64);
+  TestExact<uint8_t>(DataType::UINT8, [](double d) { return static_cast<uint8_t>(d); }, U8);
+  TestExact<uint16_t>(DataType::FLOAT16,
+                      [](double d) { return FloatToHalf(static_cast<float>(d)); }, F16);
+  TestExact<uint16_t>(DataType::BFLOAT16,
+                      [](double d) { return FloatToBFloat16(static_cast<float>(d)); }, BF16);
+  TestSameBitsEverywhere();
+  TestBarrierErrorReturned();
+  EXPECT(CountShmNames() == names_before);  // every region unlinked once mapped
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
