@@ -15,6 +15,8 @@ import os
 
 import tensorflow as tf
 
+from tf_hvd import tf_threads
+
 # Reduce operations; the integers are the values the ops' ``reduce_op`` attr takes.
 Average = 0
 Sum = 1
@@ -135,6 +137,11 @@ def init(comm=None, process_sets=None):
     started by ``tfhvdrun`` (HOROVOD_RANK set), otherwise a job of size 1.
     Calling init again while initialized does nothing.
 
+    Unlike Horovod, when several ranks share this host and no TensorFlow op
+    has run yet, init also splits the host's cores between them and turns
+    off TensorFlow's thread spinning (see ``tf_hvd.tf_threads``;
+    ``HOROVOD_TF_THREADS=0`` keeps TensorFlow's defaults).
+
     ``comm`` (an mpi4py communicator or a list of ranks) and ``process_sets``
     are accepted for signature compatibility with horovod.tensorflow; only the
     default (all processes) is supported.
@@ -147,7 +154,9 @@ def init(comm=None, process_sets=None):
         raise NotImplementedError(
             "tf_hvd.init(process_sets=...) is not supported: only the global "
             "process set exists.")
+    tf_threads.knob()  # a malformed value fails before joining the job
     _lib.init()
+    tf_threads.configure(_lib.local_size())
     if not _atexit_registered:
         _register_atexit()
 

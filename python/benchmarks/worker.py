@@ -64,6 +64,8 @@ class Context(object):
             self.runtime["transport"] = ("mpi" if hvd.mpi_enabled() else
                                          "gloo" if hvd.gloo_enabled() else "none")
             self.runtime["tf_hvd_file"] = os.path.dirname(hvd.__file__)
+            from tf_hvd import tf_threads
+            self.runtime["tf_hvd_thread_settings"] = tf_threads.tf_thread_settings()
         elif kind == "mwms":
             self._setup_mwms()
         elif kind == "mpi4py":

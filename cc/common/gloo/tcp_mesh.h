@@ -36,6 +36,8 @@ class TcpMesh {
                  const std::string& secret, std::chrono::milliseconds connect_timeout,
                  std::chrono::milliseconds op_timeout);
   void Close();
+  // How long a transfer retries without sleeping before it polls.
+  void set_spin(std::chrono::microseconds spin) { spin_ = spin; }
 
   // Sends send_bytes to rank `to` while receiving recv_bytes from rank `from`
   // (either may be this rank's own peer in both roles). Never deadlocks when
@@ -62,6 +64,7 @@ class TcpMesh {
   int rank_ = 0, size_ = 1;
   std::vector<int> fds_;  // fds_[r]: socket to rank r (-1 for this rank)
   std::chrono::milliseconds op_timeout_{30000};
+  std::chrono::microseconds spin_{0};
 };
 
 }  // namespace tfhvd

@@ -36,6 +36,20 @@ def check_topology(ck, args):
     ck.equal("gloo_built", hvd.gloo_built(), True)
     ck.equal("init again is a no-op", hvd.init(), None)
     ck.equal("size after second init", hvd.size(), n)
+    # Ranks share this host: hvd.init() split the cores and stopped spinning
+    # (unless the knob turned that off; the knob variants check it is passed).
+    from tf_hvd import tf_threads
+    threads = tf_threads.tf_thread_settings()
+    if os.environ.get("HOROVOD_TF_THREADS") == "0":
+        ck.equal("tf threads left alone", threads.get("configured"), False)
+    else:
+        cores = len(os.sched_getaffinity(0))
+        ck.equal("tf threads configured", threads.get("configured"), True)
+        ck.equal("intra-op threads", tf.config.threading.get_intra_op_parallelism_threads(),
+                 max(1, cores // n))
+        from tensorflow.python.eager import context
+        ck.equal("thread spinning off",
+                 context.context().config.experimental.disable_thread_spinning, True)
     for item in args.expect_env:
         key, _, value = item.partition("=")
         ck.equal("environment %s" % key, os.environ.get(key), value)

@@ -1,0 +1,94 @@
+"""hvd.init() and TensorFlow's thread pools when ranks share a host (tf_hvd/tf_threads.py).
+
+Each case runs in a fresh process: the settings only apply before TensorFlow's
+runtime starts, once per process."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(code, env_extra=None, timeout=180):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HOROVOD_", "PMI_", "OMPI_", "PMIX_"))}
+    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.update(env_extra or {})
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+    out = proc.stdout.decode("utf-8", "replace")
+    assert proc.returncode == 0, out[-6000:]
+    return out
+
+
+def test_two_local_ranks_split_cores_and_stop_spinning():
+    out = _run("""
+        import os
+        import tensorflow as tf
+        from tensorflow.python.eager import context
+        from tf_hvd import tf_threads
+        got = tf_threads.configure(local_size=2)
+        cores = len(os.sched_getaffinity(0))
+        assert got["configured"], got
+        assert got["intra_op_threads"] == max(1, cores // 2), (got, cores)
+        assert got["inter_op_threads"] == max(2, cores // 2), (got, cores)
+        assert tf_threads.tf_thread_settings() == got
+        # The runtime starts with these settings.
+        assert float(tf.reduce_sum(tf.ones([4]))) == 4.0
+        assert tf.config.threading.get_intra_op_parallelism_threads() == got["intra_op_threads"]
+        assert tf.config.threading.get_inter_op_parallelism_threads() == got["inter_op_threads"]
+        assert context.context().config.experimental.disable_thread_spinning
+        print("OK")
+    """)
+    assert "OK" in out, out[-3000:]
+
+
+def test_thread_counts_chosen_by_the_script_are_kept():
+    out = _run("""
+        import tensorflow as tf
+        from tf_hvd import tf_threads
+        tf.config.threading.set_intra_op_parallelism_threads(3)
+        got = tf_threads.configure(local_size=4)
+        assert got["configured"] and got["intra_op_threads"] == 3, got
+        assert tf.config.threading.get_intra_op_parallelism_threads() == 3
+        print("OK")
+    """)
+    assert "OK" in out, out[-3000:]
+
+
+def test_nothing_changes_for_one_rank_a_started_runtime_or_the_knob_off():
+    out = _run("""
+        import os
+        import tensorflow as tf
+        from tensorflow.python.eager import context
+        from tf_hvd import tf_threads
+        got = tf_threads.configure(local_size=1)
+        assert not got["configured"] and got["reason"] == "one rank on this host", got
+        os.environ["HOROVOD_TF_THREADS"] = "0"
+        got = tf_threads.configure(local_size=2)
+        assert not got["configured"] and got["reason"] == "HOROVOD_TF_THREADS=0", got
+        del os.environ["HOROVOD_TF_THREADS"]
+        assert float(tf.reduce_sum(tf.ones([2]))) == 2.0  # the runtime starts
+        got = tf_threads.configure(local_size=2)
+        assert not got["configured"] and "already started" in got["reason"], got
+        assert not context.context().config.experimental.disable_thread_spinning
+        print("OK")
+    """)
+    assert "OK" in out, out[-3000:]
+
+
+def test_malformed_knob_fails_init_naming_it():
+    out = _run("""
+        import tf_hvd as hvd
+        try:
+            hvd.init()
+            raise AssertionError("init accepted HOROVOD_TF_THREADS=many")
+        except RuntimeError as e:
+            assert "HOROVOD_TF_THREADS='many' is not a valid value" in str(e), str(e)
+        assert not hvd.is_initialized()
+        print("OK")
+    """, env_extra={"HOROVOD_TF_THREADS": "many"})
+    assert "OK" in out, out[-3000:]
