@@ -1,4 +1,4 @@
-"""TensorFlow's thread pools when several ranks share one host's cores.
+"""TensorFlow's thread pools and CPU allocator, set up at ``hvd.init()``.
 
 TensorFlow sizes its thread pools for a process that owns the whole machine,
 and its pool workers spin for a while before they sleep. With N ranks on one
@@ -17,6 +17,13 @@ TensorFlow's runtime has not started yet (no op has run), tf_hvd
 ``HOROVOD_TF_THREADS=0`` leaves TensorFlow's defaults alone; what was applied
 is returned by :func:`tf_thread_settings` (and logged at debug level).
 Torchrun does the same for OpenMP (OMP_NUM_THREADS=1 per rank).
+
+Whatever the number of local ranks, init also selects TensorFlow's caching
+(BFC) CPU allocator (TensorFlow's own TF_CPU_ALLOCATOR_USE_BFC, unless the
+environment already sets it): the default allocator maps every large tensor
+afresh and unmaps it when freed, so each step's 256 MiB allreduce output cost
+65536 page faults (about 40% of the allreduce); the caching allocator reuses
+the memory from the second step on.
 """
 
 import logging
@@ -51,23 +58,35 @@ def knob():
     return value
 
 
+def _use_caching_allocator(ctx):
+    """Selects the BFC CPU allocator if the runtime has not started; returns whether it is."""
+    if "TF_CPU_ALLOCATOR_USE_BFC" not in os.environ and not _runtime_started(ctx):
+        os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
+    return os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("1", "true")
+
+
 def configure(local_size):
     """Applies the settings described above; returns what was done (a dict)."""
     global _applied
+    from tensorflow.python.eager import context
+    caching = _use_caching_allocator(context.context())
+    _applied = _configure_threads(local_size)
+    _applied["caching_allocator"] = caching
+    return dict(_applied)
+
+
+def _configure_threads(local_size):
     if knob() == "0":
-        _applied = {"configured": False, "reason": "HOROVOD_TF_THREADS=0"}
-        return dict(_applied)
+        return {"configured": False, "reason": "HOROVOD_TF_THREADS=0"}
     if local_size <= 1:
-        _applied = {"configured": False, "reason": "one rank on this host"}
-        return dict(_applied)
+        return {"configured": False, "reason": "one rank on this host"}
     import tensorflow as tf
     from tensorflow.python.eager import context
     ctx = context.context()
     if _runtime_started(ctx):
-        _applied = {"configured": False,
-                    "reason": "TensorFlow's runtime had already started before hvd.init()"}
-        _log.debug("tf_hvd: thread pools not configured: %s", _applied["reason"])
-        return dict(_applied)
+        reason = "TensorFlow's runtime had already started before hvd.init()"
+        _log.debug("tf_hvd: thread pools not configured: %s", reason)
+        return {"configured": False, "reason": reason}
     cores = _host_cores()
     per_rank = max(1, cores // local_size)
     intra = tf.config.threading.get_intra_op_parallelism_threads() or per_rank
@@ -79,10 +98,10 @@ def configure(local_size):
     config = ctx._config if ctx._config is not None else tf.compat.v1.ConfigProto()
     config.experimental.disable_thread_spinning = True
     ctx._config = config
-    _applied = {"configured": True, "cores": cores, "local_size": local_size,
-                "intra_op_threads": intra, "inter_op_threads": inter, "spinning": False}
-    _log.debug("tf_hvd: thread pools configured: %s", _applied)
-    return dict(_applied)
+    applied = {"configured": True, "cores": cores, "local_size": local_size,
+               "intra_op_threads": intra, "inter_op_threads": inter, "spinning": False}
+    _log.debug("tf_hvd: thread pools configured: %s", applied)
+    return applied
 
 
 def tf_thread_settings():

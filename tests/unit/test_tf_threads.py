@@ -1,4 +1,5 @@
-"""hvd.init() and TensorFlow's thread pools when ranks share a host (tf_hvd/tf_threads.py).
+"""hvd.init() and TensorFlow's thread pools (when ranks share a host) and CPU
+allocator (tf_hvd/tf_threads.py).
 
 Each case runs in a fresh process: the settings only apply before TensorFlow's
 runtime starts, once per process."""
@@ -41,6 +42,9 @@ def test_two_local_ranks_split_cores_and_stop_spinning():
         assert tf.config.threading.get_intra_op_parallelism_threads() == got["intra_op_threads"]
         assert tf.config.threading.get_inter_op_parallelism_threads() == got["inter_op_threads"]
         assert context.context().config.experimental.disable_thread_spinning
+        # The caching allocator is in use: only it keeps statistics.
+        assert got["caching_allocator"] is True, got
+        assert tf.config.experimental.get_memory_info("CPU:0")["peak"] >= 16
         print("OK")
     """)
     assert "OK" in out, out[-3000:]
@@ -77,6 +81,40 @@ def test_nothing_changes_for_one_rank_a_started_runtime_or_the_knob_off():
         assert not context.context().config.experimental.disable_thread_spinning
         print("OK")
     """)
+    assert "OK" in out, out[-3000:]
+
+
+def test_a_runtime_started_before_init_keeps_the_default_allocator():
+    out = _run("""
+        import tensorflow as tf
+        from tf_hvd import tf_threads
+        tf.ones([8])  # the runtime starts with TensorFlow's default allocator
+        got = tf_threads.configure(local_size=2)
+        assert not got["configured"] and got["caching_allocator"] is False, got
+        try:
+            tf.config.experimental.get_memory_info("CPU:0")
+            raise AssertionError("the default allocator keeps no statistics")
+        except ValueError:
+            pass
+        print("OK")
+    """)
+    assert "OK" in out, out[-3000:]
+
+
+def test_the_allocator_chosen_in_the_environment_is_kept():
+    out = _run("""
+        import tensorflow as tf
+        from tf_hvd import tf_threads
+        got = tf_threads.configure(local_size=2)
+        assert got["configured"] and got["caching_allocator"] is False, got
+        tf.ones([8])
+        try:
+            tf.config.experimental.get_memory_info("CPU:0")
+            raise AssertionError("TF_CPU_ALLOCATOR_USE_BFC=false was overridden")
+        except ValueError:
+            pass
+        print("OK")
+    """, env_extra={"TF_CPU_ALLOCATOR_USE_BFC": "false"})
     assert "OK" in out, out[-3000:]
 
 

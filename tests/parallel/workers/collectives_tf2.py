@@ -40,6 +40,7 @@ def check_topology(ck, args):
     # (unless the knob turned that off; the knob variants check it is passed).
     from tf_hvd import tf_threads
     threads = tf_threads.tf_thread_settings()
+    ck.equal("caching CPU allocator", threads.get("caching_allocator"), True)
     if os.environ.get("HOROVOD_TF_THREADS") == "0":
         ck.equal("tf threads left alone", threads.get("configured"), False)
     else:
