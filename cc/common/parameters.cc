@@ -35,7 +35,7 @@ Status Parameters::FromEnvironment(Parameters* p) {
   double disable = 0;
   double malloc_reuse = 1;
   double shm = 1;
-  double gloo_spin = static_cast<double>(p->gloo_spin_us);
+  double spin_wait = static_cast<double>(p->spin_us);
   double shm_min = static_cast<double>(p->shm_min_bytes);
   double shm_slot = static_cast<double>(p->shm_slot_bytes);
   for (auto&& [name, target] : {std::pair<const char*, double*>{"HOROVOD_FUSION_THRESHOLD", &fusion},
@@ -45,7 +45,7 @@ Status Parameters::FromEnvironment(Parameters* p) {
                                 {"HOROVOD_STALL_CHECK_TIME_SECONDS", &p->stall_warning_s},
                                 {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", &p->stall_shutdown_s},
                                 {"HOROVOD_MALLOC_REUSE", &malloc_reuse},
-                                {"HOROVOD_GLOO_SPIN_US", &gloo_spin},
+                                {"HOROVOD_SPIN_US", &spin_wait},
                                 {"HOROVOD_SHM_ALLREDUCE", &shm},
                                 {"HOROVOD_SHM_MIN_BYTES", &shm_min},
                                 {"HOROVOD_SHM_SLOT_BYTES", &shm_slot}}) {
@@ -56,7 +56,7 @@ Status Parameters::FromEnvironment(Parameters* p) {
   p->cache_capacity = static_cast<int64_t>(cache);
   p->stall_check = disable == 0;
   p->malloc_reuse = malloc_reuse != 0;
-  p->gloo_spin_us = static_cast<int64_t>(gloo_spin);
+  p->spin_us = static_cast<int64_t>(spin_wait);
   p->shm_allreduce = shm != 0;
   p->shm_min_bytes = static_cast<int64_t>(shm_min);
   if (shm_slot < 4096 || shm_slot > double(int64_t{1} << 32)) {

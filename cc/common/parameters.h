@@ -18,9 +18,9 @@ struct Parameters {
   bool malloc_reuse = true;                            // HOROVOD_MALLOC_REUSE (malloc_tuning.h)
   // Allreduces of at least shm_min_bytes between ranks that all share one host
   // go through shared memory (shm_allreduce.h) in blocks of shm_slot_bytes.
-  // Gloo: how long a socket-mesh transfer keeps retrying (yielding the core)
-  // before it sleeps in poll().
-  int64_t gloo_spin_us = 200;                          // HOROVOD_GLOO_SPIN_US
+  // How long a rank waiting for its peers (Gloo socket-mesh transfers, the MPI
+  // per-round exchange) keeps retrying, yielding the core, before it sleeps.
+  int64_t spin_us = 5000;                              // HOROVOD_SPIN_US
   bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
   int64_t shm_min_bytes = 256 * 1024;                  // HOROVOD_SHM_MIN_BYTES
   int64_t shm_slot_bytes = 4 * 1024 * 1024;            // HOROVOD_SHM_SLOT_BYTES (>= 4096)

@@ -133,7 +133,7 @@ Status GlooTransport::Init(Topology* topology) {
                                 std::chrono::seconds(start_timeout_s),
                                 std::chrono::seconds(op_timeout_s));
     if (!mesh_status.ok()) return;
-    mesh_.set_spin(std::chrono::microseconds(params_.gloo_spin_us));
+    mesh_.set_spin(std::chrono::microseconds(params_.spin_us));
     // Homogeneous when every host runs the same number of ranks.
     std::vector<int32_t> local_sizes(static_cast<size_t>(size_));
     int32_t mine = topology->local_size;

@@ -1,9 +1,13 @@
 #include "cc/common/mpi/mpi_transport.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "cc/common/reduce_kernels.h"
 
@@ -190,9 +194,32 @@ Status MpiTransport::BroadcastBytes(std::string* data, int root) {
 }
 
 Status MpiTransport::BitwiseOr(uint64_t* words, size_t n) {
-  return Check(MPI_Allreduce(MPI_IN_PLACE, words, static_cast<int>(n), MPI_UINT64_T,
-                             MPI_BOR, comm_),
-               "MPI_Allreduce (bit vector)");
+  // The per-round exchange is where a rank with tensors ready waits for peers
+  // that are still computing: MPI's own blocking wait would busy-poll a core
+  // they need, so this rank waits its own way.
+  MPI_Request request;
+  Status s = Check(MPI_Iallreduce(MPI_IN_PLACE, words, static_cast<int>(n), MPI_UINT64_T,
+                                  MPI_BOR, comm_, &request),
+                   "MPI_Iallreduce (bit vector)");
+  return s.ok() ? Wait(&request, "MPI_Iallreduce (bit vector)") : s;
+}
+
+Status MpiTransport::Wait(MPI_Request* request, const char* what) {
+  using Clock = std::chrono::steady_clock;
+  const auto spin_until = Clock::now() + std::chrono::microseconds(params_.spin_us);
+  auto nap = std::chrono::microseconds(20);
+  for (;;) {
+    int done = 0;
+    Status s = Check(MPI_Test(request, &done, MPI_STATUS_IGNORE), what);
+    if (!s.ok() || done) return s;
+    if (Clock::now() < spin_until) {
+      sched_yield();
+    } else {
+      // Progress still needs MPI_Test calls; naps grow to 1 ms.
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    }
+  }
 }
 
 Status MpiTransport::Allreduce(const void* input, void* output, int64_t count, DataType dtype,

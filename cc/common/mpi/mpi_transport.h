@@ -31,6 +31,9 @@ class MpiTransport : public Transport {
   Status Barrier() override;
 
  private:
+  // Completes a non-blocking call: retries for params_.spin_us (yielding the
+  // core), then naps between tests.
+  Status Wait(MPI_Request* request, const char* what);
   Status AllgatherStrings(const std::string& mine, std::vector<std::string>* all);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
