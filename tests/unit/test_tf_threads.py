@@ -13,8 +13,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _run(code, env_extra=None, timeout=180):
+    # hvd.init() in the test process itself (other test files) sets
+    # TF_CPU_ALLOCATOR_USE_BFC: each case starts from TensorFlow's defaults.
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HOROVOD_", "PMI_", "OMPI_", "PMIX_"))}
+           if not k.startswith(("HOROVOD_", "PMI_", "OMPI_", "PMIX_"))
+           and k != "TF_CPU_ALLOCATOR_USE_BFC"}
     env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.update(env_extra or {})
