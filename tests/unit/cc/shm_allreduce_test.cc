@@ -4,7 +4,8 @@
 // dtypes, rank counts, sizes spanning many blocks, in place and not; identical
 // bits on every rank for floats; no name left in /dev/shm; a failed barrier is
 // returned, not swallowed.
-// Prints "N passed, M failed" and exits non-zero on any failure.
+// GoogleTest (its assertions are thread-safe, so rank threads use EXPECT_* directly):
+//   bazel test //:shm_allreduce_test
 #include <dirent.h>
 
 #include <condition_variable>
@@ -15,29 +16,14 @@
 #include <thread>
 #include <vector>
 
+#include "gtest/gtest.h"
+
 #include "cc/common/half.h"
 #include "cc/common/shm_allreduce.h"
 
 using namespace tfhvd;
 
 namespace {
-
-int passed = 0, failed = 0;
-std::mutex results_mutex;
-
-// The condition is evaluated before the lock is taken: it may be a collective
-// call that waits for the other rank threads.
-#define EXPECT(cond)                                                                   \
-  do {                                                                                 \
-    const bool ok_ = static_cast<bool>(cond);                                          \
-    std::lock_guard<std::mutex> l(results_mutex);                                      \
-    if (ok_) {                                                                         \
-      ++passed;                                                                        \
-    } else {                                                                           \
-      ++failed;                                                                        \
-      std::fprintf(stderr, "%s:%d: expectation failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                                  \
-  } while (0)
 
 // What a transport provides: a barrier and a string allgather, here between threads.
 class ThreadGroup {
@@ -103,11 +89,10 @@ void RunRanks(int size, size_t slot_bytes, Body body) {
             return group.Allgather(r, mine, all);
           },
           [&] { return group.Barrier(); }, &reason);
-      EXPECT(s.ok() && reason.empty() && shm.active());
-      if (!shm.active()) {
-        std::fprintf(stderr, "rank %d: %s %s\n", r, s.message().c_str(), reason.c_str());
-        return;
-      }
+      EXPECT_TRUE(s.ok()) << "rank " << r << ": " << s.message();
+      EXPECT_EQ(reason, "") << "rank " << r;
+      EXPECT_TRUE(shm.active()) << "rank " << r;
+      if (!shm.active()) return;
       body(r, shm);
     });
   }
@@ -126,26 +111,35 @@ void TestExact(DataType dtype, ToT to_t, double (*to_d)(T)) {
         const double rank_sum = size * (size - 1) / 2.0;
         Status s = shm.Allreduce(in.data(), out.data(), static_cast<int64_t>(count), dtype,
                                  ReduceOp::SUM);
-        EXPECT(s.ok());
+        EXPECT_TRUE(s.ok()) << s.message();
         int bad = 0;
         for (size_t i = 0; i < count; ++i)
           bad += to_d(out[i]) != static_cast<double>(i % 13) * size + rank_sum;
-        EXPECT(bad == 0);
+        EXPECT_EQ(bad, 0) << "sum: " << size << " ranks, " << count << " elements, rank " << r;
         // In place, maximum.
         s = shm.Allreduce(in.data(), in.data(), static_cast<int64_t>(count), dtype,
                           ReduceOp::MAX);
-        EXPECT(s.ok());
+        EXPECT_TRUE(s.ok()) << s.message();
         bad = 0;
         for (size_t i = 0; i < count; ++i)
           bad += to_d(in[i]) != static_cast<double>(i % 13) + size - 1;
-        EXPECT(bad == 0);
+        EXPECT_EQ(bad, 0) << "in-place max: " << size << " ranks, " << count << " elements, rank "
+                          << r;
       });
     }
   }
 }
 
+double F32(float x) { return x; }
+double F64(double x) { return x; }
+double I32(int32_t x) { return x; }
+double I64(int64_t x) { return static_cast<double>(x); }
+double U8(uint8_t x) { return x; }
+double F16(uint16_t x) { return HalfToFloat(x); }
+double BF16(uint16_t x) { return BFloat16ToFloat(x); }
+
 // Inexact float sums: every rank must end with the same bits.
-void TestSameBitsEverywhere() {
+TEST(ShmAllreduce, InexactFloatSumsHaveTheSameBitsOnEveryRank) {
   const int size = 3;
   const size_t count = 50001;
   std::vector<std::vector<float>> results(size);
@@ -156,15 +150,18 @@ void TestSameBitsEverywhere() {
       seed = seed * 1664525u + 1013904223u;
       x = static_cast<float>(seed % 100000) / 7777.0f;
     }
-    EXPECT(shm.Allreduce(in.data(), in.data(), count, DataType::FLOAT32, ReduceOp::SUM).ok());
+    EXPECT_TRUE(shm.Allreduce(in.data(), in.data(), count, DataType::FLOAT32, ReduceOp::SUM).ok());
     results[static_cast<size_t>(r)] = in;
   });
-  EXPECT(std::memcmp(results[0].data(), results[1].data(), count * sizeof(float)) == 0);
-  EXPECT(std::memcmp(results[0].data(), results[2].data(), count * sizeof(float)) == 0);
+  for (size_t r = 1; r < results.size(); ++r) {
+    ASSERT_EQ(results[r].size(), count) << "rank " << r;
+    EXPECT_EQ(std::memcmp(results[0].data(), results[r].data(), count * sizeof(float)), 0)
+        << "rank " << r << " differs from rank 0";
+  }
 }
 
 // A failing barrier (a peer gone) comes back from Allreduce as that status.
-void TestBarrierErrorReturned() {
+TEST(ShmAllreduce, FailedBarrierIsReturnedNotSwallowed) {
   ThreadGroup group(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
@@ -182,28 +179,19 @@ void TestBarrierErrorReturned() {
             return group.Barrier();
           },
           &reason);
-      EXPECT(s.ok() && shm.active());
+      EXPECT_TRUE(s.ok()) << s.message();
+      EXPECT_TRUE(shm.active());
       broken = true;
       std::vector<float> buf(4096, 1.0f);
       s = shm.Allreduce(buf.data(), buf.data(), 4096, DataType::FLOAT32, ReduceOp::SUM);
-      EXPECT(!s.ok() && s.message() == "rank 1 closed its connection");
+      EXPECT_FALSE(s.ok());
+      EXPECT_EQ(s.message(), "rank 1 closed its connection");
     });
   }
   for (auto& t : threads) t.join();
 }
 
-double F32(float x) { return x; }
-double F64(double x) { return x; }
-double I32(int32_t x) { return x; }
-double I64(int64_t x) { return static_cast<double>(x); }
-double U8(uint8_t x) { return x; }
-double F16(uint16_t x) { return HalfToFloat(x); }
-double BF16(uint16_t x) { return BFloat16ToFloat(x); }
-
-}  // namespace
-
-int main() {
-  const int names_before = CountShmNames();
+TEST(ShmAllreduce, ExactSumsAndMaximaForEveryDtype) {
   TestExact<float>(DataType::FLOAT32, [](double d) { return static_cast<float>(d); }, F32);
   TestExact<double>(DataType::FLOAT64, [](double d) { return d; }, F64);
   TestExact<int32_t>(DataType::INT32, [](double d) { return static_cast<int32_t>(d); }, I32);
@@ -213,9 +201,21 @@ int main() {
                       [](double d) { return FloatToHalf(static_cast<float>(d)); }, F16);
   TestExact<uint16_t>(DataType::BFLOAT16,
                       [](double d) { return FloatToBFloat16(static_cast<float>(d)); }, BF16);
-  TestSameBitsEverywhere();
-  TestBarrierErrorReturned();
-  EXPECT(CountShmNames() == names_before);  // every region unlinked once mapped
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+// Every region is unlinked once all ranks mapped it: no tfhvd.* name is left in /dev/shm
+// after the whole suite (checked around all tests, so a leak from any of them shows).
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  const int names_before = CountShmNames();
+  int rc = RUN_ALL_TESTS();
+  const int names_after = CountShmNames();
+  if (names_after != names_before) {
+    std::fprintf(stderr, "shm names left in /dev/shm: %d before, %d after\n", names_before,
+                 names_after);
+    return 1;
+  }
+  return rc;
 }
