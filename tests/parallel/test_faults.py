@@ -26,15 +26,14 @@ import glob
 import json
 import os
 import re
-import signal
 import socket
-import subprocess
 import sys
 import time
 
 import pytest
 
-from collective_launch import job_env, kill_tree, readable_tail
+from collective_launch import job_env, readable_tail
+from jobrunner import run, tfhvdrun_cmd, wait_gone
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORKER = os.path.join(REPO, "tests", "parallel", "fault_workers", "fault_worker.py")
@@ -80,59 +79,27 @@ class Job(object):
         return [l for l in self.output.splitlines() if l.startswith("tfhvdrun:")]
 
 
-def _alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
 def run_job(tmp_path, np_, transport, scenario, worker_args=(), launcher_args=(), env=None,
             timeout=JOB_TIMEOUT, tag=""):
     result_dir = str(tmp_path / ("%s-%s-np%d%s" % (scenario, transport, np_, tag)))
     os.makedirs(result_dir)
-    cmd = [PY, "-m", "tf_hvd.runner", "-np", str(np_)]
-    if transport == "mpi":
-        cmd.append("--mpi")
-    cmd += [str(a) for a in launcher_args]
+    cmd = tfhvdrun_cmd(np_, mpi=transport == "mpi", launcher_args=launcher_args)
     cmd += [PY, WORKER, "--scenario", scenario, "--result-dir", result_dir]
     cmd += [str(a) for a in worker_args]
     job_environment = {"HOROVOD_GLOO_TIMEOUT_SECONDS": str(GLOO_TIMEOUT)}
     job_environment.update(env or {})
-    log_path = os.path.join(result_dir, "output.log")
-    start = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=job_env(job_environment), stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_tree(proc)
-            proc.wait()
-            code = None
-    seconds = time.monotonic() - start
+    res = run(cmd, timeout, env=job_env(job_environment),
+              log_path=os.path.join(result_dir, "output.log"))
     end_wall = time.time()
     # No rank may outlive the launcher (give the kernel a moment to reap them).
     pids = []
     for path in glob.glob(os.path.join(result_dir, "pid.*")):
         with open(path) as f:
             pids.append(int(f.read()))
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.05)
-    orphans = [p for p in pids if _alive(p)]
-    for p in orphans:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except OSError:
-            pass
-    with open(log_path, "rb") as f:
-        output = f.read().decode("utf-8", "replace")
-    job = Job(code, output, seconds, end_wall, result_dir, cmd, orphans)
-    assert code is not None, "job did not end within %d s (hang)\n%s" % (timeout,
-                                                                         job.describe())
+    orphans = sorted(set(wait_gone(pids, within=5)) | set(res.survivors))
+    job = Job(res.returncode, res.output, res.seconds, end_wall, result_dir, res.cmd, orphans)
+    assert not res.timed_out, "job did not end within %d s (hang)\n%s" % (timeout,
+                                                                          job.describe())
     assert not orphans, "processes outlived the launcher: %r\n%s" % (orphans, job.describe())
     assert len(pids) == np_, "expected %d pid files, found %d\n%s" % (np_, len(pids),
                                                                       job.describe())
@@ -445,9 +412,8 @@ def test_bad_environment_knob_is_rejected_at_init(tmp_path, np_, transport, name
 # -- bad launcher arguments (no TensorFlow involved) ------------------------------------------------
 
 def _launch(args, cwd=None, timeout=60):
-    env = job_env()
-    return subprocess.run([PY, "-m", "tf_hvd.runner"] + args, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, env=env, cwd=cwd or REPO, timeout=timeout)
+    return run([PY, "-m", "tf_hvd.runner"] + args, timeout, env=job_env(), cwd=cwd or REPO,
+               merge_stderr=False).check_finished()
 
 
 def _usage_error(proc, *fragments):

@@ -16,11 +16,12 @@ So ``pytest tests/parallel/test_launcher.py`` is enough, and
 import http.client
 import os
 import re
-import subprocess
 import sys
 import time
 
 import pytest
+
+from jobrunner import SCRUB_PREFIXES, base_env, run, tfhvdrun_cmd
 
 THIS = os.path.abspath(__file__)
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(THIS)))
@@ -137,15 +138,10 @@ def test_mpi_works_through_the_wrapper():
 # -- driver side -------------------------------------------------------------------------------
 
 def _run_under_launcher(extra_args, np_):
-    env = dict(os.environ)
-    for name in list(env):
-        if name.startswith(("HOROVOD_", "PMI_", "OMPI_", "PYTEST_")):
-            del env[name]
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    argv = ([sys.executable, "-m", "tf_hvd.runner", "-np", str(np_)] + extra_args +
+    env = base_env(scrub=SCRUB_PREFIXES + ("PYTEST_",))
+    argv = (tfhvdrun_cmd(np_, launcher_args=extra_args) +
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", THIS])
-    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                          cwd=REPO, timeout=300)
+    return run(argv, 300, env=env, cwd=REPO, merge_stderr=False).check_finished()
 
 
 def _check_all_ranks_passed(proc, np_, expected_passed):

@@ -11,13 +11,12 @@ import glob
 import json
 import os
 import re
-import subprocess
 import sys
-import time
 
 import pytest
 
-from collective_launch import job_env, kill_tree, readable_tail
+from collective_launch import job_env, readable_tail
+from jobrunner import run, tfhvdrun_cmd
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORKER = os.path.join(REPO, "tests", "parallel", "load_workers", "load_worker.py")
@@ -30,25 +29,13 @@ _jobs = {}
 
 
 def _launch(cmd, log_path, timeout, env=None):
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=job_env(env), stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_tree(proc)
-            proc.wait()
-            code = None
-    with open(log_path, "rb") as f:
-        return code, f.read().decode("utf-8", "replace")
+    """(returncode or None when killed at the time limit, output, seconds)."""
+    res = run(cmd, timeout, env=job_env(env), log_path=log_path)
+    return res.returncode, res.output, res.seconds
 
 
 def _cmd(np_, transport, tail):
-    cmd = [PY, "-m", "tf_hvd.runner", "-np", str(np_)]
-    if transport == "mpi":
-        cmd.append("--mpi")
-    return cmd + [PY] + tail
+    return tfhvdrun_cmd(np_, mpi=transport == "mpi") + [PY] + tail
 
 
 def load_job(tmp_path_factory, np_, transport):
@@ -60,8 +47,7 @@ def load_job(tmp_path_factory, np_, transport):
                 pytest.skip("no mpiexec")
         result_dir = str(tmp_path_factory.mktemp("load-%s-np%d" % (transport, np_)))
         cmd = _cmd(np_, transport, [WORKER, "--result-dir", result_dir])
-        start = time.monotonic()
-        code, output = _launch(cmd, os.path.join(result_dir, "output.log"), TIMEOUT)
+        code, output, seconds = _launch(cmd, os.path.join(result_dir, "output.log"), TIMEOUT)
         events = {}
         for path in glob.glob(os.path.join(result_dir, "rank*.events")):
             with open(path) as f:
@@ -69,7 +55,7 @@ def load_job(tmp_path_factory, np_, transport):
                     e = json.loads(line)
                     events.setdefault(e["rank"], []).append(e)
         where = "command: %s\nexit %s after %.0f s\n%s" % (
-            " ".join(cmd), code, time.monotonic() - start, readable_tail(output, 60))
+            " ".join(cmd), code, seconds, readable_tail(output, 60))
         _jobs[key] = (code, events, where)
     code, events, where = _jobs[key]
     assert code is not None, "load job did not finish within %d s\n%s" % (TIMEOUT, where)
@@ -111,7 +97,7 @@ def test_soak_script_short_run(tmp_path):
                            # few steps: allocator noise is not amortised, so the memory
                            # limit is relaxed here; the fd check is exact
                            "--max-growth", "50", "--json", out_json])
-    code, output = _launch(cmd, str(tmp_path / "soak.log"), 300)
+    code, output, _ = _launch(cmd, str(tmp_path / "soak.log"), 300)
     assert code == 0, readable_tail(output)
     for r in range(2):
         assert re.search(r"^\[%d\]<stdout>:soak rank %d: 300 steps x 50 tensors, .* \| PASS$"

@@ -1,21 +1,21 @@
 """The launcher end to end with small plain-Python programs (no TensorFlow).
 
-Each test starts ``python -m tf_hvd.runner`` with at most 3 ranks; every subprocess has
-a timeout and the tests check that no rank (or a rank's child) outlives the launcher.
+Each test starts ``python -m tf_hvd.runner`` with at most 3 ranks through
+tests/jobrunner.py (a hard time limit each) and checks that no rank (or a rank's child)
+outlives the launcher.
 """
 
 import os
 import queue
 import re
 import signal
-import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import pytest
 
+from jobrunner import Job, clean_env, run, wait_gone
 from tf_hvd.runner import mpi
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -23,44 +23,29 @@ PY = sys.executable
 
 
 def _env(extra=None):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    for name in list(env):
-        if name.startswith(("HOROVOD_", "PMI_", "OMPI_")):
-            del env[name]
-    env.update(extra or {})
-    return env
+    return clean_env(extra)
 
 
 def run_launcher(argv, timeout=60, env=None, cwd=None):
-    return subprocess.run([PY, "-m", "tf_hvd.runner"] + argv, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, env=env or _env(), cwd=cwd or REPO,
-                          timeout=timeout)
+    """The launcher's result (stdout/stderr apart, as bytes); fails at ``timeout``."""
+    return run([PY, "-m", "tf_hvd.runner"] + argv, timeout, env=env or _env(),
+               cwd=cwd or REPO, merge_stderr=False).check_finished()
 
 
 class LiveLauncher(object):
     """A launcher whose output is read while it runs."""
 
-    def __init__(self, argv, env=None):
-        self.proc = subprocess.Popen([PY, "-m", "tf_hvd.runner"] + argv,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env or _env(), cwd=REPO)
+    def __init__(self, argv, env=None, grace=5.0):
         self.lines = queue.Queue()
         self.stdout, self.stderr = [], []
-        self._threads = [
-            threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout),
-                             daemon=True),
-            threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr),
-                             daemon=True),
-        ]
-        for t in self._threads:
-            t.start()
+        self.job = Job([PY, "-m", "tf_hvd.runner"] + argv, env=env or _env(), cwd=REPO,
+                       merge_stderr=False, on_line=self._line, grace=grace)
+        self.proc = self.job.proc
+        self.result = None
 
-    def _read(self, pipe, store):
-        for line in pipe:
-            line = line.decode("utf-8", "replace").rstrip("\n")
-            store.append(line)
-            self.lines.put(line)
+    def _line(self, stream, line):
+        (self.stdout if stream == "stdout" else self.stderr).append(line)
+        self.lines.put(line)
 
     def wait_for_lines(self, pattern, count, timeout=30):
         rx = re.compile(pattern)
@@ -69,6 +54,7 @@ class LiveLauncher(object):
         while len(seen) < count:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                self.job.kill()
                 raise AssertionError("timed out waiting for %r; stdout=%r stderr=%r"
                                      % (pattern, self.stdout, self.stderr))
             try:
@@ -80,25 +66,10 @@ class LiveLauncher(object):
         return seen
 
     def wait(self, timeout=60):
-        try:
-            rc = self.proc.wait(timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(10)
-        for t in self._threads:
-            t.join(10)
-        return rc
-
-
-def _alive(pid):
-    """True if the process exists and is not a zombie."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+        """The launcher's exit code; fails (having killed the job) at ``timeout``."""
+        self.result = self.job.wait(timeout)
+        self.result.check_finished()
+        return self.result.returncode
 
 
 def _pids(directory):
@@ -111,15 +82,7 @@ def _pids(directory):
 
 
 def _assert_all_gone(pids, within=5.0):
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.05)
-    survivors = [p for p in pids if _alive(p)]
-    for p in survivors:  # do not leave them behind even when failing
-        try:
-            os.kill(p, signal.SIGKILL)
-        except OSError:
-            pass
+    survivors = wait_gone(pids, within)  # killed, so a failing test leaves nothing behind
     assert not survivors, "processes survived the launcher: %r" % survivors
 
 
@@ -374,13 +337,12 @@ def test_runner_does_not_import_tensorflow():
     code = ("import sys; import tf_hvd.runner.launch, tf_hvd.runner.gloo_run, "
             "tf_hvd.runner.mpi_run, tf_hvd.runner.rendezvous; "
             "print('tensorflow' in sys.modules)")
-    baseline = subprocess.run([PY, "-c", "import sys, tf_hvd; print('tensorflow' in sys.modules)"],
-                              stdout=subprocess.PIPE, env=_env(), cwd=REPO, timeout=120)
+    baseline = run([PY, "-c", "import sys, tf_hvd; print('tensorflow' in sys.modules)"], 120,
+                   env=_env(), merge_stderr=False).check_finished()
     if baseline.stdout.strip() == b"True":
         pytest.skip("tf_hvd/__init__.py itself imports TensorFlow")
-    proc = subprocess.run([PY, "-c", code], stdout=subprocess.PIPE, env=_env(), cwd=REPO,
-                          timeout=60)
-    assert proc.stdout.strip() == b"False"
+    proc = run([PY, "-c", code], 60, env=_env(), merge_stderr=False).check_finished()
+    assert proc.stdout.strip() == b"False", proc.describe()
 
 
 def test_rank_wrapper_runs_without_the_package(tmp_path):
@@ -388,8 +350,8 @@ def test_rank_wrapper_runs_without_the_package(tmp_path):
     env = _env({"PMI_RANK": "4"})
     env.pop("PYTHONPATH")
     probe = _script(tmp_path, "probe.py", "import sys; print('ok', 'tf_hvd' in sys.modules)\n")
-    proc = subprocess.run([PY, mpi.WRAPPER_PATH, "--", PY, probe], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, env=env, cwd=str(tmp_path), timeout=60)
+    proc = run([PY, mpi.WRAPPER_PATH, "--", PY, probe], 60, env=env, cwd=str(tmp_path),
+               merge_stderr=False).check_finished()
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == b"[4]<stdout>:ok False\n"
 
@@ -453,9 +415,9 @@ def test_mpi_mode_without_mpiexec(tmp_path):
     env = _env({"PATH": str(bindir) + os.pathsep + "/usr/bin:/bin"})
     if any(os.path.exists(os.path.join(d, "mpiexec")) for d in ("/usr/bin", "/bin")):
         pytest.skip("a system mpiexec is installed")
-    proc = subprocess.run([str(bindir / "python3"), "-m", "tf_hvd.runner", "-np", "2",
-                           "--mpi", "python3", "-c", "pass"], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, env=env, cwd=REPO, timeout=60)
+    proc = run([str(bindir / "python3"), "-m", "tf_hvd.runner", "-np", "2",
+                "--mpi", "python3", "-c", "pass"], 60, env=env, cwd=REPO,
+               merge_stderr=False).check_finished()
     err = proc.stderr.decode()
     assert proc.returncode == 2, err
     assert err.count("\n") == 1 and err.startswith("tfhvdrun: error: --mpi: mpiexec not found")
@@ -468,7 +430,8 @@ def test_ranks_die_when_launcher_is_killed(tmp_path):
     script = _script(tmp_path, "worker.py", WORKER)
     piddir = tmp_path / "pids"
     piddir.mkdir()
-    launcher = LiveLauncher(["-np", "2", PY, script, str(piddir)])
+    # grace: the ranks get 10 s to go by themselves before the runner counts survivors
+    launcher = LiveLauncher(["-np", "2", PY, script, str(piddir)], grace=10)
     launcher.wait_for_lines(r"<stdout>:ready \d", 2)
     launcher.proc.kill()
     launcher.wait(30)
@@ -476,16 +439,9 @@ def test_ranks_die_when_launcher_is_killed(tmp_path):
     for r in range(2):
         with open(str(piddir / ("pid.%d" % r))) as f:
             rank_pids.append(int(f.read()))
-    try:
-        _assert_all_gone(rank_pids, within=10)
-    finally:
-        # the ranks' own children are beyond PDEATHSIG's reach; clean them up here
-        for r in range(2):
-            with open(str(piddir / ("gpid.%d" % r))) as f:
-                try:
-                    os.kill(int(f.read()), signal.SIGKILL)
-                except OSError:
-                    pass
+    # The ranks' own children are beyond PDEATHSIG's reach (the runner stopped them).
+    assert not set(rank_pids) & set(launcher.result.survivors), launcher.result.describe()
+    _assert_all_gone(rank_pids)
 
 
 def test_program_that_cannot_be_executed(tmp_path):
