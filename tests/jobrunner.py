@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 
@@ -367,3 +368,20 @@ def run(cmd, timeout, env=None, cwd=None, log_path=None, merge_stderr=True, grac
     with Job(cmd, env=env, cwd=cwd, log_path=log_path, merge_stderr=merge_stderr,
              grace=grace, input=input) as job:
         return job.wait(timeout)
+
+
+def run_python(*pieces, timeout=180, env=None, drop=()):
+    """Runs the dedented code ``pieces`` in a fresh ``python -c`` (clean_env() plus
+    ``env``, without the variables named in ``drop``) from the repository root; asserts it
+    succeeded within ``timeout`` s and returns its output (stdout and stderr).
+
+    >>> run_python("print(6 * 7)", timeout=60)
+    '42\\n'
+    """
+    code = "\n".join(textwrap.dedent(p) for p in pieces)
+    job_environment = {k: v for k, v in clean_env().items() if k not in drop}
+    job_environment.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    job_environment.update(env or {})
+    res = run([PYTHON, "-c", code], timeout, env=job_environment)
+    assert res.ok, res.describe(text=res.output[-6000:])
+    return res.output

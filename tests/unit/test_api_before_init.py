@@ -1,24 +1,10 @@
 """The API before hvd.init() and after hvd.shutdown() (fresh processes: init is process-wide)."""
 
-import os
-import subprocess
-import sys
-import textwrap
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from jobrunner import run_python
 
 
 def _run(*pieces, timeout=180):
-    code = "\n".join(textwrap.dedent(p) for p in pieces)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HOROVOD_", "PMI_", "OMPI_", "PMIX_"))}
-    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
-    out = proc.stdout.decode("utf-8", "replace")
-    assert proc.returncode == 0, out[-6000:]
-    return out
+    return run_python(*pieces, timeout=timeout)
 
 
 _CHECK_ALL = """

@@ -6,28 +6,21 @@ failing tests' logs.
 """
 import os
 import re
-import subprocess
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from jobrunner import REPO, clean_env, run
+
+# Same interpreter-finding environment as tools/build_lib.sh: the repository rules must
+# see the real venv, not a test-modified path.
+_DROP = ("PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONHOME", "PYTHONSAFEPATH")
 
 
 def test_bazel_cc_tests_pass():
-    env = dict(os.environ)
-    # Same interpreter-finding environment as tools/build_lib.sh (the repository rules
-    # must see the real venv, not a pytest-modified path).
-    for name in ("PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONHOME", "PYTHONSAFEPATH"):
-        env.pop(name, None)
-    cmd = [os.path.join(ROOT, "tools", "bazel"), "test", "--build_tests_only",
+    env = {k: v for k, v in clean_env().items() if k not in _DROP}
+    cmd = [os.path.join(REPO, "tools", "bazel"), "test", "--build_tests_only",
            "--test_output=errors", "//..."]
-    try:
-        run = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, timeout=900)
-    except subprocess.TimeoutExpired as e:
-        raise AssertionError("`%s` did not finish within 900 s:\n%s" % (
-            " ".join(cmd), (e.output or "")[-8000:] if isinstance(e.output, str) else ""))
-    assert run.returncode == 0, "`%s` exited %d:\n%s" % (" ".join(cmd), run.returncode,
-                                                        run.stdout[-12000:])
+    res = run(cmd, 900, env=env, cwd=REPO)
+    assert res.ok, res.describe(text=res.output[-12000:])
     # At least the two suites ran (a glob or rule change must not silently drop them).
-    passed = re.findall(r"^(//\S+)\s+(?:\(cached\) )?PASSED", run.stdout, re.M)
+    passed = re.findall(r"^(//\S+)\s+(?:\(cached\) )?PASSED", res.output, re.M)
     for target in ("//:core_test", "//:shm_allreduce_test"):
-        assert target in passed, "%s not reported PASSED:\n%s" % (target, run.stdout[-4000:])
+        assert target in passed, "%s not reported PASSED\n%s" % (target, res.describe(60))

@@ -10,13 +10,13 @@ a rank started by tfhvdrun (no launcher involved, so nothing else talks to the s
 
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
 
 import pytest
 
+from jobrunner import clean_env, run
 from tf_hvd.runner import auth
 from tf_hvd.runner.rendezvous import RendezvousServer
 
@@ -43,9 +43,7 @@ hvd.shutdown()
 
 
 def _run_rank(port, secret, rank=0, size=1, timeout_s=3):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HOROVOD_", "PMI_", "OMPI_"))}
-    env.update({
+    env = clean_env({
         "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "3",
         "HOROVOD_RANK": str(rank), "HOROVOD_SIZE": str(size),
         "HOROVOD_LOCAL_RANK": str(rank), "HOROVOD_LOCAL_SIZE": str(size),
@@ -57,9 +55,8 @@ def _run_rank(port, secret, rank=0, size=1, timeout_s=3):
     })
     if secret is not None:
         env[auth.SECRET_ENV] = secret
-    proc = subprocess.run([PY, "-c", INIT], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          env=env, cwd=REPO, timeout=120)
-    return proc.returncode, proc.stdout.decode("utf-8", "replace")
+    res = run([PY, "-c", INIT], 120, env=env, cwd=REPO).check_finished()
+    return res.returncode, res.output
 
 
 def _failure_seconds(out):

@@ -9,7 +9,6 @@ import http.client
 import os
 import shlex
 import socket
-import subprocess
 import sys
 import textwrap
 import threading
@@ -17,6 +16,7 @@ import time
 
 import pytest
 
+from jobrunner import Job, clean_env, run
 from tf_hvd.runner import auth, plan as plan_mod, network, args as cli, ssh
 from tf_hvd.runner import env as rank_env
 from tf_hvd.runner.rendezvous import RendezvousClient, RendezvousError, RendezvousServer
@@ -277,13 +277,10 @@ def test_connection_limit_and_idle_timeout():
 
 # -- what the launcher does with the secret ---------------------------------------------
 
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    for name in list(env):
-        if name.startswith(("HOROVOD_", "PMI_", "OMPI_")):
-            del env[name]
-    return env
+def _launch(argv, timeout=60):
+    """``python -m tf_hvd.runner argv`` to its end (stdout/stderr apart, as bytes)."""
+    return run([PY, "-m", "tf_hvd.runner"] + argv, timeout, env=clean_env(), cwd=REPO,
+               merge_stderr=False).check_finished()
 
 
 def _script(tmp_path, body):
@@ -311,10 +308,8 @@ def test_ranks_get_the_job_secret_and_it_is_never_printed(tmp_path):
     for _ in range(2):
         d = tmp_path / ("job%d" % len(outs))
         d.mkdir()
-        proc = subprocess.run([PY, "-m", "tf_hvd.runner", "-np", "2", "--verbose",
-                               "--output-filename", str(d / "logs"), PY, script, str(d)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
-                              cwd=REPO, timeout=60)
+        proc = _launch(["-np", "2", "--verbose", "--output-filename", str(d / "logs"),
+                        PY, script, str(d)])
         assert proc.returncode == 0, proc.stderr
         secrets_ = {(d / ("secret.%d" % r)).read_text() for r in range(2)}
         assert len(secrets_) == 1
@@ -345,13 +340,11 @@ def test_outsider_is_refused_while_a_job_runs(tmp_path):
             time.sleep(0.05)
         print("value", c.get("job/value"), c.get("job/planted"))
     """)
-    proc = subprocess.Popen([PY, "-m", "tf_hvd.runner", "-np", "1", PY, script,
-                             str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=_env(), cwd=REPO)
-    try:
+    with Job([PY, "-m", "tf_hvd.runner", "-np", "1", PY, script, str(tmp_path)],
+             env=clean_env(), cwd=REPO, merge_stderr=False) as job:
         deadline = time.monotonic() + 30
         while not (tmp_path / "port").exists():
-            assert time.monotonic() < deadline and proc.poll() is None
+            assert time.monotonic() < deadline and job.running()
             time.sleep(0.05)
         port = int((tmp_path / "port").read_text())
         for method, path, body in (("PUT", "/job/value", b"forged"),
@@ -364,14 +357,10 @@ def test_outsider_is_refused_while_a_job_runs(tmp_path):
             assert resp.status == 403 and b"genuine" not in resp.read()
             conn.close()
         (tmp_path / "attacked").write_text("")
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, err
-    assert out.decode().strip() == "[0]<stdout>:value b'genuine' None"
-    err = err.decode()
+        res = job.wait(30).check_finished()
+    assert res.returncode == 0, res.describe()
+    assert res.output.strip() == "[0]<stdout>:value b'genuine' None"
+    err = res.stderr.decode()
     assert "refused a request from 127.0.0.1 (HTTP 403" in err
     assert "refused 4 requests in all" in err
     with pytest.raises(OSError):  # the server stopped with the job
@@ -383,9 +372,7 @@ def test_local_job_server_listens_on_loopback_only(tmp_path):
         import os
         print(os.environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"])
     """)
-    proc = subprocess.run([PY, "-m", "tf_hvd.runner", "-np", "1", "--verbose", PY, script],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
-                          cwd=REPO, timeout=60)
+    proc = _launch(["-np", "1", "--verbose", PY, script])
     assert proc.returncode == 0
     assert "(bound to 127.0.0.1;" in proc.stderr.decode()
     assert proc.stdout.decode().strip() == "[0]<stdout>:127.0.0.1"
@@ -413,8 +400,10 @@ def test_remote_ranks_read_the_secret_from_stdin(monkeypatch):
     remote = ssh.remote_shell_command(
         [PY, "-c", "import os; print(os.environ['%s'], os.environ['HOROVOD_RANK'])"
          % auth.SECRET_ENV], {"HOROVOD_RANK": "1"}, "/tmp", (auth.SECRET_ENV,))
-    out = subprocess.run(["sh", "-c", remote], input=(secret + "\n").encode(),
-                         stdout=subprocess.PIPE, timeout=30, check=True).stdout.decode()
+    res = run(["sh", "-c", remote], 30, env=clean_env(), input=(secret + "\n").encode(),
+              merge_stderr=False).check_finished()
+    assert res.returncode == 0, res.describe()
+    out = res.output
     assert out.split() == [secret, "1"]
     assert shlex.split(argv[-1])[:8] == ["IFS=", "read", "-r", auth.SECRET_ENV, "&&",
                                          "export", auth.SECRET_ENV, "&&"]

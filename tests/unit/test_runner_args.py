@@ -1,10 +1,11 @@
 """tfhvdrun command line: parsing, checks, and the one-line usage errors (exit 2)."""
 
 import os
-import subprocess
 import sys
 
 import pytest
+
+from jobrunner import clean_env, run
 
 from tf_hvd.runner import args as cli
 from tf_hvd.runner import launch
@@ -13,11 +14,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _run_launcher(argv, cwd=None, timeout=60):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "tf_hvd.runner"] + argv,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          cwd=cwd or REPO, env=env, timeout=timeout)
+    return run([sys.executable, "-m", "tf_hvd.runner"] + argv, timeout, env=clean_env(),
+               cwd=cwd or REPO, merge_stderr=False).check_finished()
 
 
 # -- parsing ------------------------------------------------------------------------

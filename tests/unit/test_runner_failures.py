@@ -2,11 +2,12 @@
 launcher doing it end to end in both modes with a rank whose teardown is slow."""
 
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from jobrunner import clean_env, run, tfhvdrun_cmd
 
 from tf_hvd.runner import failures, mpi
 from tf_hvd.runner.failures import Outcome
@@ -78,14 +79,8 @@ sys.exit(7)
 def _run(tmp_path, extra):
     script = tmp_path / "slow.py"
     script.write_text(textwrap.dedent(SLOW_TEARDOWN))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    for name in list(env):
-        if name.startswith(("HOROVOD_", "PMI_", "OMPI_")):
-            del env[name]
-    return subprocess.run([PY, "-m", "tf_hvd.runner", "-np", "3"] + extra + [PY, str(script)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO,
-                          timeout=90)
+    return run(tfhvdrun_cmd(3, launcher_args=extra) + [PY, str(script)], 90, env=clean_env(),
+               cwd=REPO, merge_stderr=False).check_finished()
 
 
 @pytest.mark.parametrize("mode", ["gloo", "mpi"])

@@ -4,29 +4,14 @@ allocator (tf_hvd/tf_threads.py).
 Each case runs in a fresh process: the settings only apply before TensorFlow's
 runtime starts, once per process."""
 
-import os
-import subprocess
-import sys
-import textwrap
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from jobrunner import run_python
 
 
 def _run(*pieces, env_extra=None, timeout=180):
-    code = "\n".join(textwrap.dedent(p) for p in pieces)
     # hvd.init() in the test process itself (other test files) sets
     # TF_CPU_ALLOCATOR_USE_BFC: each case starts from TensorFlow's defaults.
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HOROVOD_", "PMI_", "OMPI_", "PMIX_"))
-           and k != "TF_CPU_ALLOCATOR_USE_BFC"}
-    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.update(env_extra or {})
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
-    out = proc.stdout.decode("utf-8", "replace")
-    assert proc.returncode == 0, out[-6000:]
-    return out
+    return run_python(*pieces, timeout=timeout, env=env_extra,
+                      drop=("TF_CPU_ALLOCATOR_USE_BFC",))
 
 
 def test_two_local_ranks_split_cores_and_stop_spinning():
