@@ -15,7 +15,7 @@ import os
 
 import tensorflow as tf
 
-from tf_hvd import tf_threads
+from tf_hvd import build_info, tf_threads
 
 # Reduce operations; the integers are the values the ops' ``reduce_op`` attr takes.
 Average = 0
@@ -59,6 +59,9 @@ def _find_library():
 
 def _load():
     path = _find_library()
+    # A library built for another TensorFlow would fail inside the loader with an
+    # undefined symbol; say which versions differ instead.
+    build_info.check_library(path)
     op_lib = tf.load_op_library(path)
     if os.path.dirname(os.path.abspath(path)) == _PACKAGE_DIR:
         module = importlib.import_module("tf_hvd._hvd")
