@@ -57,6 +57,11 @@ PYBIND11_MODULE(_hvd, m) {
           d["type"] = tfhvd::KnobTypeName(k.type);
           d["default"] = k.default_text;
           d["values"] = k.values;
+          bool numeric = k.type != tfhvd::KnobType::BOOL && k.type != tfhvd::KnobType::STRING &&
+                         k.type != tfhvd::KnobType::ENUM;
+          d["min"] = numeric ? py::object(py::float_(k.min)) : py::object(py::none());
+          d["max"] = numeric && k.max < tfhvd::kNoMax ? py::object(py::float_(k.max))
+                                                      : py::object(py::none());
           d["set_by"] = k.set_by;
           d["flag"] = k.flag;
           d["meaning"] = k.meaning;
@@ -65,7 +70,7 @@ PYBIND11_MODULE(_hvd, m) {
         return out;
       },
       "The HOROVOD_* knobs tf_hvd reads (cc/common/knobs.cc), as dicts: name, type, "
-      "default, values (enums), set_by, flag (tfhvdrun), meaning.");
+      "default, values (enums), min/max (numbers; max None: unbounded), set_by, flag (tfhvdrun), meaning.");
   m.def(
       "knob_values",
       [] {
