@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "cc/common/coordinator.h"
 #include "cc/common/fusion.h"
 #include "cc/common/half.h"
+#include "cc/common/knobs.h"
 #include "cc/common/message.h"
 #include "cc/common/parameters.h"
 #include "cc/common/reduce_kernels.h"
@@ -334,6 +336,53 @@ void TestWideReductionsMatchScalar() {
   }
 }
 
+
+// The knob list: strict parsing, defaults and the values that follow others.
+void TestKnobs() {
+  auto parse = [](std::map<std::string, std::string> env, Parameters* p) {
+    return Parameters::FromLookup(
+        [&env](const char* name) -> const char* {
+          auto it = env.find(name);
+          return it == env.end() ? nullptr : it->second.c_str();
+        },
+        p);
+  };
+  Parameters p;
+  EXPECT(parse({}, &p).ok());
+  EXPECT(p.fusion_threshold_bytes == 64 * 1024 * 1024 && p.rank == -1 && p.local_rank == -1 &&
+         p.local_size == 1 && p.stall_check && p.log_level == "warning" && p.tf_threads);
+  EXPECT(parse({{"HOROVOD_RANK", "3"}, {"HOROVOD_SIZE", "4"}, {"HOROVOD_STALL_CHECK_DISABLE", "Yes"},
+                {"HOROVOD_GLOO_DIRECT_MAX_BYTES", "1048576"}, {"HOROVOD_CYCLE_TIME", " 0.25 "},
+                {"HOROVOD_LOG_LEVEL", "INFO"}, {"HOROVOD_TIMELINE", ""}}, &p).ok());
+  EXPECT(p.rank == 3 && p.size == 4 && p.local_rank == 3 && p.local_size == 4);
+  EXPECT(!p.stall_check && p.gloo_direct_max_bytes == 1048576 && p.cycle_time_ms == 0.25);
+  EXPECT(p.log_level == "info" && p.timeline_path.empty());
+  Status s = parse({{"HOROVOD_GLOO_DIRECT_MAX_BYTES", "1M"}}, &p);
+  EXPECT(!s.ok() && s.code() == Status::INVALID_ARGUMENT &&
+         Contains(s.message(), "HOROVOD_GLOO_DIRECT_MAX_BYTES='1M' is not a valid value: expected"));
+  for (const char* bad : {"abc", "-1", "1e3x", "inf", "nan", "0x10"}) {
+    s = parse({{"HOROVOD_GLOO_TIMEOUT_SECONDS", bad}}, &p);
+    EXPECT(!s.ok() && Contains(s.message(), std::string("'") + bad + "'"));
+  }
+  s = parse({{"HOROVOD_CONTROLLER", "foo"}}, &p);
+  EXPECT(!s.ok() && Contains(s.message(), "expected one of gloo, mpi"));
+  s = parse({{"HOROVOD_SHM_ALLREDUCE", "on"}}, &p);
+  EXPECT(!s.ok() && Contains(s.message(), "one of 1, 0, true, false, yes, no"));
+  s = parse({{"HOROVOD_SHM_SLOT_BYTES", "4095"}}, &p);
+  EXPECT(!s.ok() && Contains(s.message(), "from 4096 to 4294967296"));
+  // Every plain default in the list parses to the value used when unset.
+  Parameters defaults, parsed;
+  for (const KnobSpec& k : Knobs()) {
+    if (k.default_text[0] == '(') continue;
+    EXPECT(ParseKnob(k, k.default_text, &parsed).ok());
+    EXPECT(KnobValueText(k, parsed) == KnobValueText(k, defaults));
+  }
+  char foo[] = "HOROVOD_FOO=1", rank[] = "HOROVOD_RANK=0", path[] = "PATH=/bin", bare[] = "HOROVOD_BAR";
+  char* environ_like[] = {foo, rank, path, bare, nullptr};
+  auto unknown = UnknownKnobs(environ_like);
+  EXPECT(unknown.size() == 2 && unknown[0] == "HOROVOD_BAR" && unknown[1] == "HOROVOD_FOO");
+}
+
 }  // namespace
 
 int main() {
@@ -346,6 +395,7 @@ int main() {
   TestCoordinatorStallShutdown();
   TestHalfConversions();
   TestReduceKernels();
+  TestKnobs();
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }
