@@ -157,7 +157,8 @@ def init(comm=None, process_sets=None):
         raise NotImplementedError(
             "tf_hvd.init(process_sets=...) is not supported: only the global "
             "process set exists.")
-    tf_threads.knob()  # a malformed value fails before joining the job
+    # Parses every HOROVOD_* knob (HOROVOD_TF_THREADS included) before joining
+    # the job: a malformed one raises RuntimeError naming it.
     _lib.init()
     tf_threads.configure(_lib.local_size())
     if not _atexit_registered:

@@ -49,13 +49,10 @@ def _runtime_started(ctx):
 
 
 def knob():
-    """HOROVOD_TF_THREADS: '' (default), '0' or '1'; anything else is an error naming it."""
-    value = os.environ.get("HOROVOD_TF_THREADS", "").strip()
-    if value not in ("", "0", "1"):
-        raise RuntimeError("Horovod initialization failed: HOROVOD_TF_THREADS='%s' is not a "
-                           "valid value: expected 0 (leave TensorFlow's thread pools alone) "
-                           "or 1 (split the cores between local ranks, no spinning)" % value)
-    return value
+    """HOROVOD_TF_THREADS as a bool (default True), parsed by the library's one knob
+    parser (cc/common/knobs.cc); a malformed value raises RuntimeError naming it."""
+    from tf_hvd.basics import _lib
+    return _lib.knob_values()["HOROVOD_TF_THREADS"]
 
 
 def _use_caching_allocator(ctx):
@@ -76,7 +73,7 @@ def configure(local_size):
 
 
 def _configure_threads(local_size):
-    if knob() == "0":
+    if not knob():
         return {"configured": False, "reason": "HOROVOD_TF_THREADS=0"}
     if local_size <= 1:
         return {"configured": False, "reason": "one rank on this host"}

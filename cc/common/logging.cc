@@ -3,7 +3,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
@@ -12,19 +11,7 @@ namespace tfhvd {
 
 namespace {
 std::atomic<int> log_rank{-1};
-
-LogLevel ParseLevel(const char* value) {
-  if (value == nullptr) return LogLevel::WARNING;
-  std::string v(value);
-  for (auto& c : v) c = static_cast<char>(std::tolower(c));
-  if (v == "trace") return LogLevel::TRACE;
-  if (v == "debug") return LogLevel::DEBUG;
-  if (v == "info") return LogLevel::INFO;
-  if (v == "warning" || v == "warn") return LogLevel::WARNING;
-  if (v == "error") return LogLevel::ERROR;
-  if (v == "fatal") return LogLevel::FATAL;
-  return LogLevel::WARNING;
-}
+std::atomic<LogLevel> min_level{LogLevel::WARNING};
 
 const char* LevelName(LogLevel level) {
   switch (level) {
@@ -39,10 +26,18 @@ const char* LevelName(LogLevel level) {
 }
 }  // namespace
 
-LogLevel MinLogLevel() {
-  static const LogLevel level = ParseLevel(std::getenv("HOROVOD_LOG_LEVEL"));
-  return level;
+LogLevel LogLevelFromName(const std::string& v) {
+  if (v == "trace") return LogLevel::TRACE;
+  if (v == "debug") return LogLevel::DEBUG;
+  if (v == "info") return LogLevel::INFO;
+  if (v == "error") return LogLevel::ERROR;
+  if (v == "fatal") return LogLevel::FATAL;
+  return LogLevel::WARNING;
 }
+
+LogLevel MinLogLevel() { return min_level.load(std::memory_order_relaxed); }
+
+void SetMinLogLevel(LogLevel level) { min_level = level; }
 
 void SetLogRank(int rank) { log_rank = rank; }
 

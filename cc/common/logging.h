@@ -1,15 +1,20 @@
-// Leveled logging to stderr with a rank prefix (HOROVOD_LOG_LEVEL).
+// Leveled logging to stderr with a rank prefix. The level is HOROVOD_LOG_LEVEL,
+// parsed with the other knobs (parameters.h) and set once at hvd.init().
 #ifndef TFHVD_COMMON_LOGGING_H_
 #define TFHVD_COMMON_LOGGING_H_
 
 #include <sstream>
+#include <string>
 
 namespace tfhvd {
 
 enum class LogLevel { TRACE = 0, DEBUG, INFO, WARNING, ERROR, FATAL };
 
-// Reads HOROVOD_LOG_LEVEL once; default WARNING.
+// Messages below this level are dropped; WARNING until init sets it.
 LogLevel MinLogLevel();
+void SetMinLogLevel(LogLevel level);
+// "trace" .. "fatal" (HOROVOD_LOG_LEVEL's values, lower case); anything else: WARNING.
+LogLevel LogLevelFromName(const std::string& name);
 void SetLogRank(int rank);
 
 class LogMessage : public std::basic_ostringstream<char> {

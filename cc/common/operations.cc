@@ -10,9 +10,13 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include <unistd.h>  // environ
 
 #include "cc/common/collective_ops.h"
 #include "cc/common/controller.h"
+#include "cc/common/knobs.h"
 #include "cc/common/local_transport.h"
 #include "cc/common/logging.h"
 #include "cc/common/malloc_tuning.h"
@@ -58,17 +62,19 @@ bool EnvSet(const char* name) {
   return v != nullptr && *v != '\0';
 }
 
-Status CreateTransport(std::unique_ptr<Transport>* out) {
-  std::string choice = EnvSet("HOROVOD_CONTROLLER") ? std::getenv("HOROVOD_CONTROLLER") : "";
+Status CreateTransport(const Parameters& params, std::unique_ptr<Transport>* out) {
+  std::string choice = params.controller;
+  // The MPI launchers' own variables (not knobs): started by mpirun/mpiexec.
   bool under_mpi = EnvSet("PMI_RANK") || EnvSet("PMI_SIZE") || EnvSet("OMPI_COMM_WORLD_RANK");
+  bool launched_by_tfhvdrun = params.rank >= 0;
   if (choice.empty()) {
     if (under_mpi) choice = "mpi";
-    else if (EnvSet("HOROVOD_RANK")) choice = "gloo";
+    else if (launched_by_tfhvdrun) choice = "gloo";
     else choice = "local";
   }
   if (choice == "mpi") {
 #if HAVE_MPI
-    out->reset(new MpiTransport(State().params));
+    out->reset(new MpiTransport(params));
     return Status();
 #else
     return Status::Precondition("this tf_hvd build has no MPI support");
@@ -76,22 +82,32 @@ Status CreateTransport(std::unique_ptr<Transport>* out) {
   }
   if (choice == "gloo") {
 #if HAVE_GLOO
-    if (!EnvSet("HOROVOD_RANK")) {
+    if (!launched_by_tfhvdrun) {
       out->reset(new LocalTransport());
       return Status();
     }
-    out->reset(new GlooTransport(State().params));
+    out->reset(new GlooTransport(params));
     return Status();
 #else
     return Status::Precondition("this tf_hvd build has no Gloo support");
 #endif
   }
-  if (choice == "local") {
-    out->reset(new LocalTransport());
-    return Status();
-  }
-  return Status::InvalidArgument("HOROVOD_CONTROLLER='" + choice +
-                                 "' is not one of: gloo, mpi");
+  out->reset(new LocalTransport());
+  return Status();
+}
+
+// A HOROVOD_* variable that is not a knob is probably a typo or a knob of
+// another version: say so once per process instead of ignoring it.
+void WarnAboutUnknownKnobs() {
+  static bool warned = false;
+  if (warned) return;
+  warned = true;
+  std::vector<std::string> unknown = UnknownKnobs(environ);
+  if (unknown.empty()) return;
+  std::string names;
+  for (const auto& n : unknown) names += (names.empty() ? "" : ", ") + n;
+  TFHVD_LOG(WARNING) << "ignoring environment variable" << (unknown.size() > 1 ? "s " : " ")
+                     << names << ": not a tf_hvd knob (the README's Knobs section lists them)";
 }
 
 void SetStopped(GlobalState& st, const Status& s) {
@@ -103,11 +119,9 @@ void SetStopped(GlobalState& st, const Status& s) {
 void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready) {
   Status s = st->transport->Init(&st->topology);
   if (s.ok()) SetLogRank(st->topology.rank);
-  if (s.ok() && st->topology.rank == 0 && EnvSet("HOROVOD_TIMELINE")) {
+  if (s.ok() && st->topology.rank == 0 && !st->params.timeline_path.empty()) {
     std::string error;
-    if (!GlobalTimeline().Start(std::getenv("HOROVOD_TIMELINE"),
-                                EnvSet("HOROVOD_TIMELINE_MARK_CYCLES") &&
-                                    std::string(std::getenv("HOROVOD_TIMELINE_MARK_CYCLES")) != "0",
+    if (!GlobalTimeline().Start(st->params.timeline_path, st->params.timeline_mark_cycles,
                                 &error)) {
       TFHVD_LOG(WARNING) << error;
     }
@@ -187,10 +201,12 @@ Status Initialize() {
   if (st.background.joinable()) st.background.join();
   Status s = Parameters::FromEnvironment(&st.params);
   if (!s.ok()) return Status(s.code(), "Horovod initialization failed: " + s.message());
+  SetMinLogLevel(LogLevelFromName(st.params.log_level));
+  WarnAboutUnknownKnobs();
   if (st.params.malloc_reuse) KeepLargeBuffersInHeap();
   st.queue.reset(new TensorQueue());
   st.shutdown_requested = false;
-  s = CreateTransport(&st.transport);
+  s = CreateTransport(st.params, &st.transport);
   if (!s.ok()) return s;
   auto ready = std::make_shared<std::promise<Status>>();
   std::future<Status> result = ready->get_future();

@@ -1,32 +1,69 @@
-// Tunable knobs of the core, read from Horovod's environment variables.
+// Every HOROVOD_* knob the library reads, parsed once at hvd.init() (the list
+// of knobs, their types, defaults and meanings is cc/common/knobs.cc) and
+// handed down: the core, the transports and logging read these fields, never
+// the environment.
 #ifndef TFHVD_COMMON_PARAMETERS_H_
 #define TFHVD_COMMON_PARAMETERS_H_
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "cc/common/common.h"
 
 namespace tfhvd {
 
 struct Parameters {
+  // --- the core ---
   int64_t fusion_threshold_bytes = 64 * 1024 * 1024;  // HOROVOD_FUSION_THRESHOLD; 0 = off
   double cycle_time_ms = 1.0;                          // HOROVOD_CYCLE_TIME
   int64_t cache_capacity = 1024;                       // HOROVOD_CACHE_CAPACITY; 0 = off
-  bool stall_check = true;                             // !HOROVOD_STALL_CHECK_DISABLE
+  bool stall_check_disable = false;                    // HOROVOD_STALL_CHECK_DISABLE
+  bool stall_check = true;                             // = !stall_check_disable
   double stall_warning_s = 60.0;                       // HOROVOD_STALL_CHECK_TIME_SECONDS
   double stall_shutdown_s = 0.0;                       // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
   bool malloc_reuse = true;                            // HOROVOD_MALLOC_REUSE (malloc_tuning.h)
-  // Allreduces of at least shm_min_bytes between ranks that all share one host
-  // go through shared memory (shm_allreduce.h) in blocks of shm_slot_bytes.
+  std::string timeline_path;                           // HOROVOD_TIMELINE; "" = off
+  bool timeline_mark_cycles = false;                   // HOROVOD_TIMELINE_MARK_CYCLES
+  std::string log_level = "warning";                   // HOROVOD_LOG_LEVEL (lower case)
+  std::string controller;                              // HOROVOD_CONTROLLER; "" = auto
   // How long a rank waiting for its peers (Gloo socket-mesh transfers, the MPI
   // per-round exchange) keeps retrying, yielding the core, before it sleeps.
   int64_t spin_us = 5000;                              // HOROVOD_SPIN_US
+  // Allreduces of at least shm_min_bytes between ranks that all share one host
+  // go through shared memory (shm_allreduce.h) in blocks of shm_slot_bytes.
   bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
   int64_t shm_min_bytes = 256 * 1024;                  // HOROVOD_SHM_MIN_BYTES
   int64_t shm_slot_bytes = 4 * 1024 * 1024;            // HOROVOD_SHM_SLOT_BYTES (>= 4096)
 
-  // Fails with a message naming the variable when a knob is malformed.
+  // --- the job's shape, set by the launcher (tfhvdrun); -1 = not set ---
+  int64_t rank = -1;        // HOROVOD_RANK (set: the Gloo transport is used)
+  int64_t size = 1;         // HOROVOD_SIZE
+  int64_t local_rank = -1;  // HOROVOD_LOCAL_RANK; unset: = rank
+  int64_t local_size = -1;  // HOROVOD_LOCAL_SIZE; unset: = size
+  int64_t cross_rank = 0;   // HOROVOD_CROSS_RANK
+  int64_t cross_size = 1;   // HOROVOD_CROSS_SIZE
+
+  // --- Gloo ---
+  std::string hostname = "127.0.0.1";  // HOROVOD_HOSTNAME
+  std::string gloo_iface;              // HOROVOD_GLOO_IFACE
+  std::string rendezvous_addr;         // HOROVOD_GLOO_RENDEZVOUS_ADDR
+  int64_t rendezvous_port = 0;         // HOROVOD_GLOO_RENDEZVOUS_PORT
+  std::string rendezvous_secret;       // HOROVOD_GLOO_RENDEZVOUS_SECRET
+  double gloo_timeout_s = 0;           // HOROVOD_GLOO_TIMEOUT_SECONDS; 0 = 120 start, 30 per op
+  double gloo_op_timeout_s = 0;        // HOROVOD_GLOO_OP_TIMEOUT_SECONDS; 0 = as above
+  int64_t gloo_direct_max_bytes = 256 * 1024;  // HOROVOD_GLOO_DIRECT_MAX_BYTES
+
+  // --- read by the Python package at hvd.init() ---
+  bool tf_threads = true;              // HOROVOD_TF_THREADS (tf_hvd/tf_threads.py)
+
+  // Parses every knob from the environment (unset or empty: the default).
+  // A malformed value fails with a message naming the variable, the value
+  // and what was expected.
   static Status FromEnvironment(Parameters* out);
+  // The same from any lookup (name -> value or nullptr); used by the tests.
+  static Status FromLookup(const std::function<const char*(const char*)>& lookup,
+                           Parameters* out);
 };
 
 }  // namespace tfhvd

@@ -5,8 +5,11 @@
 
 #include <stdexcept>
 #include <string>
+#include <variant>
 
+#include "cc/common/knobs.h"
 #include "cc/common/operations.h"
+#include "cc/common/parameters.h"
 
 namespace py = pybind11;
 
@@ -17,6 +20,12 @@ const char kNotInitialized[] = "Horovod has not been initialized; use hvd.init()
 tfhvd::Topology RequireTopology() {
   if (!tfhvd::TopologyKnown()) throw py::value_error(kNotInitialized);
   return tfhvd::GetTopology();
+}
+
+// One knob's value in Python terms: bool, int, float or str.
+py::object KnobValue(const tfhvd::KnobSpec& spec, const tfhvd::Parameters& p) {
+  return std::visit([&p](auto member) -> py::object { return py::cast(p.*member); },
+                    spec.target);
 }
 
 bool TransportIs(const char* name) {
@@ -38,6 +47,63 @@ PYBIND11_MODULE(_hvd, m) {
         if (!s.ok()) throw std::runtime_error(s.message());
       },
       "Starts the background thread and connects to the other ranks.");
+  m.def(
+      "knobs",
+      [] {
+        py::list out;
+        for (const auto& k : tfhvd::Knobs()) {
+          py::dict d;
+          d["name"] = k.name;
+          d["type"] = tfhvd::KnobTypeName(k.type);
+          d["default"] = k.default_text;
+          d["values"] = k.values;
+          bool numeric = k.type != tfhvd::KnobType::BOOL && k.type != tfhvd::KnobType::STRING &&
+                         k.type != tfhvd::KnobType::ENUM;
+          d["min"] = numeric ? py::object(py::float_(k.min)) : py::object(py::none());
+          d["max"] = numeric && k.max < tfhvd::kNoMax ? py::object(py::float_(k.max))
+                                                      : py::object(py::none());
+          d["set_by"] = k.set_by;
+          d["flag"] = k.flag;
+          d["meaning"] = k.meaning;
+          out.append(d);
+        }
+        return out;
+      },
+      "The HOROVOD_* knobs tf_hvd reads (cc/common/knobs.cc), as dicts: name, type, "
+      "default, values (enums), min/max (numbers; max None: unbounded), set_by, flag (tfhvdrun), meaning.");
+  m.def(
+      "knob_values",
+      [] {
+        tfhvd::Parameters p;
+        tfhvd::Status s = tfhvd::Parameters::FromEnvironment(&p);
+        if (!s.ok()) throw std::runtime_error("Horovod initialization failed: " + s.message());
+        py::dict out;
+        for (const auto& k : tfhvd::Knobs()) out[k.name] = KnobValue(k, p);
+        return out;
+      },
+      "Every knob parsed from the environment now, by name (the same parser as init); "
+      "a malformed value raises RuntimeError naming it.");
+  m.def(
+      "parse_knob",
+      [](const std::string& name, const std::string& text) {
+        const tfhvd::KnobSpec* spec = tfhvd::FindKnob(name);
+        if (spec == nullptr) throw py::key_error(name + " is not a tf_hvd knob");
+        tfhvd::Parameters p;
+        tfhvd::Status s = tfhvd::ParseKnob(*spec, text, &p);
+        if (!s.ok()) throw py::value_error(s.message());
+        return KnobValue(*spec, p);
+      },
+      py::arg("name"), py::arg("text"), "Parses one knob's text as init would.");
+  m.def(
+      "default_knob_values",
+      [] {
+        tfhvd::Parameters p;
+        tfhvd::Parameters::FromLookup([](const char*) -> const char* { return nullptr; }, &p);
+        py::dict out;
+        for (const auto& k : tfhvd::Knobs()) out[k.name] = KnobValue(k, p);
+        return out;
+      },
+      "Every knob's value when nothing is set.");
   m.def("shutdown", [] {
     py::gil_scoped_release release;
     tfhvd::Shutdown();

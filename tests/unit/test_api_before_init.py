@@ -89,7 +89,7 @@ def test_malformed_shared_memory_knobs_fail_init_naming_them():
         import tf_hvd as hvd
         for name, value, says in (("HOROVOD_SHM_SLOT_BYTES", "100", "from 4096 to"),
                                   ("HOROVOD_SHM_MIN_BYTES", "lots", "non-negative number"),
-                                  ("HOROVOD_SHM_ALLREDUCE", "-1", "non-negative number")):
+                                  ("HOROVOD_SHM_ALLREDUCE", "-1", "one of 1, 0, true, false, yes, no")):
             os.environ[name] = value
             try:
                 hvd.init()

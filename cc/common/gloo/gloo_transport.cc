@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -24,16 +25,6 @@
 namespace tfhvd {
 
 namespace {
-
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
-}
-
-std::string EnvStr(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
 
 // Runs a Gloo call, turning its exceptions into a Status: a peer that died or
 // closed its connection shows up here.
@@ -75,20 +66,20 @@ void* NonNull(void* p) { return p ? p : dummy_byte; }
 }  // namespace
 
 Status GlooTransport::Init(Topology* topology) {
-  topology->rank = EnvInt("HOROVOD_RANK", 0);
-  topology->size = EnvInt("HOROVOD_SIZE", 1);
-  topology->local_rank = EnvInt("HOROVOD_LOCAL_RANK", topology->rank);
-  topology->local_size = EnvInt("HOROVOD_LOCAL_SIZE", topology->size);
-  topology->cross_rank = EnvInt("HOROVOD_CROSS_RANK", 0);
-  topology->cross_size = EnvInt("HOROVOD_CROSS_SIZE", 1);
+  topology->rank = static_cast<int>(params_.rank);
+  topology->size = static_cast<int>(params_.size);
+  topology->local_rank = static_cast<int>(params_.local_rank);
+  topology->local_size = static_cast<int>(params_.local_size);
+  topology->cross_rank = static_cast<int>(params_.cross_rank);
+  topology->cross_size = static_cast<int>(params_.cross_size);
   rank_ = topology->rank;
   size_ = topology->size;
   if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
     return Status::InvalidArgument("HOROVOD_RANK=" + std::to_string(rank_) +
                                    " is not within HOROVOD_SIZE=" + std::to_string(size_));
   }
-  std::string addr = EnvStr("HOROVOD_GLOO_RENDEZVOUS_ADDR", "");
-  int port = EnvInt("HOROVOD_GLOO_RENDEZVOUS_PORT", 0);
+  std::string addr = params_.rendezvous_addr;
+  int port = static_cast<int>(params_.rendezvous_port);
   if (addr.empty() || port <= 0) {
     return Status::InvalidArgument(
         "HOROVOD_RANK/HOROVOD_SIZE are set but HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT are "
@@ -97,18 +88,19 @@ Status GlooTransport::Init(Topology* topology) {
   // HOROVOD_GLOO_TIMEOUT_SECONDS bounds both the rendezvous and every
   // collective (a frozen peer fails the job instead of hanging it). Unset,
   // start-up gets longer (ranks may still be importing TensorFlow).
-  int timeout_s = EnvInt("HOROVOD_GLOO_TIMEOUT_SECONDS", 0);
+  int timeout_s = static_cast<int>(std::ceil(params_.gloo_timeout_s));
   int start_timeout_s = timeout_s > 0 ? timeout_s : 120;
-  int op_timeout_s = EnvInt("HOROVOD_GLOO_OP_TIMEOUT_SECONDS", timeout_s > 0 ? timeout_s : 30);
+  int op_timeout_s = params_.gloo_op_timeout_s > 0 ? static_cast<int>(std::ceil(params_.gloo_op_timeout_s))
+                                                   : (timeout_s > 0 ? timeout_s : 30);
   // Up to this size an allreduce is latency-bound: one gather over the mesh
   // beats Gloo's ring (measured by python/benchmarks/allreduce_bench.py).
-  direct_max_bytes_ = EnvInt("HOROVOD_GLOO_DIRECT_MAX_BYTES", 256 * 1024);
+  direct_max_bytes_ = params_.gloo_direct_max_bytes;
   std::string mesh_host;
   Status mesh_status;
   Status s = Guard("rendezvous", [&] {
     gloo::transport::tcp::attr attr;
-    attr.hostname = EnvStr("HOROVOD_HOSTNAME", "127.0.0.1");
-    std::string iface = EnvStr("HOROVOD_GLOO_IFACE", "");
+    attr.hostname = params_.hostname;
+    std::string iface = params_.gloo_iface;
     mesh_host = attr.hostname;
     if (!iface.empty()) {
       attr.iface = iface;
@@ -117,7 +109,8 @@ Status GlooTransport::Init(Topology* topology) {
       if (mesh_host.empty()) throw std::runtime_error("interface " + iface + " has no IPv4 address");
     }
     auto device = gloo::transport::tcp::CreateDevice(attr);
-    HttpStore store(addr, port, "gloo", std::chrono::seconds(start_timeout_s));
+    HttpStore store(addr, port, "gloo", std::chrono::seconds(start_timeout_s),
+                    params_.rendezvous_secret, size_);
     // Each init() in a process rendezvouses under a fresh prefix, so that an
     // init after shutdown does not read the previous run's addresses.
     static int generation = 0;
@@ -128,8 +121,7 @@ Status GlooTransport::Init(Topology* topology) {
     context->setTimeout(std::chrono::seconds(op_timeout_s));
     context->connectFullMesh(prefixed, device);
     context_ = context;
-    const char* secret = std::getenv(HttpStore::kSecretEnv);
-    mesh_status = mesh_.Connect(rank_, size_, mesh_host, prefixed, secret ? secret : "",
+    mesh_status = mesh_.Connect(rank_, size_, mesh_host, prefixed, params_.rendezvous_secret,
                                 std::chrono::seconds(start_timeout_s),
                                 std::chrono::seconds(op_timeout_s));
     if (!mesh_status.ok()) return;

@@ -167,15 +167,14 @@ std::string JoinRanks(const std::vector<int>& ranks) {
 }  // namespace
 
 HttpStore::HttpStore(std::string host, int port, std::string scope,
-                     std::chrono::milliseconds timeout)
+                     std::chrono::milliseconds timeout, std::string secret, int job_size)
     : host_(std::move(host)),
       port_(port),
       scope_(std::move(scope)),
       timeout_(timeout),
-      nonce_prefix_(RandomHex(16)) {
-  const char* secret = std::getenv(kSecretEnv);
-  if (secret != nullptr) secret_ = secret;
-}
+      secret_(std::move(secret)),
+      job_size_(job_size),
+      nonce_prefix_(RandomHex(16)) {}
 
 std::string HttpStore::Path(const std::string& key) const {
   return "/" + PercentEncode(scope_) + "/" + PercentEncode(key);
@@ -320,8 +319,7 @@ std::string HttpStore::DescribeMissingRanks(const std::string& key) {
   // Gloo's full-mesh rendezvous publishes "<prefix>/rank_<r>" (host names) and
   // "<prefix>/<r>" (pair addresses) for every rank r.
   size_t slash = key.rfind('/');
-  const char* size_env = std::getenv("HOROVOD_SIZE");
-  if (slash == std::string::npos || size_env == nullptr || !AllDigits(size_env)) return "";
+  if (slash == std::string::npos) return "";
   std::string prefix = key.substr(0, slash + 1);
   std::string last = key.substr(slash + 1);
   if (last.compare(0, 5, "rank_") == 0) {
@@ -329,7 +327,7 @@ std::string HttpStore::DescribeMissingRanks(const std::string& key) {
     last = last.substr(5);
   }
   if (!AllDigits(last)) return "";
-  int size = std::atoi(size_env);
+  int size = job_size_;
   if (size <= 0 || size > (1 << 16)) return "";
   std::vector<int> present, missing;
   for (int r = 0; r < size; ++r) {

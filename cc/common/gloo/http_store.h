@@ -20,10 +20,11 @@ namespace tfhvd {
 
 class HttpStore : public gloo::rendezvous::Store {
  public:
-  // The secret is read from HOROVOD_GLOO_RENDEZVOUS_SECRET (unset: requests go
-  // out unsigned and the launcher's server refuses them with a clear error).
+  // secret: the job's HOROVOD_GLOO_RENDEZVOUS_SECRET (empty: requests go out
+  // unsigned and the launcher's server refuses them with a clear error);
+  // job_size: HOROVOD_SIZE, to name the ranks that did not check in.
   HttpStore(std::string host, int port, std::string scope,
-            std::chrono::milliseconds timeout);
+            std::chrono::milliseconds timeout, std::string secret, int job_size);
 
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;
@@ -31,6 +32,7 @@ class HttpStore : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
 
+  // The variable that carries the secret (named in error messages).
   static constexpr const char* kSecretEnv = "HOROVOD_GLOO_RENDEZVOUS_SECRET";
 
  private:
@@ -46,7 +48,7 @@ class HttpStore : public gloo::rendezvous::Store {
   std::string Path(const std::string& key) const;
   std::string Where() const;
   // For a timed-out wait on "<prefix>/<rank>": which ranks have published
-  // "<prefix>/<r>" (r < HOROVOD_SIZE) and which have not.
+  // "<prefix>/<r>" (r < job_size_) and which have not.
   std::string DescribeMissingRanks(const std::string& key);
 
   std::string host_;
@@ -54,6 +56,7 @@ class HttpStore : public gloo::rendezvous::Store {
   std::string scope_;
   std::chrono::milliseconds timeout_;
   std::string secret_;
+  int job_size_;
   std::string nonce_prefix_;
   std::atomic<uint64_t> nonce_counter_{0};
 };

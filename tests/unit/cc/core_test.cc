@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "cc/common/coordinator.h"
 #include "cc/common/fusion.h"
 #include "cc/common/half.h"
+#include "cc/common/knobs.h"
 #include "cc/common/message.h"
 #include "cc/common/parameters.h"
 #include "cc/common/reduce_kernels.h"
@@ -351,6 +353,84 @@ TEST(ReduceKernels, WideSixteenBitReductionsMatchScalar) {
       EXPECT_EQ(mismatches, 0) << (bf ? "bfloat16" : "float16") << " op " << static_cast<int>(op);
     }
   }
+}
+
+
+// The knob list: strict parsing, defaults and the values that follow others.
+Status ParseEnv(const std::map<std::string, std::string>& env, Parameters* p) {
+  return Parameters::FromLookup(
+      [&env](const char* name) -> const char* {
+        auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      p);
+}
+
+TEST(Knobs, DefaultsAndValidValues) {
+  Parameters p;
+  ASSERT_TRUE(ParseEnv({}, &p).ok());
+  EXPECT_EQ(p.fusion_threshold_bytes, 64 * 1024 * 1024);
+  EXPECT_EQ(p.rank, -1);
+  EXPECT_EQ(p.local_rank, -1);
+  EXPECT_EQ(p.local_size, 1);
+  EXPECT_TRUE(p.stall_check);
+  EXPECT_EQ(p.log_level, "warning");
+  EXPECT_TRUE(p.tf_threads);
+  ASSERT_TRUE(ParseEnv({{"HOROVOD_RANK", "3"}, {"HOROVOD_SIZE", "4"},
+                        {"HOROVOD_STALL_CHECK_DISABLE", "Yes"},
+                        {"HOROVOD_GLOO_DIRECT_MAX_BYTES", "1048576"},
+                        {"HOROVOD_CYCLE_TIME", " 0.25 "}, {"HOROVOD_LOG_LEVEL", "INFO"},
+                        {"HOROVOD_TIMELINE", ""}},
+                       &p)
+                  .ok());
+  EXPECT_EQ(p.rank, 3);
+  EXPECT_EQ(p.size, 4);
+  EXPECT_EQ(p.local_rank, 3);
+  EXPECT_EQ(p.local_size, 4);
+  EXPECT_FALSE(p.stall_check);
+  EXPECT_EQ(p.gloo_direct_max_bytes, 1048576);
+  EXPECT_EQ(p.cycle_time_ms, 0.25);
+  EXPECT_EQ(p.log_level, "info");
+  EXPECT_TRUE(p.timeline_path.empty());
+}
+
+TEST(Knobs, MalformedValuesNameTheVariableAndValue) {
+  Parameters p;
+  Status s = ParseEnv({{"HOROVOD_GLOO_DIRECT_MAX_BYTES", "1M"}}, &p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::INVALID_ARGUMENT);
+  EXPECT_PRED2(Contains, s.message(),
+               "HOROVOD_GLOO_DIRECT_MAX_BYTES='1M' is not a valid value: expected");
+  for (const char* bad : {"abc", "-1", "1e3x", "inf", "nan", "0x10"}) {
+    s = ParseEnv({{"HOROVOD_GLOO_TIMEOUT_SECONDS", bad}}, &p);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_PRED2(Contains, s.message(), std::string("'") + bad + "'");
+  }
+  s = ParseEnv({{"HOROVOD_CONTROLLER", "foo"}}, &p);
+  EXPECT_PRED2(Contains, s.message(), "expected one of gloo, mpi");
+  s = ParseEnv({{"HOROVOD_SHM_ALLREDUCE", "on"}}, &p);
+  EXPECT_PRED2(Contains, s.message(), "one of 1, 0, true, false, yes, no");
+  s = ParseEnv({{"HOROVOD_SHM_SLOT_BYTES", "4095"}}, &p);
+  EXPECT_PRED2(Contains, s.message(), "from 4096 to 4294967296");
+}
+
+TEST(Knobs, EveryListedDefaultParsesToTheUnsetValue) {
+  Parameters defaults, parsed;
+  for (const KnobSpec& k : Knobs()) {
+    if (k.default_text[0] == '(') continue;
+    EXPECT_TRUE(ParseKnob(k, k.default_text, &parsed).ok()) << k.name;
+    EXPECT_EQ(KnobValueText(k, parsed), KnobValueText(k, defaults)) << k.name;
+  }
+}
+
+TEST(Knobs, UnknownHorovodVariablesAreListed) {
+  char foo[] = "HOROVOD_FOO=1", rank[] = "HOROVOD_RANK=0", path[] = "PATH=/bin",
+       bare[] = "HOROVOD_BAR";
+  char* environ_like[] = {foo, rank, path, bare, nullptr};
+  auto unknown = UnknownKnobs(environ_like);
+  ASSERT_EQ(unknown.size(), 2u);
+  EXPECT_EQ(unknown[0], "HOROVOD_BAR");
+  EXPECT_EQ(unknown[1], "HOROVOD_FOO");
 }
 
 }  // namespace

@@ -1,0 +1,209 @@
+"""The one list of HOROVOD_* knobs (cc/common/knobs.cc): strict parsing at hvd.init(),
+warnings for unknown HOROVOD_* variables, and the README table generated from the list.
+
+init is process-wide and reads the environment, so the init checks run in fresh processes.
+"""
+
+import glob
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tools"))
+
+import gen_knob_table  # noqa: E402
+
+
+def _run(code, env_extra=None, timeout=300):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HOROVOD_", "PMI_", "OMPI_", "PMIX_"))}
+    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.update(env_extra or {})
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+    out = proc.stdout.decode("utf-8", "replace")
+    assert proc.returncode == 0, out[-6000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def lib():
+    from tf_hvd.basics import _lib
+    return _lib
+
+
+# -- the list and the README ---------------------------------------------------------------------
+
+def test_readme_table_is_generated_from_the_list(lib):
+    with open(os.path.join(REPO, "README.md")) as f:
+        _, table, _ = gen_knob_table.split_readme(f.read())
+    assert table == gen_knob_table.render(lib.knobs()), (
+        "README.md's knob table differs from cc/common/knobs.cc: run "
+        "PYTHONPATH=. python tools/gen_knob_table.py")
+    rows = [line for line in table.splitlines()[2:]]
+    readme = {}
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        readme[re.match(r"`(HOROVOD_[A-Z0-9_]+)`", cells[0]).group(1)] = cells[2].strip("`")
+    listed = {k["name"]: k["default"] or "(empty)" for k in lib.knobs()}
+    assert readme == listed
+
+
+def test_every_plain_default_parses_to_the_value_used_when_unset(lib):
+    defaults = lib.default_knob_values()
+    assert set(defaults) == {k["name"] for k in lib.knobs()}
+    for k in lib.knobs():
+        assert k["type"] in ("bool", "int", "bytes", "seconds", "milliseconds", "string", "enum")
+        assert k["set_by"] in ("user", "launcher"), k
+        assert k["meaning"], k
+        if k["default"].startswith("("):
+            continue  # a default that follows something else, described in words
+        assert lib.parse_knob(k["name"], k["default"]) == defaults[k["name"]], k
+    assert defaults["HOROVOD_FUSION_THRESHOLD"] == 64 * 1024 * 1024
+    assert defaults["HOROVOD_LOG_LEVEL"] == "warning"
+
+
+@pytest.mark.parametrize("name,text,value", [
+    ("HOROVOD_SHM_ALLREDUCE", "YES", True), ("HOROVOD_SHM_ALLREDUCE", "false", False),
+    ("HOROVOD_TF_THREADS", "0", False), ("HOROVOD_GLOO_DIRECT_MAX_BYTES", " 1048576 ", 1048576),
+    ("HOROVOD_CYCLE_TIME", "2.5", 2.5), ("HOROVOD_LOG_LEVEL", "Debug", "debug"),
+    ("HOROVOD_CONTROLLER", "MPI", "mpi"), ("HOROVOD_TIMELINE", " /tmp/t l.json", " /tmp/t l.json"),
+])
+def test_valid_values_parse(lib, name, text, value):
+    assert lib.parse_knob(name, text) == value
+
+
+@pytest.mark.parametrize("name,text,expected", [
+    ("HOROVOD_GLOO_DIRECT_MAX_BYTES", "1M", "plain integer (no suffix such as 1M)"),
+    ("HOROVOD_FUSION_THRESHOLD", "1e6", "plain integer"),
+    ("HOROVOD_CACHE_CAPACITY", "2.5", "plain integer"),
+    ("HOROVOD_CACHE_CAPACITY", "99999999999999999999", "non-negative number"),
+    ("HOROVOD_SHM_ALLREDUCE", "2", "one of 1, 0, true, false, yes, no"),
+    ("HOROVOD_CYCLE_TIME", "nan", "non-negative number of milliseconds"),
+    ("HOROVOD_CYCLE_TIME", "inf", "non-negative number of milliseconds"),
+    ("HOROVOD_GLOO_TIMEOUT_SECONDS", "0x10", "non-negative number of seconds"),
+    ("HOROVOD_GLOO_RENDEZVOUS_PORT", "70000", "up to 65535"),
+    ("HOROVOD_SIZE", "0", "from 1 to 16777216"),
+    ("HOROVOD_LOG_LEVEL", "warn", "one of trace, debug, info, warning, error, fatal"),
+])
+def test_malformed_values_are_rejected_naming_them(lib, name, text, expected):
+    with pytest.raises(ValueError) as e:
+        lib.parse_knob(name, text)
+    assert "%s='%s' is not a valid value: expected" % (name, text) in str(e.value), str(e.value)
+    assert expected in str(e.value), str(e.value)
+
+
+# -- nobody reads HOROVOD_* variables around the list ----------------------------------------------
+
+def _sources(pattern):
+    return [p for p in glob.glob(os.path.join(REPO, pattern), recursive=True) if os.path.isfile(p)]
+
+
+def test_the_library_reads_horovod_variables_only_through_the_list():
+    offenders = []
+    for path in _sources("cc/**/*.cc") + _sources("cc/**/*.h"):
+        text = open(path).read()
+        # A call with a knob's name as its first argument: getenv("HOROVOD_X"), EnvInt(...).
+        if (re.search(r'\w\(\s*"HOROVOD_[A-Z0-9_]*"\s*[,)]', text)
+                and not path.endswith("cc/common/knobs.cc")):
+            offenders.append(path)
+    for path in _sources("tf_hvd/*.py") + _sources("tf_hvd/keras/**/*.py"):
+        text = open(path).read()
+        if re.search(r"""(environ(\.get)?[\[(]|getenv\()\s*["']HOROVOD_""", text):
+            offenders.append(path)
+    assert not offenders, offenders
+
+
+def test_every_variable_the_launcher_sets_is_a_knob(lib):
+    names = {k["name"] for k in lib.knobs()}
+    used = set()
+    for path in _sources("tf_hvd/runner/*.py"):
+        used |= set(re.findall(r"HOROVOD_[A-Z][A-Z0-9_]*", open(path).read()))
+    assert used and used <= names, sorted(used - names)
+
+
+# -- at hvd.init() -------------------------------------------------------------------------------
+
+def test_malformed_knobs_fail_init_naming_variable_and_value():
+    out = _run("""
+        import os
+        import tf_hvd as hvd
+        cases = [("HOROVOD_GLOO_DIRECT_MAX_BYTES", "1M", "plain integer (no suffix such as 1M)"),
+                 ("HOROVOD_GLOO_TIMEOUT_SECONDS", "abc", "non-negative number of seconds"),
+                 ("HOROVOD_CYCLE_TIME", "-1", "non-negative number of milliseconds"),
+                 ("HOROVOD_CONTROLLER", "foo", "one of gloo, mpi"),
+                 ("HOROVOD_LOG_LEVEL", "loud", "one of trace, debug, info, warning, error"),
+                 ("HOROVOD_STALL_CHECK_DISABLE", "maybe", "one of 1, 0, true, false, yes, no"),
+                 ("HOROVOD_TF_THREADS", "many", "one of 1, 0, true, false, yes, no"),
+                 ("HOROVOD_RANK", "-1", "non-negative number up to 16777216"),
+                 ("HOROVOD_SHM_SLOT_BYTES", "1024", "from 4096 to 4294967296")]
+        for name, value, expected in cases:
+            os.environ[name] = value
+            try:
+                hvd.init()
+                raise AssertionError("init accepted %s=%s" % (name, value))
+            except RuntimeError as e:
+                msg = str(e)
+                assert msg.startswith("Horovod initialization failed: "), msg
+                assert "%s='%s' is not a valid value: expected" % (name, value) in msg, msg
+                assert expected in msg, msg
+            assert not hvd.is_initialized()
+            del os.environ[name]
+            print("REJECTED", name)
+        # Valid values are accepted (and read through the same list).
+        os.environ.update({"HOROVOD_GLOO_DIRECT_MAX_BYTES": "1048576", "HOROVOD_CYCLE_TIME": "0.5",
+                           "HOROVOD_STALL_CHECK_DISABLE": "yes", "HOROVOD_TF_THREADS": "no"})
+        hvd.init()
+        from tf_hvd import tf_threads
+        from tf_hvd.basics import _lib
+        values = _lib.knob_values()
+        assert values["HOROVOD_GLOO_DIRECT_MAX_BYTES"] == 1048576, values
+        assert values["HOROVOD_CYCLE_TIME"] == 0.5 and values["HOROVOD_STALL_CHECK_DISABLE"] is True
+        assert tf_threads.tf_thread_settings()["reason"] == "HOROVOD_TF_THREADS=0"
+        print("SIZE", hvd.size())
+    """)
+    assert out.count("REJECTED") == 9, out[-3000:]
+    assert "SIZE 1" in out, out[-3000:]
+    assert "not a tf_hvd knob" not in out, out[-3000:]
+    assert "background thread started" not in out, out[-3000:]  # default level: warning
+
+
+def test_unknown_variable_warns_once_and_valid_knobs_take_effect(tmp_path):
+    timeline = tmp_path / "timeline.json"
+    out = _run("""
+        import tensorflow as tf
+        import tf_hvd as hvd
+        hvd.init()
+        hvd.allreduce(tf.constant([1.0, 2.0]), name="knob_probe")
+        hvd.shutdown()
+        import os
+        del os.environ["HOROVOD_TIMELINE"]  # keep the first run's timeline
+        hvd.init()  # a second init does not warn again
+        hvd.shutdown()
+        print("DONE")
+    """, env_extra={
+        "HOROVOD_FOO": "1", "HOROVOD_FUSION_THRESHOLDS": "0",  # unknown: a typo
+        # Set by the launcher, known: no warning.
+        "HOROVOD_HOSTNAME": "127.0.0.1", "HOROVOD_GLOO_RENDEZVOUS_SECRET": "s",
+        "HOROVOD_CROSS_SIZE": "1",
+        "HOROVOD_LOG_LEVEL": "Debug", "HOROVOD_TIMELINE": str(timeline),
+        "HOROVOD_TIMELINE_MARK_CYCLES": "true",
+    })
+    assert "DONE" in out, out[-3000:]
+    warnings = [line for line in out.splitlines() if "not a tf_hvd knob" in line]
+    assert len(warnings) == 1, out[-3000:]
+    assert "WARNING" in warnings[0], warnings
+    assert "ignoring environment variables HOROVOD_FOO, HOROVOD_FUSION_THRESHOLDS:" in warnings[0]
+    for known in ("HOROVOD_HOSTNAME", "HOROVOD_GLOO_RENDEZVOUS_SECRET", "HOROVOD_CROSS_SIZE"):
+        assert known not in warnings[0], warnings
+    # HOROVOD_LOG_LEVEL=Debug: the core logs at debug level.
+    assert re.search(r"DEBUG tf_hvd .*background thread started", out), out[-3000:]
+    # HOROVOD_TIMELINE + HOROVOD_TIMELINE_MARK_CYCLES: rank 0 wrote both.
+    text = timeline.read_text()
+    assert "knob_probe" in text and "CYCLE_START" in text, text[:2000]
