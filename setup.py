@@ -1,11 +1,14 @@
 """pip-installable tf_hvd: `pip install .` builds tf_hvd/_hvd.so with Bazel (tools/build_lib.sh).
 
 The library is built against the TensorFlow of the Python running pip (PYTHON_BIN_PATH
-overrides). Extra Bazel flags: TF_HVD_BAZEL_FLAGS="--config=cuda" pip install .
+overrides) and records that version; importing it with another TensorFlow fails naming
+both (tf_hvd/build_info.py). Extra Bazel flags: TF_HVD_BAZEL_FLAGS="--config=cuda" pip install .
+
+A wheel for other environments with the same TensorFlow (no network needed):
+    pip wheel --no-build-isolation --no-deps -w dist .
 """
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 
@@ -31,14 +34,12 @@ class BazelBuildExt(build_ext):
                 os.path.realpath(sys.prefix) != os.path.realpath(default_venv)):
             env["PYTHON_BIN_PATH"] = sys.executable
         flags = shlex.split(env.get("TF_HVD_BAZEL_FLAGS", ""))
+        # Straight to where this build wants it: a wheel build leaves the source tree's
+        # tf_hvd/_hvd.so (an editable install's library) alone.
+        dest = os.path.abspath(self.get_ext_fullpath(ext.name))
+        env["TF_HVD_LIB_DEST"] = dest
         subprocess.check_call([os.path.join(ROOT, "tools", "build_lib.sh")] + flags,
                               cwd=ROOT, env=env)
-        built = os.path.join(ROOT, "tf_hvd", "_hvd.so")
-        dest = os.path.abspath(self.get_ext_fullpath(ext.name))
-        if dest != built:
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            shutil.copyfile(built, dest)
-            os.chmod(dest, 0o755)
 
 
 setup(

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build the op library / extension module with Bazel and place it at tf_hvd/_hvd.so.
 #   tools/build_lib.sh [extra bazel build flags, e.g. --config=cuda]
+#   TF_HVD_LIB_DEST=/some/dir/_hvd.so tools/build_lib.sh   # place it there instead (setup.py
+#                                     # does this for wheels, leaving tf_hvd/_hvd.so alone)
 # Python (and so TensorFlow, pybind11, mpich) comes from PYTHON_BIN_PATH, default
 # ${TF_HVD_VENV:-$HOME/.venvs/tf_hvd}/bin/python. Unchanged sources: ~2 s (Bazel cache).
 set -euo pipefail
@@ -20,8 +22,8 @@ BAZEL="${BAZEL:-bazel}"
 "${BAZEL}" build "$@" //:_hvd.so
 
 src="${ROOT}/bazel-bin/_hvd.so"
-dst="${ROOT}/tf_hvd/_hvd.so"
-mkdir -p "${ROOT}/tf_hvd"
+dst="${TF_HVD_LIB_DEST:-${ROOT}/tf_hvd/_hvd.so}"
+mkdir -p "$(dirname "${dst}")"
 if ! cmp -s "${src}" "${dst}" 2>/dev/null; then
   # Copy then rename: a process that has the old library mapped keeps working.
   cp -f "${src}" "${dst}.tmp.$$"

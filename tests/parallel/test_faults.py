@@ -33,7 +33,7 @@ import time
 import pytest
 
 from collective_launch import job_env, readable_tail
-from jobrunner import run, tfhvdrun_cmd, wait_gone
+from jobrunner import JobResult, run, tfhvdrun_cmd, wait_gone
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORKER = os.path.join(REPO, "tests", "parallel", "fault_workers", "fault_worker.py")
@@ -44,15 +44,14 @@ GLOO_TIMEOUT = 20
 
 # -- running one job ---------------------------------------------------------------------
 
-class Job(object):
-    def __init__(self, code, output, seconds, end_wall, result_dir, cmd, orphans):
-        self.code = code
-        self.output = output
-        self.seconds = seconds
-        self.end_wall = end_wall
-        self.result_dir = result_dir
-        self.cmd = cmd
-        self.orphans = orphans
+class Job(JobResult):
+    """A finished fault-worker job: its JobResult (``code`` is the returncode), when it
+    ended (wall clock), the ranks still alive after it, and the ranks' events."""
+
+    def __init__(self, res, end_wall, result_dir, orphans):
+        self.__dict__.update(vars(res))
+        self.code = res.returncode
+        self.end_wall, self.result_dir, self.orphans = end_wall, result_dir, orphans
         self.events = {}
         for path in glob.glob(os.path.join(result_dir, "rank*.events")):
             rank = int(os.path.basename(path)[4:-7])
@@ -60,8 +59,7 @@ class Job(object):
                 self.events[rank] = [json.loads(line) for line in f if line.strip()]
 
     def describe(self):
-        return "command: %s\nexit code: %s after %.1f s\n--- output ---\n%s" % (
-            " ".join(self.cmd), self.code, self.seconds, readable_tail(self.output, 80))
+        return JobResult.describe(self, text=readable_tail(self.output, 80))
 
     def event(self, rank, name):
         """The first event ``name`` of ``rank``, or None."""
@@ -97,7 +95,7 @@ def run_job(tmp_path, np_, transport, scenario, worker_args=(), launcher_args=()
         with open(path) as f:
             pids.append(int(f.read()))
     orphans = sorted(set(wait_gone(pids, within=5)) | set(res.survivors))
-    job = Job(res.returncode, res.output, res.seconds, end_wall, result_dir, res.cmd, orphans)
+    job = Job(res, end_wall, result_dir, orphans)
     assert not res.timed_out, "job did not end within %d s (hang)\n%s" % (timeout,
                                                                           job.describe())
     assert not orphans, "processes outlived the launcher: %r\n%s" % (orphans, job.describe())
