@@ -90,8 +90,8 @@ Status GlooTransport::Init(Topology* topology) {
   // start-up gets longer (ranks may still be importing TensorFlow).
   int timeout_s = static_cast<int>(std::ceil(params_.gloo_timeout_s));
   int start_timeout_s = timeout_s > 0 ? timeout_s : 120;
-  int op_timeout_s = params_.gloo_op_timeout_s > 0 ? static_cast<int>(std::ceil(params_.gloo_op_timeout_s))
-                                                   : (timeout_s > 0 ? timeout_s : 30);
+  int op_timeout_s = static_cast<int>(std::ceil(params_.gloo_op_timeout_s));
+  if (op_timeout_s <= 0) op_timeout_s = timeout_s > 0 ? timeout_s : 30;
   // Up to this size an allreduce is latency-bound: one gather over the mesh
   // beats Gloo's ring (measured by python/benchmarks/allreduce_bench.py).
   direct_max_bytes_ = params_.gloo_direct_max_bytes;
