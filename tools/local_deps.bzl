@@ -240,16 +240,10 @@ cc_library(
     hdrs = ["include/httplib.h"],
     defines = {defines},
     includes = ["include"],
-    # libssl.so.3 and libcrypto.so.3 (the library's own dependencies) are named here too,
-    # ahead of TensorFlow in _hvd.so's search order: libssl's calls into libcrypto at load
-    # time (OPENSSL_init_ssl) then bind to OpenSSL, not to TensorFlow's BoringSSL.
-    linkopts = [
-        "-Wl,--push-state,--no-as-needed",
-        "{lib}",
-        "-l:libssl.so.3",
-        "-l:libcrypto.so.3",
-        "-Wl,--pop-state",
-    ],
+    # Debian's library also needs libssl/libcrypto.so.3 (for https, which is never used
+    # here); they come in as its own dependencies. See README "Security" for how its TLS
+    # references resolve next to TensorFlow's BoringSSL.
+    linkopts = ["{lib}"],
 )
 """.format(lib = lib, defines = repr(defines)))
 
