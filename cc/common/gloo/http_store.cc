@@ -109,6 +109,7 @@ HttpStore::Reply HttpStore::Request(const std::string& method, const std::string
 
   httplib::Client client(host_, port_);
   client.set_url_encode(false);  // the path is sent exactly as signed
+  client.set_decompress(false);  // the body is checked exactly as signed
   client.set_connection_timeout(kConnectTimeoutS);
   client.set_read_timeout(kIoTimeoutS);
   client.set_write_timeout(kIoTimeoutS);
