@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a Debian machine for tf_hvd (runs non-interactively; CI runs it as root):
-#   1. apt: bazel-bootstrap (Bazel 4.2.3), libgloo-dev, libgtest-dev, python3.11 (+venv)
-#      -- only if missing
+#   1. apt: bazel-bootstrap (Bazel 4.2.3), libgloo-dev, libgtest-dev, libssl-dev,
+#      libcpp-httplib-dev, python3.11 (+venv) -- only if missing
 #   2. venv ${TF_HVD_VENV:-$HOME/.venvs/tf_hvd} from python3.11 -- only if missing
 #   3. pip install -r tools/requirements.txt -- only if a pinned requirement is not satisfied
 #   4. Bazel build of //:_hvd.so, copied to tf_hvd/_hvd.so (cached: ~2 s when unchanged)
@@ -38,6 +38,9 @@ command -v bazel >/dev/null 2>&1 || pkgs+=(bazel-bootstrap)
 [[ -f /usr/include/gloo/config.h && -e /usr/lib/libgloo.so ]] || pkgs+=(libgloo-dev)
 # GoogleTest for the C++ unit tests (bazel test //...; @local_gtest in tools/local_deps.bzl).
 [[ -f /usr/include/gtest/gtest.h ]] && compgen -G "/usr/lib/*/libgtest.a" >/dev/null || pkgs+=(libgtest-dev)
+# OpenSSL's libcrypto (signing, nonces) and cpp-httplib (the rendezvous client).
+dpkg -s libssl-dev >/dev/null 2>&1 || pkgs+=(libssl-dev)
+dpkg -s libcpp-httplib-dev >/dev/null 2>&1 || pkgs+=(libcpp-httplib-dev)
 if [[ ! -x "${PY}" ]]; then
   command -v python3.11 >/dev/null 2>&1 || pkgs+=(python3.11 python3.11-venv)
 fi

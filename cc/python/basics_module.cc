@@ -10,6 +10,9 @@
 #include "cc/common/knobs.h"
 #include "cc/common/operations.h"
 #include "cc/common/parameters.h"
+#if HAVE_GLOO
+#include "cc/common/gloo/signing.h"
+#endif
 
 namespace py = pybind11;
 
@@ -160,4 +163,21 @@ PYBIND11_MODULE(_hvd, m) {
 #endif
   m.def("mpi_enabled", [] { return TransportIs("mpi"); });
   m.def("gloo_enabled", [] { return TransportIs("gloo"); });
+#if HAVE_GLOO
+  // The rendezvous client's signing, for tests that check it against
+  // tf_hvd/runner/auth.py and Python's hmac (bytes in, hex text out).
+  m.def("_hmac_sha256_hex", [](py::bytes key, py::bytes data) {
+    return tfhvd::ToHex(tfhvd::HmacSha256(key, data));
+  });
+  m.def("_rendezvous_request_signature",
+        [](py::bytes secret, py::bytes method, py::bytes path, py::bytes timestamp,
+           py::bytes nonce, py::bytes body) {
+          return tfhvd::RendezvousRequestSignature(secret, method, path, timestamp, nonce,
+                                                   body);
+        });
+  m.def("_rendezvous_response_signature",
+        [](py::bytes secret, int status, py::bytes nonce, py::bytes body) {
+          return tfhvd::RendezvousResponseSignature(secret, status, nonce, body);
+        });
+#endif
 }

@@ -1,156 +1,54 @@
 #include "cc/common/gloo/http_store.h"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/types.h>
-#include <unistd.h>
+#include <httplib.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
+#include <cstdlib>
 #include <ctime>
-#include <random>
 #include <thread>
 
-#include "cc/common/gloo/hmac_sha256.h"
+#include "cc/common/gloo/signing.h"
 #include "gloo/common/error.h"
 
 namespace tfhvd {
 
 namespace {
 
-constexpr int kConnectTimeoutMs = 10000;
+constexpr int kConnectTimeoutS = 10;
 constexpr int kIoTimeoutS = 30;
 // Replies carry Gloo addresses (a few hundred bytes per rank); anything larger
 // than this is not from our server.
 constexpr size_t kMaxReplyBytes = size_t{64} << 20;
 
-constexpr char kRequestDomain[] = "tf_hvd-rendezvous-v1\n";
-constexpr char kResponseDomain[] = "tf_hvd-rendezvous-v1-response\n";
-
-std::string ErrnoText(int err) { return std::strerror(err); }
-
-// Connects with a time limit; returns the socket or -1 with *problem set.
-int Connect(const std::string& host, int port, std::string* problem) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-  if (gai != 0) {
-    *problem = std::string("cannot resolve host: ") + gai_strerror(gai);
-    return -1;
-  }
-  int fd = -1;
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-      *problem = ErrnoText(errno);
-      continue;
-    }
-    int flags = fcntl(fd, F_GETFL, 0);
-    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-    int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      int ready;
-      do {
-        ready = poll(&p, 1, kConnectTimeoutMs);
-      } while (ready < 0 && errno == EINTR);
-      int err = 0;
-      socklen_t len = sizeof(err);
-      if (ready == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
-        rc = 0;
-      } else {
-        *problem = ready == 0 ? "connection timed out" : ErrnoText(err != 0 ? err : errno);
-      }
-    } else if (rc != 0) {
-      *problem = ErrnoText(errno);
-    }
-    if (rc == 0) {
-      fcntl(fd, F_SETFL, flags);
-      timeval tv{kIoTimeoutS, 0};
-      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-      break;
-    }
-    close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(res);
-  return fd;
-}
-
-bool SendAll(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    ssize_t sent = send(fd, data, n, MSG_NOSIGNAL);
-    if (sent < 0 && errno == EINTR) continue;
-    if (sent <= 0) return false;
-    data += sent;
-    n -= static_cast<size_t>(sent);
-  }
-  return true;
-}
-
 std::string PercentEncode(const std::string& s) {
+  static const char kDigits[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : s) {
     if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '/') {
       out.push_back(static_cast<char>(c));
     } else {
-      char buf[4];
-      std::snprintf(buf, sizeof(buf), "%%%02X", c);
-      out += buf;
+      out += {'%', kDigits[c >> 4], kDigits[c & 15]};
     }
   }
   return out;
 }
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// Value of header `name` (lowercase) in the header block, or "" if absent.
-std::string HeaderValue(const std::string& head, const std::string& name) {
-  size_t pos = head.find("\r\n");
-  while (pos != std::string::npos && pos < head.size()) {
-    size_t start = pos + 2;
-    size_t end = head.find("\r\n", start);
-    if (end == std::string::npos) end = head.size();
-    std::string line = head.substr(start, end - start);
-    size_t colon = line.find(':');
-    if (colon != std::string::npos && Lower(line.substr(0, colon)) == name) {
-      size_t v = colon + 1;
-      while (v < line.size() && (line[v] == ' ' || line[v] == '\t')) ++v;
-      size_t e = line.size();
-      while (e > v && (line[e - 1] == ' ' || line[e - 1] == '\t')) --e;
-      return line.substr(v, e - v);
-    }
-    pos = end;
+std::string Problem(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection:
+      return "cannot connect";
+    case httplib::Error::ConnectionTimeout:
+      return "connection timed out";
+    case httplib::Error::Read:
+      return "no complete reply within " + std::to_string(kIoTimeoutS) + " s";
+    case httplib::Error::Write:
+      return "sending the request failed";
+    default:
+      return httplib::to_string(error);
   }
-  return "";
-}
-
-std::string RandomHex(size_t bytes) {
-  std::vector<uint8_t> buf(bytes);
-  bool ok = false;
-  FILE* f = std::fopen("/dev/urandom", "rbe");
-  if (f != nullptr) {
-    ok = std::fread(buf.data(), 1, buf.size(), f) == buf.size();
-    std::fclose(f);
-  }
-  if (!ok) {
-    std::random_device rd;
-    for (auto& b : buf) b = static_cast<uint8_t>(rd());
-  }
-  return ToHex(buf.data(), buf.size());
 }
 
 bool AllDigits(const std::string& s) {
@@ -187,73 +85,51 @@ std::string HttpStore::Where() const {
 HttpStore::Reply HttpStore::Request(const std::string& method, const std::string& key,
                                     const std::vector<char>& payload) {
   Reply reply;
-  const std::string path = Path(key);
-  const std::string timestamp = std::to_string(static_cast<long long>(std::time(nullptr)));
+  httplib::Request req;
+  req.method = method;
+  req.path = Path(key);
+  req.body.assign(payload.begin(), payload.end());
   const std::string nonce = nonce_prefix_ + "-" + std::to_string(nonce_counter_++);
-  std::string head = method + " " + path + " HTTP/1.1\r\nHost: " + host_ +
-                     "\r\nConnection: close\r\nContent-Length: " +
-                     std::to_string(payload.size()) + "\r\n";
   if (!secret_.empty()) {
-    HmacSha256 mac(secret_);
-    mac.Update(std::string(kRequestDomain) + method + "\n" + path + "\n" + timestamp + "\n" +
-               nonce + "\n");
-    mac.Update(payload.data(), payload.size());
-    head += "X-Tfhvd-Timestamp: " + timestamp + "\r\nX-Tfhvd-Nonce: " + nonce +
-            "\r\nX-Tfhvd-Signature: " + ToHex(mac.Final()) + "\r\n";
+    const std::string timestamp = std::to_string(static_cast<long long>(std::time(nullptr)));
+    req.headers.emplace("X-Tfhvd-Timestamp", timestamp);
+    req.headers.emplace("X-Tfhvd-Nonce", nonce);
+    req.headers.emplace("X-Tfhvd-Signature",
+                        RendezvousRequestSignature(secret_, method, req.path, timestamp,
+                                                   nonce, req.body));
   }
-  head += "\r\n";
+  std::string body;
+  bool too_large = false;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    too_large = body.size() + n > kMaxReplyBytes;
+    if (!too_large) body.append(data, n);
+    return !too_large;
+  };
 
-  int fd = Connect(host_, port_, &reply.problem);
-  if (fd < 0) return reply;
-  if (!SendAll(fd, head.data(), head.size()) ||
-      !SendAll(fd, payload.data(), payload.size())) {
-    reply.problem = "sending the request failed: " + ErrnoText(errno);
-    close(fd);
+  httplib::Client client(host_, port_);
+  client.set_url_encode(false);  // the path is sent exactly as signed
+  client.set_decompress(false);  // the body is checked exactly as signed
+  client.set_connection_timeout(kConnectTimeoutS);
+  client.set_read_timeout(kIoTimeoutS);
+  client.set_write_timeout(kIoTimeoutS);
+  errno = 0;
+  httplib::Result res = client.send(req);
+  if (too_large) {
+    throw gloo::IoException(Where() + " sent a reply larger than " +
+                            std::to_string(kMaxReplyBytes) + " bytes for key '" + key +
+                            "'; it is not tf_hvd's rendezvous server");
+  }
+  if (!res) {
+    int err = errno;
+    reply.problem = Problem(res.error());
+    if (res.error() == httplib::Error::Connection && err != 0) {
+      reply.problem += std::string(": ") + std::strerror(err);
+    }
     return reply;
   }
-  std::string response;
-  char buf[65536];
-  for (;;) {
-    ssize_t got = recv(fd, buf, sizeof(buf), 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      reply.problem = errno == EAGAIN || errno == EWOULDBLOCK
-                          ? "no reply within " + std::to_string(kIoTimeoutS) + " s"
-                          : "receiving the reply failed: " + ErrnoText(errno);
-      close(fd);
-      return reply;
-    }
-    if (got == 0) break;
-    response.append(buf, static_cast<size_t>(got));
-    if (response.size() > kMaxReplyBytes) {
-      close(fd);
-      throw gloo::IoException(Where() + " sent a reply larger than " +
-                              std::to_string(kMaxReplyBytes) + " bytes for key '" + key +
-                              "'; it is not tf_hvd's rendezvous server");
-    }
-  }
-  close(fd);
-  size_t header_end = response.find("\r\n\r\n");
-  int code = -1;
-  if (header_end == std::string::npos ||
-      std::sscanf(response.c_str(), "HTTP/%*s %d", &code) != 1) {
-    reply.problem = "malformed reply";
-    return reply;
-  }
-  std::string headers = response.substr(0, header_end);
-  reply.body.assign(response.begin() + static_cast<long>(header_end) + 4, response.end());
-  std::string length = HeaderValue(headers, "content-length");
-  if (AllDigits(length)) {
-    size_t n = std::strtoull(length.c_str(), nullptr, 10);
-    if (reply.body.size() < n) {
-      reply.problem = "connection closed in the middle of the reply";
-      reply.body.clear();
-      return reply;
-    }
-    reply.body.resize(n);
-  }
+  const int code = res->status;
   if (code == 403) {
-    std::string why(reply.body.begin(), reply.body.end());
+    std::string why = body;
     while (!why.empty() && (why.back() == '\n' || why.back() == '\r')) why.pop_back();
     throw gloo::IoException(
         Where() + " refused the request for key '" + key + "' (HTTP 403: " + why + "). " +
@@ -262,20 +138,16 @@ HttpStore::Reply HttpStore::Request(const std::string& method, const std::string
                          : std::string("This process's ") + kSecretEnv +
                                " is not the job's secret, or this host's clock is off"));
   }
-  if (!secret_.empty()) {
-    HmacSha256 mac(secret_);
-    char status[8];
-    std::snprintf(status, sizeof(status), "%03d", code);
-    mac.Update(std::string(kResponseDomain) + status + "\n" + nonce + "\n");
-    mac.Update(reply.body.data(), reply.body.size());
-    if (!ConstantTimeEquals(ToHex(mac.Final()), HeaderValue(headers, "x-tfhvd-signature"))) {
-      throw gloo::IoException(
-          Where() + " sent a reply for key '" + key +
-          "' that is not signed with the job's secret: another program may be answering "
-          "on the rendezvous port, or the job's launcher is gone");
-    }
+  if (!secret_.empty() &&
+      !ConstantTimeEquals(RendezvousResponseSignature(secret_, code, nonce, body),
+                          res->get_header_value("X-Tfhvd-Signature"))) {
+    throw gloo::IoException(
+        Where() + " sent a reply for key '" + key +
+        "' that is not signed with the job's secret: another program may be answering "
+        "on the rendezvous port, or the job's launcher is gone");
   }
   reply.code = code;
+  reply.body.assign(body.begin(), body.end());
   return reply;
 }
 

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <exception>
 
-#include "cc/common/gloo/hmac_sha256.h"
+#include "cc/common/gloo/signing.h"
 #include "gloo/rendezvous/store.h"
 
 namespace tfhvd {
@@ -34,9 +34,7 @@ std::string Errno(const char* what) { return std::string(what) + ": " + std::str
 // What a connecting rank sends first: its rank and a token only a holder of
 // the job's secret can compute.
 std::string Token(const std::string& secret, int rank) {
-  std::string text = "tf_hvd tcp mesh rank " + std::to_string(rank);
-  Sha256Digest d = HmacSha256Of(secret, text.data(), text.size());
-  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+  return HmacSha256(secret, "tf_hvd tcp mesh rank " + std::to_string(rank));
 }
 
 void Tune(int fd) {
