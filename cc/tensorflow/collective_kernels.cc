@@ -75,8 +75,13 @@ class CollectiveKernel : public AsyncOpKernel {
   }
 
  protected:
-  // Fills the entries this op hands to the core (one, or a group's).
-  virtual Status Prepare(OpKernelContext* ctx, std::vector<TensorTableEntry>* entries) = 0;
+  // Fills the entries this op hands to the core (a group's); by default the
+  // one entry PrepareOne fills.
+  virtual Status Prepare(OpKernelContext* ctx, std::vector<TensorTableEntry>* entries) {
+    entries->resize(1);
+    return PrepareOne(ctx, &entries->back());
+  }
+  virtual Status PrepareOne(OpKernelContext*, TensorTableEntry*) { return Status(); }
 
   std::string Name() const { return NegotiationName(name(), tensor_name_, ignore_name_scope_); }
 
@@ -157,10 +162,9 @@ class CollectiveKernel : public AsyncOpKernel {
 class AllreduceKernel : public CollectiveKernel {
  public:
   using CollectiveKernel::CollectiveKernel;
-  Status Prepare(OpKernelContext* ctx, std::vector<TensorTableEntry>* entries) override {
-    entries->resize(1);
-    Status s = TensorEntry(ctx, 0, OpType::ALLREDUCE, Name(), &entries->back());
-    return s.ok() ? OutputLikeInput(ctx, 0, &entries->back()) : s;
+  Status PrepareOne(OpKernelContext* ctx, TensorTableEntry* e) override {
+    Status s = TensorEntry(ctx, 0, OpType::ALLREDUCE, Name(), e);
+    return s.ok() ? OutputLikeInput(ctx, 0, e) : s;
   }
 };
 
@@ -169,12 +173,10 @@ class BroadcastKernel : public CollectiveKernel {
   explicit BroadcastKernel(OpKernelConstruction* c) : CollectiveKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_rank_));
   }
-  Status Prepare(OpKernelContext* ctx, std::vector<TensorTableEntry>* entries) override {
-    entries->resize(1);
-    TensorTableEntry& e = entries->back();
-    Status s = TensorEntry(ctx, 0, OpType::BROADCAST, Name(), &e);
-    e.request.root_rank = root_rank_;
-    return s.ok() ? OutputLikeInput(ctx, 0, &e) : s;
+  Status PrepareOne(OpKernelContext* ctx, TensorTableEntry* e) override {
+    Status s = TensorEntry(ctx, 0, OpType::BROADCAST, Name(), e);
+    e->request.root_rank = root_rank_;
+    return s.ok() ? OutputLikeInput(ctx, 0, e) : s;
   }
 
  private:
@@ -186,33 +188,30 @@ template <OpType kType>
 class NegotiatedShapeKernel : public CollectiveKernel {
  public:
   using CollectiveKernel::CollectiveKernel;
-  Status Prepare(OpKernelContext* ctx, std::vector<TensorTableEntry>* entries) override {
-    entries->resize(1);
-    entries->back().allocate_output = OutputAllocator(ctx, 0);
-    return TensorEntry(ctx, 0, kType, Name(), &entries->back());
+  Status PrepareOne(OpKernelContext* ctx, TensorTableEntry* e) override {
+    e->allocate_output = OutputAllocator(ctx, 0);
+    return TensorEntry(ctx, 0, kType, Name(), e);
   }
 };
 
 class AlltoallKernel : public CollectiveKernel {
  public:
   using CollectiveKernel::CollectiveKernel;
-  Status Prepare(OpKernelContext* ctx, std::vector<TensorTableEntry>* entries) override {
-    entries->resize(1);
-    TensorTableEntry& e = entries->back();
-    Status s = TensorEntry(ctx, 0, OpType::ALLTOALL, Name(), &e);
+  Status PrepareOne(OpKernelContext* ctx, TensorTableEntry* e) override {
+    Status s = TensorEntry(ctx, 0, OpType::ALLTOALL, Name(), e);
     if (!s.ok()) return s;
     const Tensor& splits = ctx->input(1);
     if (splits.dims() > 1) {
-      return Status::InvalidArgument("tensor '" + e.request.name +
+      return Status::InvalidArgument("tensor '" + e->request.name +
                                      "': alltoall splits must be a vector");
     }
     auto flat = splits.flat<int32_t>();
-    e.splits.assign(flat.data(), flat.data() + flat.size());
+    e->splits.assign(flat.data(), flat.data() + flat.size());
     Tensor* received = nullptr;
     s = FromTF(ctx->allocate_output(1, tensorflow::TensorShape({GetTopology().size}), &received));
     if (!s.ok()) return s;
-    e.received_splits = received->flat<int32_t>().data();
-    e.allocate_output = OutputAllocator(ctx, 0);
+    e->received_splits = received->flat<int32_t>().data();
+    e->allocate_output = OutputAllocator(ctx, 0);
     return Status();
   }
 };
@@ -240,15 +239,13 @@ class GroupedAllreduceKernel : public CollectiveKernel {
 class JoinKernel : public CollectiveKernel {
  public:
   using CollectiveKernel::CollectiveKernel;
-  Status Prepare(OpKernelContext* ctx, std::vector<TensorTableEntry>* entries) override {
-    entries->resize(1);
-    TensorTableEntry& e = entries->back();
-    e.request.type = OpType::JOIN;
-    e.request.dtype = DataType::INT32;
-    e.request.name = Name();
+  Status PrepareOne(OpKernelContext* ctx, TensorTableEntry* e) override {
+    e->request.type = OpType::JOIN;
+    e->request.dtype = DataType::INT32;
+    e->request.name = Name();
     Tensor* out = nullptr;
     Status s = FromTF(ctx->allocate_output(0, tensorflow::TensorShape({}), &out));
-    if (s.ok()) e.join_result = out->flat<int32_t>().data();
+    if (s.ok()) e->join_result = out->flat<int32_t>().data();
     return s;
   }
 };
@@ -256,11 +253,10 @@ class JoinKernel : public CollectiveKernel {
 class BarrierKernel : public CollectiveKernel {
  public:
   using CollectiveKernel::CollectiveKernel;
-  Status Prepare(OpKernelContext*, std::vector<TensorTableEntry>* entries) override {
-    entries->resize(1);
-    entries->back().request.type = OpType::BARRIER;
-    entries->back().request.dtype = DataType::UINT8;
-    entries->back().request.name = Name();
+  Status PrepareOne(OpKernelContext*, TensorTableEntry* e) override {
+    e->request.type = OpType::BARRIER;
+    e->request.dtype = DataType::UINT8;
+    e->request.name = Name();
     return Status();
   }
 };

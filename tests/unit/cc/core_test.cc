@@ -18,6 +18,7 @@
 #include "cc/common/parameters.h"
 #include "cc/common/reduce_kernels.h"
 #include "cc/common/response_cache.h"
+#include "cc/common/tensor_queue.h"
 #include "cc/common/validation.h"
 
 using namespace tfhvd;
@@ -334,9 +335,105 @@ void TestWideReductionsMatchScalar() {
   }
 }
 
+Request Member(int rank, const std::string& group, int i, int n, Shape shape,
+               DataType dtype = DataType::FLOAT32) {
+  Request q = MakeRequest(rank, group + "_" + std::to_string(i), std::move(shape),
+                          OpType::ALLREDUCE, dtype);
+  q.group = group;
+  q.group_size = n;
+  return q;
+}
+
+void TestGroupRoundTrip() {
+  RequestList list;
+  list.requests.push_back(Member(1, "g", 2, 3, {4}));
+  RequestList parsed;
+  EXPECT(ParseRequestList(SerializeRequestList(list), &parsed));
+  EXPECT(parsed.requests.size() == 1 && parsed.requests[0].group == "g" &&
+         parsed.requests[0].group_size == 3 && parsed.requests[0].name == "g_2");
+}
+
+void TestCoordinatorGroup() {
+  Parameters params;
+  Coordinator coord(2, params);
+  // Rank 0 sends the whole group; rank 1 only one member so far (as if its
+  // members reached the coordinator in different rounds): nothing runs.
+  RequestList a0, a1, b1;
+  a0.requests = {Member(0, "g", 0, 3, {2}), Member(0, "g", 1, 3, {3}, DataType::FLOAT64),
+                 Member(0, "g", 2, 3, {4})};
+  a1.requests = {Member(1, "g", 0, 3, {2})};
+  coord.Add(a0);
+  coord.Add(a1);
+  EXPECT(coord.TakeReadyResponses().empty());
+  b1.requests = {Member(1, "g", 1, 3, {3}, DataType::FLOAT64)};
+  coord.Add(b1);
+  EXPECT(coord.TakeReadyResponses().empty());
+  RequestList c1;
+  c1.requests = {Member(1, "g", 2, 3, {4})};
+  coord.Add(c1);
+  auto ready = coord.TakeReadyResponses();
+  EXPECT(ready.size() == 3);
+  EXPECT(ready.size() == 3 && ready[0].names[0] == "g_0" && ready[1].names[0] == "g_1" &&
+         ready[2].names[0] == "g_2" && ready[0].kind == Response::OPERATION);
+  // Fused: one response per dtype, the group's float32 members together.
+  auto fused = FuseResponses(ready, 1 << 20);
+  EXPECT(fused.size() == 2 && (fused[0].names == std::vector<std::string>{"g_0", "g_2"}));
+
+  // One member mismatching on one rank fails the whole group, once.
+  RequestList m0, m1;
+  m0.requests = {Member(0, "h", 0, 2, {2}), Member(0, "h", 1, 2, {5})};
+  m1.requests = {Member(1, "h", 0, 2, {2}), Member(1, "h", 1, 2, {6})};
+  coord.Add(m0);
+  coord.Add(m1);
+  ready = coord.TakeReadyResponses();
+  EXPECT(ready.size() == 1 && ready[0].kind == Response::ERROR &&
+         ready[0].error_code == Status::INVALID_ARGUMENT &&
+         (ready[0].names == std::vector<std::string>{"h_0", "h_1"}));
+  EXPECT(!ready.empty() && Contains(ready[0].error, "grouped allreduce 'h'") &&
+         Contains(ready[0].error, "none of its tensors ran") &&
+         Contains(ready[0].error, "tensor 'h_1': mismatched shape"));
+  EXPECT(!coord.HasPending());
+
+  // A member sent as part of a group on one rank and alone on another.
+  RequestList s0, s1;
+  s0.requests = {Member(0, "k", 0, 1, {2})};
+  s1.requests = {MakeRequest(1, "k_0", {2})};
+  coord.Add(s0);
+  coord.Add(s1);
+  ready = coord.TakeReadyResponses();
+  EXPECT(ready.size() == 1 && ready[0].kind == Response::ERROR &&
+         Contains(ready[0].error, "mismatched group"));
+}
+
+void TestTensorQueueFifo() {
+  TensorQueue queue;
+  std::vector<int> done;
+  for (int i = 0; i < 3; ++i) {
+    TensorTableEntry e;
+    e.request = MakeRequest(0, "allreduce", {static_cast<int64_t>(i + 1)});
+    e.callback = [&done, i](const Status&) { done.push_back(i); };
+    EXPECT(queue.Add(std::move(e)).ok());
+  }
+  // Only the head of a name is up for negotiation; taking it releases the next.
+  std::vector<Request> fresh;
+  queue.PopNewRequests(&fresh);
+  EXPECT(fresh.size() == 1 && fresh[0].shape == Shape{1});
+  EXPECT(queue.size() == 3);
+  TensorTableEntry taken;
+  EXPECT(queue.Take("allreduce", &taken) && taken.request.shape == Shape{1});
+  fresh.clear();
+  queue.PopNewRequests(&fresh);
+  EXPECT(fresh.size() == 1 && fresh[0].shape == Shape{2});
+  queue.FailAll(Status::Aborted("stop"));
+  EXPECT((done == std::vector<int>{1, 2}) && queue.size() == 0);
+}
+
 }  // namespace
 
 int main() {
+  TestGroupRoundTrip();
+  TestCoordinatorGroup();
+  TestTensorQueueFifo();
   TestWideReductionsMatchScalar();
   TestMessageRoundTrip();
   TestValidationMessages();
