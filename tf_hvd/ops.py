@@ -266,10 +266,20 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                       compression=Compression.none, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, name=None, process_set=None,
                       ignore_name_scope=False):
-    """Reduces a list of tensors as one group (negotiated and fused together).
+    """Reduces a list of tensors as one group: negotiated and run together.
+
+    The dense tensors (named ``<name>_<i>``) run only once every rank has
+    submitted all of them, fused together (per dtype, up to
+    HOROVOD_FUSION_THRESHOLD); if one of them mismatches across ranks, the
+    whole group fails on every rank with one InvalidArgumentError naming the
+    group, the tensor and what differed, and none of them runs.
 
     Same arguments as :func:`allreduce`; returns a list in the order of
     ``tensors``. tf.IndexedSlices members are reduced as in allreduce.
+
+    Example::
+
+        a, b = hvd.grouped_allreduce([tf.ones([2]), tf.zeros([3], tf.int32)], op=hvd.Sum)
     """
     _check_initialized()
     _check_process_set(process_set)
