@@ -132,7 +132,7 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None
     _check_initialized()
     root_rank = int(root_rank)
     if name is None:
-        name = "broadcast_object.noname.%d" % _noname.take("broadcast_object")
+        name = _noname("broadcast_object")
 
     def run(evaluate):
         if rank() == root_rank:
@@ -159,7 +159,7 @@ def allgather_object(obj, session=None, name=None, process_set=None):
     """
     _check_initialized()
     if name is None:
-        name = "allgather_object.noname.%d" % _noname.take("allgather_object")
+        name = _noname("allgather_object")
 
     def run(evaluate):
         payload = _to_bytes_tensor(obj)

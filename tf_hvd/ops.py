@@ -7,9 +7,26 @@ mode. A collective is matched across processes by its *tensor name*:
   scope, ``scope/name``; pass ``ignore_name_scope=True`` to drop the scope) and
   the tensor name when executing eagerly.
 * ``name`` omitted: in a graph the op is named ``<OpType>_<input tensor name>``
-  (e.g. ``HorovodAllreduce_dense_kernel_0``); eagerly the tensor name is
-  ``<kind>.noname.<n>`` where ``n`` counts this process's unnamed eager calls of
-  that kind, so ranks that issue the same sequence of calls agree.
+  (e.g. ``HorovodAllreduce_dense_kernel_0``); eagerly the tensor name is the
+  kind, ``<kind>.noname`` (e.g. ``allreduce.noname``), whatever ran before.
+
+Several collectives may be in flight under one name on a rank: they queue in
+submission order and the k-th of a name on one rank is matched with the k-th
+of that name on every other rank. So unnamed eager calls stay in step even
+after one rank issued an extra call that failed on that rank alone, and
+repeated calls with the same shape reuse the negotiated plan (the response
+cache); a call with another shape under the same name is renegotiated::
+
+    hvd.allreduce(tf.ones([4]))         # "allreduce.noname" on every rank
+    try:
+        hvd.allreduce(bad_tensor)       # raises on this rank only
+    except tf.errors.InvalidArgumentError:
+        pass
+    hvd.allreduce(tf.ones([4]))         # still meets the other ranks' next call
+
+Calls with the same name from several threads of one rank are matched in the
+order they reach the core, which threads do not fix: give those distinct
+names.
 
 Every collective raises ``ValueError("Horovod has not been initialized; use
 hvd.init().")`` if called before ``hvd.init()``. Mismatched submissions across
@@ -18,7 +35,6 @@ ranks (dtype, shape, op, root rank, ...) fail on every rank with
 """
 
 import re
-import threading
 import warnings
 
 import tensorflow as tf
@@ -42,21 +58,13 @@ def _normalize_name(name):
     return _NOT_NAME_CHARS.sub("_", name)
 
 
-class _NonameCounters(object):
-    """Per-kind counters of unnamed eager collectives of this process."""
+def _noname(kind):
+    """The tensor name of an unnamed eager collective of ``kind``.
 
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._next = {}
-
-    def take(self, kind):
-        with self._lock:
-            n = self._next.get(kind, 0)
-            self._next[kind] = n + 1
-        return n
-
-
-_noname = _NonameCounters()
+    It does not depend on how many collectives ran before, so ranks stay in
+    step and the response cache hits: ``_noname("allreduce") == "allreduce.noname"``.
+    """
+    return "%s.noname" % kind
 
 
 def _tensor_label(tensor):
@@ -71,7 +79,7 @@ def _names(kind, op_type, name, tensor=None):
     """Returns (op name for the graph, tensor_name attr) following the naming rule."""
     if tf.executing_eagerly():
         if name is None:
-            return None, "%s.noname.%d" % (kind, _noname.take(kind))
+            return None, _noname(kind)
         return None, str(name)
     if name is None:
         if tensor is None:
@@ -258,10 +266,20 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                       compression=Compression.none, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, name=None, process_set=None,
                       ignore_name_scope=False):
-    """Reduces a list of tensors as one group (negotiated and fused together).
+    """Reduces a list of tensors as one group: negotiated and run together.
+
+    The dense tensors (named ``<name>_<i>``) run only once every rank has
+    submitted all of them, fused together (per dtype, up to
+    HOROVOD_FUSION_THRESHOLD); if one of them mismatches across ranks, the
+    whole group fails on every rank with one InvalidArgumentError naming the
+    group, the tensor and what differed, and none of them runs.
 
     Same arguments as :func:`allreduce`; returns a list in the order of
     ``tensors``. tf.IndexedSlices members are reduced as in allreduce.
+
+    Example::
+
+        a, b = hvd.grouped_allreduce([tf.ones([2]), tf.zeros([3], tf.int32)], op=hvd.Sum)
     """
     _check_initialized()
     _check_process_set(process_set)

@@ -1,6 +1,8 @@
 #include "cc/common/controller.h"
 
 #include <algorithm>
+#include <string>
+#include <unordered_map>
 
 #include "cc/common/fusion.h"
 #include "cc/common/logging.h"
@@ -52,20 +54,41 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
   std::vector<Request> uncached;
   std::vector<std::pair<Waiting, uint32_t>> hits;
   double stale_s = params_.stall_check ? params_.stall_warning_s : 1e30;
-  for (auto& w : candidates) {
-    uint32_t bit = 0;
-    auto state = ResponseCache::State::MISS;
+  std::vector<ResponseCache::State> states(candidates.size(), ResponseCache::State::MISS);
+  std::vector<uint32_t> slot(candidates.size(), 0);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Waiting& w = candidates[i];
     if (cache_.enabled() && w.request.type != OpType::JOIN &&
         w.request.type != OpType::BARRIER) {
-      state = cache_.Lookup(w.request, &bit);
+      states[i] = cache_.Lookup(w.request, &slot[i]);
     }
     bool stale = std::chrono::duration<double>(now - w.since).count() > stale_s;
-    if (state == ResponseCache::State::HIT && !stale) {
-      hits.emplace_back(std::move(w), bit);
-      bits[1 + words + bit / 64] &= ~(uint64_t{1} << (bit % 64));
+    if (states[i] == ResponseCache::State::HIT && stale) states[i] = ResponseCache::State::INVALID;
+  }
+  // A group is a cache hit only as a whole: one member that is not (changed,
+  // new, stale) sends the whole group to the coordinator and invalidates the
+  // members' slots on every rank.
+  std::unordered_map<std::string, int> group_hits, group_seen;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Request& q = candidates[i].request;
+    if (q.group.empty()) continue;
+    ++group_seen[q.group];
+    group_hits[q.group] += states[i] == ResponseCache::State::HIT;
+  }
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Request& q = candidates[i].request;
+    if (!q.group.empty() && states[i] == ResponseCache::State::HIT &&
+        (group_hits[q.group] != group_seen[q.group] || group_seen[q.group] < q.group_size)) {
+      states[i] = ResponseCache::State::INVALID;
+    }
+  }
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (states[i] == ResponseCache::State::HIT) {
+      hits.emplace_back(std::move(candidates[i]), slot[i]);
+      bits[1 + words + slot[i] / 64] &= ~(uint64_t{1} << (slot[i] % 64));
     } else {
-      if (state != ResponseCache::State::MISS) SetBit(&bits, 1, bit);
-      uncached.push_back(std::move(w.request));
+      if (states[i] != ResponseCache::State::MISS) SetBit(&bits, 1, slot[i]);
+      uncached.push_back(std::move(candidates[i].request));
     }
   }
   if (shutdown_requested) bits[0] |= kShutdownFlag;
@@ -93,20 +116,20 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
       cache_.Erase(static_cast<uint32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(word))));
     }
   }
-  std::vector<uint32_t> common;
+  std::vector<std::pair<Waiting, uint32_t>> common;
   const bool someone_joined = (bits[0] & kJoinedFlag) != 0;
   for (auto& h : hits) {
     if (GetBit(bits, 1, h.second) || someone_joined) {
       uncached.push_back(std::move(h.first.request));  // invalidated meanwhile
     } else if (!GetBit(bits, 1 + words, h.second)) {
-      common.push_back(h.second);
+      common.push_back(std::move(h));
     } else {
       waiting_hits_.push_back(std::move(h.first));
     }
   }
-  std::sort(common.begin(), common.end());
+  std::vector<uint32_t> ordered = OrderCachedHits(&common);
   std::vector<Response> cached;
-  for (uint32_t bit : common) {
+  for (uint32_t bit : ordered) {
     cached.push_back(cache_.Get(bit));
     cache_.Touch(bit);
   }
@@ -156,6 +179,41 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
     for (auto& q : uncached) waiting_hits_.push_back({std::move(q), now});
   }
   return Status();
+}
+
+std::vector<uint32_t> Controller::OrderCachedHits(
+    std::vector<std::pair<Waiting, uint32_t>>* common) {
+  // The hit set is the same on every rank, and so is every decision below.
+  std::unordered_map<std::string, std::vector<uint32_t>> groups;
+  for (const auto& h : *common) {
+    const Request& q = cache_.GetRequest(h.second);
+    if (!q.group.empty()) groups[q.group].push_back(h.second);
+  }
+  std::vector<uint32_t> bits;
+  for (auto& h : *common) {
+    const Request& q = cache_.GetRequest(h.second);
+    if (!q.group.empty() && groups[q.group].size() < static_cast<size_t>(q.group_size)) {
+      waiting_hits_.push_back(std::move(h.first));  // the rest of its group is not here yet
+    } else {
+      bits.push_back(h.second);
+    }
+  }
+  std::sort(bits.begin(), bits.end());
+  // Each group's members next to each other, at the place of its first one.
+  std::vector<uint32_t> ordered;
+  std::unordered_map<std::string, bool> placed;
+  for (uint32_t bit : bits) {
+    const Request& q = cache_.GetRequest(bit);
+    if (q.group.empty()) {
+      ordered.push_back(bit);
+    } else if (!placed[q.group]) {
+      placed[q.group] = true;
+      std::vector<uint32_t> members = groups[q.group];
+      std::sort(members.begin(), members.end());
+      ordered.insert(ordered.end(), members.begin(), members.end());
+    }
+  }
+  return ordered;
 }
 
 void Controller::CacheResponse(const Response& response,

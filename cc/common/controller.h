@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "cc/common/coordinator.h"
@@ -35,6 +36,10 @@ class Controller {
     Request request;
     std::chrono::steady_clock::time_point since;
   };
+
+  // The cache hits every rank has, in the order every rank performs them:
+  // by slot, each group's members together; a group not all here yet waits.
+  std::vector<uint32_t> OrderCachedHits(std::vector<std::pair<Waiting, uint32_t>>* common);
 
   Transport* transport_;
   Topology topology_;

@@ -48,6 +48,12 @@ bool Coordinator::Ready(const Pending& p) const {
   return covered == size_;
 }
 
+const Request& Coordinator::AnyRequest(const Pending& p) const {
+  for (size_t r = 0; r < p.submitted.size(); ++r)
+    if (p.submitted[r]) return p.requests[r];
+  return p.requests.front();
+}
+
 std::vector<Response> Coordinator::TakeReadyResponses(bool* stall_shutdown) {
   std::vector<Response> out;
   std::vector<std::string> remaining;
@@ -55,19 +61,33 @@ std::vector<Response> Coordinator::TakeReadyResponses(bool* stall_shutdown) {
   stalled.kind = Response::ERROR;
   stalled.error_code = Status::ABORTED;
   stall_.StartRound();
+  // The members of every pending group, in arrival order.
+  std::unordered_map<std::string, std::vector<std::string>> groups;
   for (const std::string& name : order_) {
-    Pending& p = table_[name];
-    if (Ready(p)) {
+    const Request& q = AnyRequest(table_[name]);
+    if (!q.group.empty()) groups[q.group].push_back(name);
+  }
+  std::unordered_map<std::string, bool> group_done;  // decided this round
+  for (const std::string& name : order_) {
+    auto it = table_.find(name);
+    if (it == table_.end()) continue;  // decided with its group this round
+    Pending& p = it->second;
+    const std::string group = AnyRequest(p).group;
+    if (!group.empty()) {
+      auto decided = group_done.find(group);
+      if (decided == group_done.end()) {
+        decided = group_done.emplace(group, TakeGroup(group, groups[group], &out)).first;
+      }
+      if (decided->second) continue;  // performed or failed as a whole
+    } else if (Ready(p)) {
       out.push_back(BuildResponse(name, p.requests, p.submitted, joined_, size_));
       GlobalTimeline().NegotiateEnd(name);
       table_.erase(name);
       continue;
     }
-    const Request* any = nullptr;
-    for (size_t r = 0; r < p.submitted.size() && !any; ++r)
-      if (p.submitted[r]) any = &p.requests[r];
     std::string message;
-    if (stall_.Check(name, OpTypeName(any->type), p.first_seen, p.submitted, &message)) {
+    if (stall_.Check(name, OpTypeName(AnyRequest(p).type), p.first_seen, p.submitted,
+                     &message)) {
       stalled.error += (stalled.names.empty() ? "" : "; ") + message;
       stalled.names.push_back(name);
     }
@@ -94,6 +114,51 @@ std::vector<Response> Coordinator::TakeReadyResponses(bool* stall_shutdown) {
     last_joined_ = -1;
   }
   return out;
+}
+
+}  // namespace tfhvd
+
+namespace tfhvd {
+
+bool Coordinator::TakeGroup(const std::string& group, const std::vector<std::string>& members,
+                            std::vector<Response>* out) {
+  // Validate every member that all ranks have sent; one error fails the group.
+  std::vector<Response> responses;
+  bool complete = true;
+  int error_at = -1;
+  for (const std::string& name : members) {
+    const Pending& p = table_[name];
+    if (!Ready(p)) {
+      complete = false;
+      continue;
+    }
+    responses.push_back(BuildResponse(name, p.requests, p.submitted, joined_, size_));
+    if (responses.back().kind == Response::ERROR && error_at < 0)
+      error_at = static_cast<int>(responses.size()) - 1;
+  }
+  const int32_t declared = AnyRequest(table_[members.front()]).group_size;
+  complete = complete && static_cast<int32_t>(members.size()) >= declared;
+  if (error_at < 0 && !complete) return false;
+  if (error_at >= 0) {
+    const Response* error = &responses[static_cast<size_t>(error_at)];
+    Response failed;
+    failed.kind = Response::ERROR;
+    failed.error_code = error->error_code;
+    failed.names = members;
+    std::string list;
+    for (const std::string& name : members) list += (list.empty() ? "'" : ", '") + name + "'";
+    failed.error = "grouped allreduce '" + group + "' (" + std::to_string(members.size()) +
+                   " tensors: " + list + ") failed on every rank and none of its tensors ran: " +
+                   error->error;
+    out->push_back(std::move(failed));
+  } else {
+    for (auto& r : responses) out->push_back(std::move(r));
+  }
+  for (const std::string& name : members) {
+    GlobalTimeline().NegotiateEnd(name);
+    table_.erase(name);
+  }
+  return true;
 }
 
 }  // namespace tfhvd

@@ -21,7 +21,8 @@ class Coordinator {
 
   void Add(const RequestList& list);
   // Responses for every tensor now requested by all (non-joined) ranks, in
-  // the order tensors first arrived. When tensors stalled past
+  // the order tensors first arrived; a group's tensors only once all of them
+  // are, and then together. When tensors stalled past
   // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, returns instead one ERROR response
   // naming them and the missing ranks, and sets *stall_shutdown: the job ends.
   std::vector<Response> TakeReadyResponses(bool* stall_shutdown = nullptr);
@@ -36,6 +37,13 @@ class Coordinator {
     std::chrono::steady_clock::time_point first_seen;
   };
   bool Ready(const Pending& p) const;
+  const Request& AnyRequest(const Pending& p) const;  // a submitted rank's request
+  // Decides a group this round: when every member is ready on every rank,
+  // appends the members' responses (together, in order) to *out; when a ready
+  // member is invalid, appends one ERROR naming the group, its tensors and
+  // what differed. Returns true when the group was decided (and erased).
+  bool TakeGroup(const std::string& group, const std::vector<std::string>& members,
+                 std::vector<Response>* out);
 
   int size_;
   std::unordered_map<std::string, Pending> table_;

@@ -17,19 +17,28 @@ bool Compatible(const Response& a, const Response& b) {
 }
 }  // namespace
 
+// Each response not yet taken starts a fused response and takes every later
+// compatible one that still fits, looking past incompatible ones (so a group
+// of mixed dtypes fuses into one response per dtype). Every rank runs this on
+// the same list, so every rank gets the same plan.
 std::vector<Response> FuseResponses(std::vector<Response> responses, int64_t threshold_bytes) {
   if (threshold_bytes <= 0) return responses;
   std::vector<Response> out;
-  for (auto& r : responses) {
-    if (!out.empty() && Compatible(out.back(), r) &&
-        Bytes(out.back()) + Bytes(r) <= threshold_bytes) {
-      Response& f = out.back();
+  std::vector<bool> taken(responses.size(), false);
+  for (size_t i = 0; i < responses.size(); ++i) {
+    if (taken[i]) continue;
+    Response f = std::move(responses[i]);
+    int64_t bytes = Bytes(f);
+    for (size_t j = i + 1; j < responses.size() && bytes < threshold_bytes; ++j) {
+      const Response& r = responses[j];
+      if (taken[j] || !Compatible(f, r) || bytes + Bytes(r) > threshold_bytes) continue;
       f.names.insert(f.names.end(), r.names.begin(), r.names.end());
       f.sizes.insert(f.sizes.end(), r.sizes.begin(), r.sizes.end());
       f.cacheable = f.cacheable && r.cacheable;
-    } else {
-      out.push_back(std::move(r));
+      bytes += Bytes(r);
+      taken[j] = true;
     }
+    out.push_back(std::move(f));
   }
   return out;
 }

@@ -1,5 +1,7 @@
-// Tensor fusion planning: merges consecutive compatible allreduce responses
-// into one response whose tensors are reduced together in one collective.
+// Tensor fusion planning: merges compatible allreduce responses (same dtype,
+// reduce op and scaling; a group's members sit next to each other) into
+// responses whose tensors are reduced together in one collective, each up to
+// the fusion threshold.
 #ifndef TFHVD_COMMON_FUSION_H_
 #define TFHVD_COMMON_FUSION_H_
 

@@ -72,6 +72,8 @@ std::string SerializeRequestList(const RequestList& list) {
     w.Put<uint8_t>(static_cast<uint8_t>(r.reduce_op));
     w.Put<double>(r.prescale);
     w.Put<double>(r.postscale);
+    w.PutString(r.group);
+    w.Put<int32_t>(r.group_size);
   }
   return w.Take();
 }
@@ -86,7 +88,8 @@ bool ParseRequestList(const std::string& bytes, RequestList* list) {
   for (auto& q : list->requests) {
     if (!r.Get(&q.rank) || !r.Get(&type) || !r.Get(&dtype) || !r.GetString(&q.name) ||
         !r.GetInts(&q.shape) || !r.Get(&q.root_rank) || !r.Get(&op) ||
-        !r.Get(&q.prescale) || !r.Get(&q.postscale))
+        !r.Get(&q.prescale) || !r.Get(&q.postscale) || !r.GetString(&q.group) ||
+        !r.Get(&q.group_size))
       return false;
     q.type = static_cast<OpType>(type);
     q.dtype = static_cast<DataType>(dtype);

@@ -22,6 +22,11 @@ struct Request {
   ReduceOp reduce_op = ReduceOp::SUM;
   double prescale = 1.0;
   double postscale = 1.0;
+  // Grouped allreduce: the group's id (its name, the same on every rank) and
+  // how many tensors it has; empty/0 for a tensor outside any group. A group
+  // is negotiated, validated and performed together, all or nothing.
+  std::string group;
+  int32_t group_size = 0;
 };
 
 struct RequestList {

@@ -280,10 +280,11 @@ const char* TransportName() {
   return st.transport ? st.transport->name() : "none";
 }
 
-Status Enqueue(TensorTableEntry entry) {
+namespace {
+
+// Checks one entry's arguments on this rank (and fills alltoall's even splits).
+Status CheckEntry(TensorTableEntry& entry) {
   GlobalState& st = State();
-  Status s = CheckInitialized();
-  if (!s.ok()) return s;
   const Request& q = entry.request;
   const int size = st.topology.size;
   if ((q.type == OpType::ALLGATHER || q.type == OpType::ALLTOALL ||
@@ -326,7 +327,29 @@ Status Enqueue(TensorTableEntry entry) {
           std::to_string(sum));
     }
   }
-  return st.queue->Add(std::move(entry));
+  return Status();
+}
+
+}  // namespace
+
+Status Enqueue(TensorTableEntry entry) {
+  Status s = CheckInitialized();
+  if (s.ok()) s = CheckEntry(entry);
+  if (!s.ok()) return s;
+  return State().queue->Add(std::move(entry));
+}
+
+Status EnqueueGroup(const std::string& group, std::vector<TensorTableEntry> entries) {
+  Status s = CheckInitialized();
+  if (!s.ok()) return s;
+  if (entries.empty()) return Status();
+  for (auto& e : entries) {
+    e.request.group = group;
+    e.request.group_size = static_cast<int32_t>(entries.size());
+    s = CheckEntry(e);
+    if (!s.ok()) return s;
+  }
+  return State().queue->AddGroup(std::move(entries));
 }
 
 }  // namespace tfhvd

@@ -4,6 +4,7 @@
 #define TFHVD_COMMON_OPERATIONS_H_
 
 #include <string>
+#include <vector>
 
 #include "cc/common/tensor_queue.h"
 #include "cc/common/transport.h"
@@ -32,6 +33,12 @@ Status StopTimeline();
 // Hands one tensor to the background thread. On error the callback is NOT
 // called; the caller completes the op with the returned status.
 Status Enqueue(TensorTableEntry entry);
+// Hands the tensors of one group (grouped allreduce) to the background thread
+// at once under the group id `group` (the grouped op's name, the same on every
+// rank); they are negotiated and performed together, all or nothing. Each
+// entry's request.name must be set; the group fields are filled here. On
+// error no callback is called and nothing was queued.
+Status EnqueueGroup(const std::string& group, std::vector<TensorTableEntry> entries);
 
 }  // namespace tfhvd
 

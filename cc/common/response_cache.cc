@@ -6,7 +6,8 @@ namespace {
 bool SameParameters(const Request& a, const Request& b) {
   return a.type == b.type && a.dtype == b.dtype && a.shape == b.shape &&
          a.root_rank == b.root_rank && a.reduce_op == b.reduce_op &&
-         a.prescale == b.prescale && a.postscale == b.postscale;
+         a.prescale == b.prescale && a.postscale == b.postscale && a.group == b.group &&
+         a.group_size == b.group_size;
 }
 }  // namespace
 

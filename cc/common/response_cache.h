@@ -31,6 +31,8 @@ class ResponseCache {
   // recently used slot when full.
   void Put(const Response& response, const Request& request);
   const Response& Get(uint32_t bit) const { return slots_[bit].response; }
+  // The request the slot was cached for (its group and group size).
+  const Request& GetRequest(uint32_t bit) const { return slots_[bit].request; }
   void Touch(uint32_t bit) { slots_[bit].last_used = ++clock_; }
   void Erase(uint32_t bit);
 

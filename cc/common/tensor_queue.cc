@@ -2,18 +2,27 @@
 
 namespace tfhvd {
 
+void TensorQueue::AddLocked(TensorTableEntry entry) {
+  entry.enqueued = std::chrono::steady_clock::now();
+  std::deque<TensorTableEntry>& fifo = table_[entry.request.name];
+  // Only the head of a name is negotiated; later ones wait for Take.
+  if (fifo.empty()) new_requests_.push_back(entry.request);
+  fifo.push_back(std::move(entry));
+  ++entries_;
+}
+
 Status TensorQueue::Add(TensorTableEntry entry) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const std::string& name = entry.request.name;
   if (closed_) return closed_status_;
-  if (table_.count(name)) {
-    return Status::InvalidArgument(
-        "tensor '" + name + "': a collective with this name is already in flight "
-        "on this rank; give concurrent collectives distinct names");
-  }
-  entry.enqueued = std::chrono::steady_clock::now();
-  new_requests_.push_back(entry.request);
-  table_.emplace(name, std::move(entry));
+  AddLocked(std::move(entry));
+  cv_.notify_one();
+  return Status();
+}
+
+Status TensorQueue::AddGroup(std::vector<TensorTableEntry> entries) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) return closed_status_;
+  for (auto& e : entries) AddLocked(std::move(e));
   cv_.notify_one();
   return Status();
 }
@@ -46,8 +55,14 @@ bool TensorQueue::Take(const std::string& name, TensorTableEntry* out) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = table_.find(name);
   if (it == table_.end()) return false;
-  *out = std::move(it->second);
-  table_.erase(it);
+  *out = std::move(it->second.front());
+  it->second.pop_front();
+  --entries_;
+  if (it->second.empty()) {
+    table_.erase(it);
+  } else {
+    new_requests_.push_back(it->second.front().request);  // the next one's turn
+  }
   return true;
 }
 
@@ -57,22 +72,25 @@ bool TensorQueue::Contains(const std::string& name) {
 }
 
 void TensorQueue::FailAll(const Status& status) {
-  std::unordered_map<std::string, TensorTableEntry> table;
+  std::unordered_map<std::string, std::deque<TensorTableEntry>> table;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     table.swap(table_);
     new_requests_.clear();
+    entries_ = 0;
     closed_ = true;
     closed_status_ = status;
   }
   for (auto& kv : table) {
-    if (kv.second.callback) kv.second.callback(status);
+    for (auto& e : kv.second) {
+      if (e.callback) e.callback(status);
+    }
   }
 }
 
 size_t TensorQueue::size() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return table_.size();
+  return entries_;
 }
 
 }  // namespace tfhvd

@@ -1,5 +1,11 @@
 // The table of tensors that ops have handed to the core and that wait for the
 // background thread, plus the queue of their not-yet-negotiated requests.
+//
+// Several ops may be in flight under one name on a rank (e.g. unnamed eager
+// collectives, all named after their kind): they wait in a FIFO per name and
+// only the head of each FIFO is negotiated. Taking the head releases the next
+// one, so the k-th submission of a name on one rank meets the k-th submission
+// of that name on every other rank.
 #ifndef TFHVD_COMMON_TENSOR_QUEUE_H_
 #define TFHVD_COMMON_TENSOR_QUEUE_H_
 
@@ -35,26 +41,33 @@ struct TensorTableEntry {
 
 class TensorQueue {
  public:
-  // Fails if a tensor of the same name is already in flight.
+  // Queues one tensor behind any in flight under the same name.
   Status Add(TensorTableEntry entry);
+  // Queues the tensors of one group at once, so that every member reaches
+  // negotiation in the same round.
+  Status AddGroup(std::vector<TensorTableEntry> entries);
   // Moves requests added since the last call into *out (in enqueue order).
   void PopNewRequests(std::vector<Request>* out);
   // Blocks until new requests arrive, Notify() is called or timeout passes.
   void WaitForWork(std::chrono::microseconds timeout);
   void Notify();
-  // Moves the entry for name out of the table; false if this rank has none
-  // (a rank that joined early).
+  // Moves the oldest entry for name out of the table (releasing the next one
+  // of that name for negotiation); false if this rank has none (a rank that
+  // joined early).
   bool Take(const std::string& name, TensorTableEntry* out);
   bool Contains(const std::string& name);
   // Completes every waiting entry with status, empties the table and refuses
   // later Adds with the same status.
   void FailAll(const Status& status);
-  size_t size();
+  size_t size();  // entries in flight, queued ones included
 
  private:
+  void AddLocked(TensorTableEntry entry);
+
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::unordered_map<std::string, TensorTableEntry> table_;
+  std::unordered_map<std::string, std::deque<TensorTableEntry>> table_;
+  size_t entries_ = 0;
   std::deque<Request> new_requests_;
   bool notified_ = false;
   bool closed_ = false;

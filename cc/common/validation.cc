@@ -71,6 +71,14 @@ Response BuildResponse(const std::string& name, const std::vector<Request>& requ
   };
   std::string err = check("op", [](const Request& q) { return OpTypeName(q.type); });
   if (err.empty()) err = check("dtype", [](const Request& q) { return DataTypeName(q.dtype); });
+  if (err.empty()) {
+    err = check("group", [](const Request& q) {
+      return q.group.empty() ? std::string("(none)") : "'" + q.group + "'";
+    });
+  }
+  if (err.empty()) {
+    err = check("group size", [](const Request& q) { return std::to_string(q.group_size); });
+  }
   if (!err.empty()) return Error(name, err);
 
   OpType type = first->type;

@@ -1,9 +1,12 @@
-// CPU AsyncOpKernels of the collective ops. ComputeAsync only validates,
-// allocates what it can and enqueues; the core's background thread completes
-// the op through the entry's callback, which calls done().
+// CPU AsyncOpKernels of the collective ops. One ComputeAsync serves them all:
+// it validates, lets the op fill its entries (allocating what it can) and
+// enqueues; the core's background thread completes the op through the
+// entries' callbacks, the last of which calls done().
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "cc/common/operations.h"
 #include "cc/tensorflow/tf_adapter.h"
@@ -19,7 +22,16 @@ using tensorflow::Tensor;
 
 namespace {
 
-// Shared attrs and plumbing of every collective kernel.
+Status FromTF(const absl::Status& s) {
+  if (s.ok()) return Status();
+  if (absl::IsInvalidArgument(s)) return Status::InvalidArgument(std::string(s.message()));
+  return Status::Unknown(std::string(s.message()));
+}
+
+// The one ComputeAsync of every collective kernel: check that Horovod runs,
+// let the op fill its entries (request, input, output), give them to the core
+// (a group at once) and complete the op through the entries' callbacks, done()
+// running once after the last. Each op supplies only Prepare.
 class CollectiveKernel : public AsyncOpKernel {
  public:
   explicit CollectiveKernel(OpKernelConstruction* c) : AsyncOpKernel(c) {
@@ -40,26 +52,47 @@ class CollectiveKernel : public AsyncOpKernel {
     }
   }
 
- protected:
-  std::string Name() const {
-    return NegotiationName(name(), tensor_name_, ignore_name_scope_);
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) final {
+    std::vector<TensorTableEntry> entries;
+    Status s = CheckInitialized();
+    if (s.ok()) s = Prepare(ctx, &entries);
+    if (s.ok() && entries.empty()) {
+      done();  // nothing to reduce (an empty group)
+      return;
+    }
+    if (s.ok()) {
+      const size_t n = entries.size();
+      auto finish = Completion(ctx, std::move(done), n);
+      for (auto& e : entries) e.callback = finish;
+      s = grouped_ ? EnqueueGroup(Name(), std::move(entries)) : Enqueue(std::move(entries[0]));
+      if (!s.ok()) {
+        for (size_t i = 0; i < n; ++i) finish(s);  // no callback ran
+      }
+      return;
+    }
+    ctx->SetStatus(ToTFStatus(s));
+    done();
   }
 
-  // Fills the request fields shared by every tensor op.
-  bool FillRequest(OpKernelContext* ctx, const DoneCallback& done, OpType type,
-                   const Tensor& tensor, const std::string& name, TensorTableEntry* e) {
-    Status ready = CheckInitialized();
-    if (!ready.ok()) {
-      ctx->SetStatus(ToTFStatus(ready));
-      done();
-      return false;
-    }
+ protected:
+  // Fills the entries this op hands to the core (a group's); by default the
+  // one entry PrepareOne fills.
+  virtual Status Prepare(OpKernelContext* ctx, std::vector<TensorTableEntry>* entries) {
+    entries->resize(1);
+    return PrepareOne(ctx, &entries->back());
+  }
+  virtual Status PrepareOne(OpKernelContext*, TensorTableEntry*) { return Status(); }
+
+  std::string Name() const { return NegotiationName(name(), tensor_name_, ignore_name_scope_); }
+
+  // An entry for input `index` negotiated as `name`, with the op's attrs.
+  Status TensorEntry(OpKernelContext* ctx, int index, OpType type, const std::string& name,
+                     TensorTableEntry* e) const {
+    const Tensor& tensor = ctx->input(index);
     DataType dtype;
     if (!ToCoreDataType(tensor.dtype(), &dtype)) {
-      ctx->SetStatus(absl::InvalidArgumentError(
-          "tensor '" + name + "': unsupported dtype " + tensorflow::DataTypeString(tensor.dtype())));
-      done();
-      return false;
+      return Status::InvalidArgument("tensor '" + name + "': unsupported dtype " +
+                                     tensorflow::DataTypeString(tensor.dtype()));
     }
     e->request.type = type;
     e->request.dtype = dtype;
@@ -69,15 +102,16 @@ class CollectiveKernel : public AsyncOpKernel {
     e->request.prescale = prescale_;
     e->request.postscale = postscale_;
     e->input = tensor.tensor_data().data();
-    return true;
+    return Status();
   }
 
-  static std::function<void(const Status&)> Completion(OpKernelContext* ctx,
-                                                       DoneCallback done) {
-    return [ctx, done](const Status& s) {
-      if (!s.ok()) ctx->SetStatus(ToTFStatus(s));
-      done();
-    };
+  // Output `index` shaped like input `index`, reusing its buffer when allowed.
+  static Status OutputLikeInput(OpKernelContext* ctx, int index, TensorTableEntry* e) {
+    Tensor* out = nullptr;
+    Status s = FromTF(ctx->forward_input_or_allocate_output({index}, index,
+                                                           ctx->input(index).shape(), &out));
+    if (s.ok()) e->output = const_cast<char*>(out->tensor_data().data());
+    return s;
   }
 
   // Output of a shape known only after negotiation, allocated on demand.
@@ -92,38 +126,45 @@ class CollectiveKernel : public AsyncOpKernel {
     };
   }
 
-  void EnqueueOrFail(OpKernelContext* ctx, const DoneCallback& done, TensorTableEntry e) {
-    Status s = Enqueue(std::move(e));
-    if (!s.ok()) {
-      ctx->SetStatus(ToTFStatus(s));
-      done();
-    }
+  bool grouped_ = false;  // entries go to the core as one group
+
+ private:
+  // A callback for each of n entries; the first error wins, done() runs once.
+  static std::function<void(const Status&)> Completion(OpKernelContext* ctx, DoneCallback done,
+                                                       size_t n) {
+    struct Pending {
+      std::atomic<size_t> remaining;
+      std::mutex mutex;
+      Status error;
+    };
+    auto pending = std::make_shared<Pending>();
+    pending->remaining = n;
+    return [ctx, done, pending](const Status& s) {
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(pending->mutex);
+        if (pending->error.ok()) pending->error = s;
+      }
+      if (pending->remaining.fetch_sub(1) == 1) {
+        if (!pending->error.ok()) ctx->SetStatus(ToTFStatus(pending->error));
+        done();
+      }
+    };
   }
 
   ReduceOp reduce_op_ = ReduceOp::SUM;
   float prescale_ = 1.0f;
   float postscale_ = 1.0f;
-
- private:
   bool ignore_name_scope_ = false;
   std::string tensor_name_;
 };
 
-// Allreduce and broadcast write an output shaped like the input, reusing the
-// input buffer when TensorFlow allows it.
+// Allreduce and broadcast write an output shaped like the input.
 class AllreduceKernel : public CollectiveKernel {
  public:
   using CollectiveKernel::CollectiveKernel;
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const Tensor& in = ctx->input(0);
-    TensorTableEntry e;
-    if (!FillRequest(ctx, done, OpType::ALLREDUCE, in, Name(), &e)) return;
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({0}, 0, in.shape(), &out),
-                         done);
-    e.output = const_cast<char*>(out->tensor_data().data());
-    e.callback = Completion(ctx, done);
-    EnqueueOrFail(ctx, done, std::move(e));
+  Status PrepareOne(OpKernelContext* ctx, TensorTableEntry* e) override {
+    Status s = TensorEntry(ctx, 0, OpType::ALLREDUCE, Name(), e);
+    return s.ok() ? OutputLikeInput(ctx, 0, e) : s;
   }
 };
 
@@ -132,164 +173,91 @@ class BroadcastKernel : public CollectiveKernel {
   explicit BroadcastKernel(OpKernelConstruction* c) : CollectiveKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_rank_));
   }
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const Tensor& in = ctx->input(0);
-    TensorTableEntry e;
-    if (!FillRequest(ctx, done, OpType::BROADCAST, in, Name(), &e)) return;
-    e.request.root_rank = root_rank_;
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({0}, 0, in.shape(), &out),
-                         done);
-    e.output = const_cast<char*>(out->tensor_data().data());
-    e.callback = Completion(ctx, done);
-    EnqueueOrFail(ctx, done, std::move(e));
+  Status PrepareOne(OpKernelContext* ctx, TensorTableEntry* e) override {
+    Status s = TensorEntry(ctx, 0, OpType::BROADCAST, Name(), e);
+    e->request.root_rank = root_rank_;
+    return s.ok() ? OutputLikeInput(ctx, 0, e) : s;
   }
 
  private:
   int root_rank_ = 0;
 };
 
-class AllgatherKernel : public CollectiveKernel {
+// Allgather and reducescatter: the output shape is known after negotiation.
+template <OpType kType>
+class NegotiatedShapeKernel : public CollectiveKernel {
  public:
   using CollectiveKernel::CollectiveKernel;
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const Tensor& in = ctx->input(0);
-    TensorTableEntry e;
-    if (!FillRequest(ctx, done, OpType::ALLGATHER, in, Name(), &e)) return;
-    e.allocate_output = OutputAllocator(ctx, 0);
-    e.callback = Completion(ctx, done);
-    EnqueueOrFail(ctx, done, std::move(e));
-  }
-};
-
-class ReducescatterKernel : public CollectiveKernel {
- public:
-  using CollectiveKernel::CollectiveKernel;
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const Tensor& in = ctx->input(0);
-    TensorTableEntry e;
-    if (!FillRequest(ctx, done, OpType::REDUCESCATTER, in, Name(), &e)) return;
-    e.allocate_output = OutputAllocator(ctx, 0);
-    e.callback = Completion(ctx, done);
-    EnqueueOrFail(ctx, done, std::move(e));
+  Status PrepareOne(OpKernelContext* ctx, TensorTableEntry* e) override {
+    e->allocate_output = OutputAllocator(ctx, 0);
+    return TensorEntry(ctx, 0, kType, Name(), e);
   }
 };
 
 class AlltoallKernel : public CollectiveKernel {
  public:
   using CollectiveKernel::CollectiveKernel;
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const Tensor& in = ctx->input(0);
+  Status PrepareOne(OpKernelContext* ctx, TensorTableEntry* e) override {
+    Status s = TensorEntry(ctx, 0, OpType::ALLTOALL, Name(), e);
+    if (!s.ok()) return s;
     const Tensor& splits = ctx->input(1);
-    TensorTableEntry e;
-    if (!FillRequest(ctx, done, OpType::ALLTOALL, in, Name(), &e)) return;
-    OP_REQUIRES_ASYNC(ctx, splits.dims() <= 1,
-                      absl::InvalidArgumentError("tensor '" + e.request.name +
-                                                 "': alltoall splits must be a vector"),
-                      done);
+    if (splits.dims() > 1) {
+      return Status::InvalidArgument("tensor '" + e->request.name +
+                                     "': alltoall splits must be a vector");
+    }
     auto flat = splits.flat<int32_t>();
-    e.splits.assign(flat.data(), flat.data() + flat.size());
+    e->splits.assign(flat.data(), flat.data() + flat.size());
     Tensor* received = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx,
-                         ctx->allocate_output(1, tensorflow::TensorShape({GetTopology().size}),
-                                              &received),
-                         done);
-    e.received_splits = received->flat<int32_t>().data();
-    e.allocate_output = OutputAllocator(ctx, 0);
-    e.callback = Completion(ctx, done);
-    EnqueueOrFail(ctx, done, std::move(e));
+    s = FromTF(ctx->allocate_output(1, tensorflow::TensorShape({GetTopology().size}), &received));
+    if (!s.ok()) return s;
+    e->received_splits = received->flat<int32_t>().data();
+    e->allocate_output = OutputAllocator(ctx, 0);
+    return Status();
   }
 };
 
-// N tensors negotiated as N entries named <name>_<i>; done() runs once the
-// last one completes.
+// N tensors negotiated as one group of entries named <name>_<i>: the core
+// runs them together or fails them all.
 class GroupedAllreduceKernel : public CollectiveKernel {
  public:
-  using CollectiveKernel::CollectiveKernel;
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const int n = ctx->num_inputs();
-    if (n == 0) {
-      done();
-      return;
-    }
-    auto remaining = std::make_shared<std::atomic<int>>(n);
-    auto error = std::make_shared<std::pair<std::mutex, Status>>();
-    auto finish_one = [ctx, done, remaining, error](const Status& s) {
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(error->first);
-        if (error->second.ok()) error->second = s;
-      }
-      if (remaining->fetch_sub(1) == 1) {
-        if (!error->second.ok()) ctx->SetStatus(ToTFStatus(error->second));
-        done();
-      }
-    };
+  explicit GroupedAllreduceKernel(OpKernelConstruction* c) : CollectiveKernel(c) {
+    grouped_ = true;
+  }
+  Status Prepare(OpKernelContext* ctx, std::vector<TensorTableEntry>* entries) override {
     const std::string base = Name();
-    for (int i = 0; i < n; ++i) {
-      const Tensor& in = ctx->input(i);
-      TensorTableEntry e;
-      Status s = CheckInitialized();
-      DataType dtype;
-      if (s.ok() && !ToCoreDataType(in.dtype(), &dtype)) {
-        s = Status::InvalidArgument("unsupported dtype");
-      }
-      Tensor* out = nullptr;
-      if (s.ok()) {
-        absl::Status a = ctx->forward_input_or_allocate_output({i}, i, in.shape(), &out);
-        if (!a.ok()) s = Status::Unknown(std::string(a.message()));
-      }
-      if (s.ok()) {
-        e.request.type = OpType::ALLREDUCE;
-        e.request.dtype = dtype;
-        e.request.name = base + "_" + std::to_string(i);
-        e.request.shape = ToCoreShape(in.shape());
-        e.request.reduce_op = reduce_op_;
-        e.request.prescale = prescale_;
-        e.request.postscale = postscale_;
-        e.input = in.tensor_data().data();
-        e.output = const_cast<char*>(out->tensor_data().data());
-        e.callback = finish_one;
-        s = Enqueue(std::move(e));
-      }
-      if (!s.ok()) {
-        // This and every later tensor will not be enqueued: account for them.
-        for (int k = i; k < n; ++k) finish_one(s);
-        return;
-      }
+    entries->resize(static_cast<size_t>(ctx->num_inputs()));
+    for (int i = 0; i < ctx->num_inputs(); ++i) {
+      TensorTableEntry& e = (*entries)[static_cast<size_t>(i)];
+      Status s = TensorEntry(ctx, i, OpType::ALLREDUCE, base + "_" + std::to_string(i), &e);
+      if (s.ok()) s = OutputLikeInput(ctx, i, &e);
+      if (!s.ok()) return s;
     }
+    return Status();
   }
 };
 
 class JoinKernel : public CollectiveKernel {
  public:
   using CollectiveKernel::CollectiveKernel;
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    Status ready = CheckInitialized();
-    OP_REQUIRES_OK_ASYNC(ctx, ToTFStatus(ready), done);
+  Status PrepareOne(OpKernelContext* ctx, TensorTableEntry* e) override {
+    e->request.type = OpType::JOIN;
+    e->request.dtype = DataType::INT32;
+    e->request.name = Name();
     Tensor* out = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, tensorflow::TensorShape({}), &out), done);
-    TensorTableEntry e;
-    e.request.type = OpType::JOIN;
-    e.request.dtype = DataType::INT32;
-    e.request.name = Name();
-    e.join_result = out->flat<int32_t>().data();
-    e.callback = Completion(ctx, done);
-    EnqueueOrFail(ctx, done, std::move(e));
+    Status s = FromTF(ctx->allocate_output(0, tensorflow::TensorShape({}), &out));
+    if (s.ok()) e->join_result = out->flat<int32_t>().data();
+    return s;
   }
 };
 
 class BarrierKernel : public CollectiveKernel {
  public:
   using CollectiveKernel::CollectiveKernel;
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    Status ready = CheckInitialized();
-    OP_REQUIRES_OK_ASYNC(ctx, ToTFStatus(ready), done);
-    TensorTableEntry e;
-    e.request.type = OpType::BARRIER;
-    e.request.dtype = DataType::UINT8;
-    e.request.name = Name();
-    e.callback = Completion(ctx, done);
-    EnqueueOrFail(ctx, done, std::move(e));
+  Status PrepareOne(OpKernelContext*, TensorTableEntry* e) override {
+    e->request.type = OpType::BARRIER;
+    e->request.dtype = DataType::UINT8;
+    e->request.name = Name();
+    return Status();
   }
 };
 
@@ -300,10 +268,10 @@ class BarrierKernel : public CollectiveKernel {
 
 TFHVD_CPU_KERNEL("HorovodAllreduce", AllreduceKernel);
 TFHVD_CPU_KERNEL("HorovodGroupedAllreduce", GroupedAllreduceKernel);
-TFHVD_CPU_KERNEL("HorovodAllgather", AllgatherKernel);
+TFHVD_CPU_KERNEL("HorovodAllgather", NegotiatedShapeKernel<OpType::ALLGATHER>);
 TFHVD_CPU_KERNEL("HorovodBroadcast", BroadcastKernel);
 TFHVD_CPU_KERNEL("HorovodAlltoall", AlltoallKernel);
-TFHVD_CPU_KERNEL("HorovodReducescatter", ReducescatterKernel);
+TFHVD_CPU_KERNEL("HorovodReducescatter", NegotiatedShapeKernel<OpType::REDUCESCATTER>);
 TFHVD_CPU_KERNEL("HorovodJoin", JoinKernel);
 TFHVD_CPU_KERNEL("HorovodBarrier", BarrierKernel);
 

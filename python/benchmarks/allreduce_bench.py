@@ -11,7 +11,8 @@ Every call is timed on its own: median, min and max latency; algorithm bandwidth
 (bytes / median time) and bus bandwidth (x 2(n-1)/n). Every contender's result is
 compared with the expected sum. Writes <results>/allreduce.json and allreduce.png.
 
-Modes: eager (one op per Python call), function (one tf.function call per allreduce:
+Modes: eager (one op per Python call, a fixed name), eager_unnamed (the same without
+name=, tf_hvd only: every call is "allreduce.noname"), function (one tf.function call per allreduce:
 includes TensorFlow's own function-call overhead: ~0.2 ms per call of a tf.function
 that only runs tf.identity on this 2-core machine), and chain (messages up to 64 KiB): one tf.function runs CHAIN
 dependent allreduces (Sum, then Average of the result) and the time per allreduce is
@@ -34,7 +35,9 @@ CONTENDERS = ("tf_hvd_gloo", "tf_hvd_mpi", "mwms_ring", "mpi4py", "mpi4py_malloc
               "numpy_local")
 SIZES = [4 * common.KiB, 64 * common.KiB, common.MiB, 16 * common.MiB, 64 * common.MiB,
          256 * common.MiB]
-TF_MODES = ("eager", "function", "chain")
+TF_MODES = ("eager", "function", "chain", "eager_unnamed")
+# Modes only tf_hvd has: eager calls without name= (named after their kind).
+HVD_ONLY_MODES = ("eager_unnamed",)
 CHAIN = 50                      # allreduces per tf.function call in chain mode
 CHAIN_MAX_BYTES = 64 * 1024     # chain mode only for latency-bound sizes
 
@@ -88,8 +91,12 @@ def check(result, expected, exact=True):
         bad.size, expected.size, i, float(result[i]), float(expected[i]))
 
 
-def _chain_modes(cfg, nbytes):
-    return [m for m in cfg["modes"] if m != "chain" or nbytes <= CHAIN_MAX_BYTES]
+def _chain_modes(cfg, nbytes, hvd=True):
+    """The modes run for one size: chain and eager_unnamed only for latency-bound sizes."""
+    small = nbytes <= CHAIN_MAX_BYTES
+    return [m for m in cfg["modes"]
+            if (m not in ("chain", "eager_unnamed") or small) and
+            (hvd or m not in HVD_ONLY_MODES)]
 
 
 def _chain_calls(timed):
@@ -146,6 +153,9 @@ def _run_hvd(ctx, cfg, nbytes, warmup, timed):
         if mode == "eager":
             def call():
                 return hvd.allreduce(x, op=hvd.Sum, name=name)
+        elif mode == "eager_unnamed":
+            def call():  # "allreduce.noname" on every call: the cache still hits
+                return hvd.allreduce(x, op=hvd.Sum)
         elif mode == "function":
             fn = tf.function(lambda t: hvd.allreduce(t, op=hvd.Sum, name=name))
 
@@ -193,7 +203,7 @@ def _run_mwms(ctx, cfg, nbytes, warmup, timed):
         return t
 
     records = []
-    for mode in _chain_modes(cfg, nbytes):
+    for mode in _chain_modes(cfg, nbytes, hvd=False):
         calls = timed
         if mode == "eager":
             def call():
@@ -364,7 +374,7 @@ def main(argv=None):
     parser.add_argument("--sizes", default=None,
                         help="comma-separated message sizes (default 4K,64K,1M,16M,64M,256M)")
     parser.add_argument("--modes", default=",".join(TF_MODES),
-                        help="TensorFlow modes: eager, function, chain (default all)")
+                        help="TensorFlow modes: eager, function, chain, eager_unnamed (default all)")
     args = parser.parse_args(argv)
     sizes = common.parse_list(args.sizes, common.parse_size) if args.sizes else SIZES
     cfg = make_config(sizes, common.parse_list(args.modes), args.quick)

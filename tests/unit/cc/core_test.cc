@@ -21,6 +21,7 @@
 #include "cc/common/parameters.h"
 #include "cc/common/reduce_kernels.h"
 #include "cc/common/response_cache.h"
+#include "cc/common/tensor_queue.h"
 #include "cc/common/validation.h"
 
 using namespace tfhvd;
@@ -431,6 +432,116 @@ TEST(Knobs, UnknownHorovodVariablesAreListed) {
   ASSERT_EQ(unknown.size(), 2u);
   EXPECT_EQ(unknown[0], "HOROVOD_BAR");
   EXPECT_EQ(unknown[1], "HOROVOD_FOO");
+}
+
+// Grouped allreduce: members negotiated, fused and failed as one group.
+Request Member(int rank, const std::string& group, int i, int n, Shape shape,
+               DataType dtype = DataType::FLOAT32) {
+  Request q = MakeRequest(rank, group + "_" + std::to_string(i), std::move(shape),
+                          OpType::ALLREDUCE, dtype);
+  q.group = group;
+  q.group_size = n;
+  return q;
+}
+
+TEST(Groups, GroupFieldsRoundTrip) {
+  RequestList list;
+  list.requests.push_back(Member(1, "g", 2, 3, {4}));
+  RequestList parsed;
+  ASSERT_TRUE(ParseRequestList(SerializeRequestList(list), &parsed));
+  ASSERT_EQ(parsed.requests.size(), 1u);
+  EXPECT_EQ(parsed.requests[0].group, "g");
+  EXPECT_EQ(parsed.requests[0].group_size, 3);
+  EXPECT_EQ(parsed.requests[0].name, "g_2");
+}
+
+TEST(Groups, RunOnlyWhenEveryMemberIsReadyAndFusePerDtype) {
+  Parameters params;
+  Coordinator coord(2, params);
+  // Rank 0 sends the whole group; rank 1 only one member so far (as if its
+  // members reached the coordinator in different rounds): nothing runs.
+  RequestList a0, a1, b1, c1;
+  a0.requests = {Member(0, "g", 0, 3, {2}), Member(0, "g", 1, 3, {3}, DataType::FLOAT64),
+                 Member(0, "g", 2, 3, {4})};
+  a1.requests = {Member(1, "g", 0, 3, {2})};
+  coord.Add(a0);
+  coord.Add(a1);
+  EXPECT_TRUE(coord.TakeReadyResponses().empty());
+  b1.requests = {Member(1, "g", 1, 3, {3}, DataType::FLOAT64)};
+  coord.Add(b1);
+  EXPECT_TRUE(coord.TakeReadyResponses().empty());
+  c1.requests = {Member(1, "g", 2, 3, {4})};
+  coord.Add(c1);
+  auto ready = coord.TakeReadyResponses();
+  ASSERT_EQ(ready.size(), 3u);
+  EXPECT_EQ(ready[0].names[0], "g_0");
+  EXPECT_EQ(ready[1].names[0], "g_1");
+  EXPECT_EQ(ready[2].names[0], "g_2");
+  EXPECT_EQ(ready[0].kind, Response::OPERATION);
+  // Fused: one response per dtype, the group's float32 members together.
+  auto fused = FuseResponses(ready, 1 << 20);
+  ASSERT_EQ(fused.size(), 2u);
+  EXPECT_EQ(fused[0].names, (std::vector<std::string>{"g_0", "g_2"}));
+}
+
+TEST(Groups, OneMismatchedMemberFailsTheWholeGroupOnce) {
+  Parameters params;
+  Coordinator coord(2, params);
+  RequestList m0, m1;
+  m0.requests = {Member(0, "h", 0, 2, {2}), Member(0, "h", 1, 2, {5})};
+  m1.requests = {Member(1, "h", 0, 2, {2}), Member(1, "h", 1, 2, {6})};
+  coord.Add(m0);
+  coord.Add(m1);
+  auto ready = coord.TakeReadyResponses();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].kind, Response::ERROR);
+  EXPECT_EQ(ready[0].error_code, Status::INVALID_ARGUMENT);
+  EXPECT_EQ(ready[0].names, (std::vector<std::string>{"h_0", "h_1"}));
+  EXPECT_PRED2(Contains, ready[0].error, "grouped allreduce 'h'");
+  EXPECT_PRED2(Contains, ready[0].error, "none of its tensors ran");
+  EXPECT_PRED2(Contains, ready[0].error, "tensor 'h_1': mismatched shape");
+  EXPECT_FALSE(coord.HasPending());
+}
+
+TEST(Groups, MemberInAGroupOnOneRankAndAloneOnAnother) {
+  Parameters params;
+  Coordinator coord(2, params);
+  RequestList s0, s1;
+  s0.requests = {Member(0, "k", 0, 1, {2})};
+  s1.requests = {MakeRequest(1, "k_0", {2})};
+  coord.Add(s0);
+  coord.Add(s1);
+  auto ready = coord.TakeReadyResponses();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].kind, Response::ERROR);
+  EXPECT_PRED2(Contains, ready[0].error, "mismatched group");
+}
+
+TEST(TensorQueue, SameNameSubmissionsAreNegotiatedInOrder) {
+  TensorQueue queue;
+  std::vector<int> done;
+  for (int i = 0; i < 3; ++i) {
+    TensorTableEntry e;
+    e.request = MakeRequest(0, "allreduce", {static_cast<int64_t>(i + 1)});
+    e.callback = [&done, i](const Status&) { done.push_back(i); };
+    ASSERT_TRUE(queue.Add(std::move(e)).ok());
+  }
+  // Only the head of a name is up for negotiation; taking it releases the next.
+  std::vector<Request> fresh;
+  queue.PopNewRequests(&fresh);
+  ASSERT_EQ(fresh.size(), 1u);
+  EXPECT_EQ(fresh[0].shape, Shape{1});
+  EXPECT_EQ(queue.size(), 3u);
+  TensorTableEntry taken;
+  ASSERT_TRUE(queue.Take("allreduce", &taken));
+  EXPECT_EQ(taken.request.shape, Shape{1});
+  fresh.clear();
+  queue.PopNewRequests(&fresh);
+  ASSERT_EQ(fresh.size(), 1u);
+  EXPECT_EQ(fresh[0].shape, Shape{2});
+  queue.FailAll(Status::Aborted("stop"));
+  EXPECT_EQ(done, (std::vector<int>{1, 2}));
+  EXPECT_EQ(queue.size(), 0u);
 }
 
 }  // namespace
