@@ -38,6 +38,7 @@ Status Parameters::FromEnvironment(Parameters* p) {
   double spin_wait = static_cast<double>(p->spin_us);
   double shm_min = static_cast<double>(p->shm_min_bytes);
   double shm_slot = static_cast<double>(p->shm_slot_bytes);
+  double gather_max = static_cast<double>(p->gather_max_bytes);
   for (auto&& [name, target] : {std::pair<const char*, double*>{"HOROVOD_FUSION_THRESHOLD", &fusion},
                                 {"HOROVOD_CYCLE_TIME", &p->cycle_time_ms},
                                 {"HOROVOD_CACHE_CAPACITY", &cache},
@@ -48,7 +49,8 @@ Status Parameters::FromEnvironment(Parameters* p) {
                                 {"HOROVOD_SPIN_US", &spin_wait},
                                 {"HOROVOD_SHM_ALLREDUCE", &shm},
                                 {"HOROVOD_SHM_MIN_BYTES", &shm_min},
-                                {"HOROVOD_SHM_SLOT_BYTES", &shm_slot}}) {
+                                {"HOROVOD_SHM_SLOT_BYTES", &shm_slot},
+                                {"HOROVOD_GLOO_DIRECT_MAX_BYTES", &gather_max}}) {
     Status s = Read(name, target);
     if (!s.ok()) return s;
   }
@@ -65,6 +67,14 @@ Status Parameters::FromEnvironment(Parameters* p) {
         "' is not a valid value: expected a number of bytes from 4096 to 4294967296");
   }
   p->shm_slot_bytes = static_cast<int64_t>(shm_slot);
+  p->gather_max_bytes = static_cast<int64_t>(gather_max);
+  if (const char* links = std::getenv("HOROVOD_GLOO_LINKS")) {
+    if (*links) p->gloo_links = links;
+    if (p->gloo_links != "pairs" && p->gloo_links != "mesh") {
+      return Status::InvalidArgument(std::string("HOROVOD_GLOO_LINKS='") + links +
+                                     "' is not a valid value: expected pairs or mesh");
+    }
+  }
   return Status();
 }
 

@@ -3,6 +3,7 @@
 #define TFHVD_COMMON_PARAMETERS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "cc/common/common.h"
 
@@ -24,6 +25,11 @@ struct Parameters {
   bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
   int64_t shm_min_bytes = 256 * 1024;                  // HOROVOD_SHM_MIN_BYTES
   int64_t shm_slot_bytes = 4 * 1024 * 1024;            // HOROVOD_SHM_SLOT_BYTES (>= 4096)
+  // Allreduces up to this size run as one gather (algorithms/selection.h).
+  int64_t gather_max_bytes = 256 * 1024;               // HOROVOD_GLOO_DIRECT_MAX_BYTES
+  // What carries Gloo's links: "pairs" (Gloo's TCP pairs in synchronous mode)
+  // or "mesh" (the own socket mesh, gloo/tcp_mesh.h).
+  std::string gloo_links = "pairs";                    // HOROVOD_GLOO_LINKS
 
   // Fails with a message naming the variable when a knob is malformed.
   static Status FromEnvironment(Parameters* out);
