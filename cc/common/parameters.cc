@@ -70,9 +70,11 @@ Status Parameters::FromEnvironment(Parameters* p) {
   p->gather_max_bytes = static_cast<int64_t>(gather_max);
   if (const char* links = std::getenv("HOROVOD_GLOO_LINKS")) {
     if (*links) p->gloo_links = links;
-    if (p->gloo_links != "pairs" && p->gloo_links != "mesh") {
+    if (p->gloo_links != "pairs" && p->gloo_links != "pairs_busy_poll" &&
+        p->gloo_links != "mesh") {
       return Status::InvalidArgument(std::string("HOROVOD_GLOO_LINKS='") + links +
-                                     "' is not a valid value: expected pairs or mesh");
+                                     "' is not a valid value: expected pairs, "
+                                     "pairs_busy_poll or mesh");
     }
   }
   return Status();

@@ -27,8 +27,9 @@ struct Parameters {
   int64_t shm_slot_bytes = 4 * 1024 * 1024;            // HOROVOD_SHM_SLOT_BYTES (>= 4096)
   // Allreduces up to this size run as one gather (algorithms/selection.h).
   int64_t gather_max_bytes = 256 * 1024;               // HOROVOD_GLOO_DIRECT_MAX_BYTES
-  // What carries Gloo's links: "pairs" (Gloo's TCP pairs in synchronous mode)
-  // or "mesh" (the own socket mesh, gloo/tcp_mesh.h).
+  // What carries Gloo's links: "pairs" (Gloo's TCP pairs in synchronous mode),
+  // "pairs_busy_poll" (the same, spinning while waiting) or "mesh" (the own
+  // socket mesh, gloo/tcp_mesh.h).
   std::string gloo_links = "pairs";                    // HOROVOD_GLOO_LINKS
 
   // Fails with a message naming the variable when a knob is malformed.

@@ -2,13 +2,14 @@
 
     python python/benchmarks/links_bench.py [--quick] [--nps 2,3] [--rounds 3]
 
-tf_hvd over Gloo twice, once per HOROVOD_GLOO_LINKS value (mesh, pairs), both with
+tf_hvd over Gloo once per HOROVOD_GLOO_LINKS value (mesh, pairs, pairs_busy_poll), all with
 HOROVOD_SHM_ALLREDUCE=0 so every allreduce crosses the links: 4 KiB (the gather
 algorithm; latency, the in-graph figure is chain mode) and 256 MiB (the ring; bus
-bandwidth). Runs are interleaved (mesh, pairs, mesh, pairs, ... per np), so load
+bandwidth). Runs are interleaved (mesh, pairs, pairs_busy_poll, mesh, ... per np), so load
 drift on a shared machine hits both alike; the summary gives the median over the
 rounds of each run's median, with the spread (min..max of the rounds), and the
-ratio mesh / pairs. Uses allreduce_bench's worker part; every result is checked
+ratio mesh / pairs (and mesh / pairs_busy_poll, for information: a busy-polling
+rank keeps a core busy for as long as it waits, so it is not a candidate default). Uses allreduce_bench's worker part; every result is checked
 against the exact sum. Writes <results>/links.json.
 
 The verdict rule for the default links: pairs, unless the mesh is faster by more
@@ -24,7 +25,7 @@ import allreduce_bench
 import common
 import launch
 
-LINKS = ("mesh", "pairs")
+LINKS = ("mesh", "pairs", "pairs_busy_poll")
 SIZES = [4 * common.KiB, 256 * common.MiB]
 MODES = ("function", "chain")
 MARGIN = 0.10
@@ -54,8 +55,8 @@ def summarize(records):
             continue
         key = (rec["ranks"], rec["bytes"], rec["mode"])
         name, value = _figure(rec)
-        groups.setdefault(key, {"figure": name, "mesh": [], "pairs": []})[rec["links"]].append(
-            value)
+        group = groups.setdefault(key, dict([("figure", name)] + [(l, []) for l in LINKS]))
+        group[rec["links"]].append(value)
     rows = []
     for (np_, nbytes, mode), g in sorted(groups.items()):
         row = {"np": np_, "bytes": nbytes, "mode": mode, "figure": g["figure"]}
@@ -64,12 +65,14 @@ def summarize(records):
             row[links] = {"median": statistics.median(vals) if vals else None,
                           "min": min(vals) if vals else None,
                           "max": max(vals) if vals else None, "rounds": len(vals)}
-        m, p = row["mesh"]["median"], row["pairs"]["median"]
         # > 1: the mesh is better (lower latency or higher bandwidth).
-        if m and p:
-            row["mesh_advantage"] = (p / m) if g["figure"] == "latency_us" else (m / p)
-        else:
-            row["mesh_advantage"] = None
+        for other in LINKS[1:]:
+            m, p = row["mesh"]["median"], row[other]["median"]
+            key = "mesh_advantage" if other == "pairs" else "mesh_advantage_over_" + other
+            if m and p:
+                row[key] = (p / m) if g["figure"] == "latency_us" else (m / p)
+            else:
+                row[key] = None
         rows.append(row)
     return rows
 
@@ -93,12 +96,15 @@ def print_summary(rows):
             cells += [common.fmt(s["median"]), "%s..%s" % (common.fmt(s["min"]),
                                                            common.fmt(s["max"]))]
         cells.append(common.fmt(r["mesh_advantage"]))
+        cells.append(common.fmt(r["mesh_advantage_over_pairs_busy_poll"]))
         table.append(cells)
+    headers = ["np", "size", "mode", "unit"]
+    for links in LINKS:
+        headers += [links, "spread"]
     common.print_table(
         "Gloo links: median over rounds of each run's median (spread = min..max of rounds); "
-        "mesh_adv > 1 means the own mesh is better",
-        ["np", "size", "mode", "unit", "mesh", "mesh spread", "pairs", "pairs spread",
-         "mesh_adv"], table)
+        "mesh_adv > 1 means the own mesh is better than pairs (busy: than pairs_busy_poll)",
+        headers + ["mesh_adv", "mesh_adv_busy"], table)
 
 
 def main(argv=None):
@@ -111,6 +117,8 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds one run may take (default 600)")
     parser.add_argument("--results-dir", default=common.DEFAULT_RESULTS_DIR)
+    parser.add_argument("--links", default=",".join(LINKS),
+                        help="links kinds to run (default %(default)s)")
     parser.add_argument("--tag", default="links")
     args = parser.parse_args(argv)
     sizes = common.parse_list(args.sizes, common.parse_size) if args.sizes else SIZES
@@ -122,7 +130,7 @@ def main(argv=None):
     records, runs, ok = [], [], True
     for np_ in common.parse_list(args.nps, int):
         for round_ in range(args.rounds):
-            for links in LINKS:
+            for links in common.parse_list(args.links):
                 tag = "%s-np%d-%s-r%d" % (args.tag, np_, links, round_)
                 run = launch.run_contender(_contender(np_, links), [allreduce_bench.PART],
                                            {allreduce_bench.PART: cfg}, run_dir, log_dir,

@@ -32,7 +32,7 @@ void GlooPairLinks::Close() { context_.reset(); }
 
 Status GlooPairLinks::Connect(int rank, int size, gloo::rendezvous::Store& store,
                               std::shared_ptr<gloo::transport::Device> device,
-                              std::chrono::milliseconds timeout) {
+                              std::chrono::milliseconds timeout, bool busy_poll) {
   Close();
   rank_ = rank;
   size_ = size;
@@ -43,7 +43,7 @@ Status GlooPairLinks::Connect(int rank, int size, gloo::rendezvous::Store& store
     context->setTimeout(timeout);
     context->connectFullMesh(prefixed, device);
     for (int peer = 0; peer < size; ++peer) {
-      if (peer != rank) context->getPair(peer)->setSync(true, /*busyPoll=*/false);
+      if (peer != rank) context->getPair(peer)->setSync(true, busy_poll);
     }
     context_ = context;
   } catch (const std::exception& e) {

@@ -42,9 +42,12 @@ class GlooPairLinks : public Links {
 
   // Collective: connects to every other rank through store (under its own
   // key prefix) on device. timeout bounds the connection and every transfer.
+  // busy_poll: a waiting read spins on the socket (MSG_DONTWAIT) until data
+  // or the timeout instead of sleeping in the kernel: lower latency, but a
+  // waiting rank keeps a core busy for as long as it waits.
   Status Connect(int rank, int size, gloo::rendezvous::Store& store,
                  std::shared_ptr<gloo::transport::Device> device,
-                 std::chrono::milliseconds timeout);
+                 std::chrono::milliseconds timeout, bool busy_poll);
   void Close();
 
   int rank() const override { return rank_; }

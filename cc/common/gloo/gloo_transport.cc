@@ -132,7 +132,8 @@ Status GlooTransport::Init(Topology* topology) {
       links_ = &mesh_;
     } else {
       links_status = pairs_.Connect(rank_, size_, prefixed, device,
-                                    std::chrono::seconds(op_timeout_s));
+                                    std::chrono::seconds(op_timeout_s),
+                                    params_.gloo_links == "pairs_busy_poll");
       links_ = &pairs_;
     }
     if (!links_status.ok()) return;
