@@ -30,7 +30,8 @@ struct Parameters {
   // What carries Gloo's links: "pairs" (Gloo's TCP pairs in synchronous mode),
   // "pairs_busy_poll" (the same, spinning while waiting) or "mesh" (the own
   // socket mesh, gloo/tcp_mesh.h).
-  std::string gloo_links = "pairs";                    // HOROVOD_GLOO_LINKS
+  // Default mesh: python/benchmarks/links_bench.py (README, Performance).
+  std::string gloo_links = "mesh";                     // HOROVOD_GLOO_LINKS
 
   // Fails with a message naming the variable when a knob is malformed.
   static Status FromEnvironment(Parameters* out);

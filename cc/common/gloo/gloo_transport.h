@@ -1,9 +1,9 @@
 // Transport over Gloo's TCP device. Ranks find each other through the
 // launcher's HTTP rendezvous server (HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT).
 // Negotiation and the allreduce algorithms (cc/common/algorithms/) go over
-// the links: Gloo's own TCP pairs in synchronous mode (gloo_pair_links.h,
-// HOROVOD_GLOO_LINKS=pairs, the default) or the own socket mesh (tcp_mesh.h,
-// HOROVOD_GLOO_LINKS=mesh); allgather, broadcast and alltoall run Gloo's
+// the links: the own socket mesh (tcp_mesh.h, HOROVOD_GLOO_LINKS=mesh, the
+// default) or Gloo's own TCP pairs in synchronous mode (gloo_pair_links.h,
+// HOROVOD_GLOO_LINKS=pairs); allgather, broadcast and alltoall run Gloo's
 // algorithms on a separate set of pairs.
 #ifndef TFHVD_COMMON_GLOO_GLOO_TRANSPORT_H_
 #define TFHVD_COMMON_GLOO_GLOO_TRANSPORT_H_
@@ -40,7 +40,7 @@ class GlooTransport : public Transport {
  private:
   std::shared_ptr<gloo::Context> context_;  // Gloo's collectives
   TcpMesh mesh_;                            // links when params_.gloo_links == "mesh"
-  GlooPairLinks pairs_;                     // links when params_.gloo_links == "pairs"
+  GlooPairLinks pairs_;                     // links when it is "pairs" or "pairs_busy_poll"
   Links* links_ = nullptr;
   Parameters params_;
   std::vector<char> scratch_;  // BitwiseOr's gathered words, reused

@@ -1,6 +1,8 @@
 // Transport over MPI, used when the job was started by mpirun/mpiexec (or
 // HOROVOD_CONTROLLER=mpi). MPI is initialised and used only by the core's
-// background thread.
+// background thread. Its links are Isend/Irecv pairs (mpi_links.h); it offers
+// MPI_Allreduce to the selection table (algorithms/selection.h) as the
+// backend's own allreduce.
 #ifndef TFHVD_COMMON_MPI_MPI_TRANSPORT_H_
 #define TFHVD_COMMON_MPI_MPI_TRANSPORT_H_
 
