@@ -79,7 +79,7 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
   Timeline& timeline = GlobalTimeline();
   Status s;
   if (entries.size() == 1 && present[0]) {
-    // One tensor: the transport reads the input and writes the output, no
+    // One tensor: the algorithm reads the input and writes the output, no
     // staging copy. A prescale must not touch the input, so it is applied to
     // a copy in the output first.
     TensorTableEntry& e = entries[0];
@@ -91,7 +91,7 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
     }
     if (input == e.output) ScaleBuffer(r.dtype, e.output, n, r.prescale);
     timeline.ActivityStart(r.names[0], "ALLREDUCE");
-    s = transport_->Allreduce(input, e.output, static_cast<int64_t>(n), r.dtype, r.reduce_op);
+    s = allreduce_->Run(input, e.output, static_cast<int64_t>(n), r.dtype, r.reduce_op);
     timeline.ActivityEnd(r.names[0]);
     if (s.ok()) PostScale(r, e.output, n);
     Complete(e, s);
@@ -119,7 +119,7 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
     }
   }
   ScaleBuffer(r.dtype, buffer, static_cast<size_t>(total), r.prescale);
-  s = transport_->Allreduce(buffer, buffer, total, r.dtype, r.reduce_op);
+  s = allreduce_->Run(buffer, buffer, total, r.dtype, r.reduce_op);
   if (s.ok()) PostScale(r, buffer, static_cast<size_t>(total));
   if (traced) {
     for (const auto& name : r.names) {
@@ -227,7 +227,7 @@ Status CollectiveOps::Reducescatter(const Response& r, TensorTableEntry& e) {
   auto* buffer = static_cast<char*>(fusion_.Get(static_cast<size_t>(total) * elem + 1));
   if (total) std::memcpy(buffer, e.input, static_cast<size_t>(total) * elem);
   ScaleBuffer(r.dtype, buffer, static_cast<size_t>(total), r.prescale);
-  Status s = transport_->Allreduce(buffer, buffer, total, r.dtype, r.reduce_op);
+  Status s = allreduce_->Run(buffer, buffer, total, r.dtype, r.reduce_op);
   if (!s.ok()) {
     Complete(e, s);
     return s;

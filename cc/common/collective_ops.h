@@ -1,11 +1,12 @@
 // Performs one negotiated Response on this rank: stages tensors through the
-// fusion buffer when needed, runs the transport collective, applies scaling,
+// fusion buffer when needed, runs the collective, applies scaling,
 // allocates variable-size outputs and completes every entry's callback.
 #ifndef TFHVD_COMMON_COLLECTIVE_OPS_H_
 #define TFHVD_COMMON_COLLECTIVE_OPS_H_
 
 #include <vector>
 
+#include "cc/common/algorithms/allreduce_runner.h"
 #include "cc/common/fusion_buffer.h"
 #include "cc/common/message.h"
 #include "cc/common/tensor_queue.h"
@@ -15,8 +16,9 @@ namespace tfhvd {
 
 class CollectiveOps {
  public:
-  CollectiveOps(Transport* transport, const Topology& topology)
-      : transport_(transport), topology_(topology) {}
+  // allreduce runs every allreduce (the algorithm per response is its choice).
+  CollectiveOps(Transport* transport, AllreduceRunner* allreduce, const Topology& topology)
+      : transport_(transport), allreduce_(allreduce), topology_(topology) {}
 
   // entries[i] belongs to response.names[i]; present[i] is false where this
   // rank has no such tensor (it joined early). Returns a transport failure,
@@ -35,6 +37,7 @@ class CollectiveOps {
   void PostScale(const Response& r, void* buf, size_t n);
 
   Transport* transport_;
+  AllreduceRunner* allreduce_;
   Topology topology_;
   FusionBuffer fusion_;
   FusionBuffer scratch_;

@@ -88,8 +88,12 @@ const std::vector<KnobSpec>& Table() {
        "it); 0: as above."},
       {"HOROVOD_GLOO_DIRECT_MAX_BYTES", T::BYTES, &P::gloo_direct_max_bytes, "262144", 0,
        kNoMax, "", kUser, "",
-       "Gloo: allreduces up to this size are one gather over the socket mesh "
-       "(latency-bound); larger ones run a ring."},
+       "Gloo: allreduces up to this size are one gather over the links (latency-bound); "
+       "larger ones run a ring (or shared memory)."},
+      {"HOROVOD_GLOO_LINKS", T::ENUM, &P::gloo_links, "mesh", 0, 0,
+       "mesh,pairs,pairs_busy_poll", kUser, "",
+       "What carries Gloo's point-to-point links: the own socket mesh, or Gloo's TCP "
+       "pairs in synchronous mode (optionally busy-polling); see README, Performance."},
       {"HOROVOD_GLOO_IFACE", T::STRING, &P::gloo_iface, "", 0, 0, "", kUser,
        "--network-interface", "Network interface Gloo binds and publishes; empty: "
        "`HOROVOD_HOSTNAME`."},

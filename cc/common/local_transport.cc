@@ -16,11 +16,6 @@ Status LocalTransport::GatherBytes(const std::string& mine, std::vector<std::str
 
 Status LocalTransport::BroadcastBytes(std::string*, int) { return Status(); }
 Status LocalTransport::BitwiseOr(uint64_t*, size_t) { return Status(); }
-Status LocalTransport::Allreduce(const void* input, void* output, int64_t count, DataType dtype,
-                                 ReduceOp) {
-  if (output != input && count > 0) std::memmove(output, input, count * DataTypeSize(dtype));
-  return Status();
-}
 
 Status LocalTransport::Allgatherv(const void* in, void* out,
                                   const std::vector<int64_t>& bytes_per_rank) {

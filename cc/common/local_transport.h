@@ -13,14 +13,16 @@ class LocalTransport : public Transport {
   Status GatherBytes(const std::string& mine, std::vector<std::string>* all) override;
   Status BroadcastBytes(std::string* data, int root) override;
   Status BitwiseOr(uint64_t* words, size_t n) override;
-  Status Allreduce(const void* input, void* output, int64_t count, DataType dtype,
-                   ReduceOp op) override;
+  Links* links() override { return &links_; }
   Status Allgatherv(const void* in, void* out,
                     const std::vector<int64_t>& bytes_per_rank) override;
   Status Broadcast(void* buffer, int64_t bytes, int root) override;
   Status Alltoallv(const void* in, const std::vector<int64_t>& send_bytes, void* out,
                    const std::vector<int64_t>& recv_bytes) override;
   Status Barrier() override;
+
+ private:
+  SelfLinks links_;
 };
 
 }  // namespace tfhvd

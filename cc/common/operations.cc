@@ -14,6 +14,7 @@
 
 #include <unistd.h>  // environ
 
+#include "cc/common/algorithms/allreduce_runner.h"
 #include "cc/common/collective_ops.h"
 #include "cc/common/controller.h"
 #include "cc/common/knobs.h"
@@ -119,6 +120,8 @@ void SetStopped(GlobalState& st, const Status& s) {
 void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready) {
   Status s = st->transport->Init(&st->topology);
   if (s.ok()) SetLogRank(st->topology.rank);
+  AllreduceRunner allreduce(st->transport.get(), st->topology, st->params);
+  if (s.ok()) s = allreduce.Open();
   if (s.ok() && st->topology.rank == 0 && !st->params.timeline_path.empty()) {
     std::string error;
     if (!GlobalTimeline().Start(st->params.timeline_path, st->params.timeline_mark_cycles,
@@ -127,11 +130,14 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
     }
   }
   ready->set_value(s);
-  if (!s.ok()) return;
+  if (!s.ok()) {
+    allreduce.Close();
+    return;
+  }
   TFHVD_LOG(DEBUG) << "background thread started: transport " << st->transport->name()
                    << ", rank " << st->topology.rank << " of " << st->topology.size;
   Controller controller(st->transport.get(), st->topology, st->params, st->queue.get());
-  CollectiveOps ops(st->transport.get(), st->topology);
+  CollectiveOps ops(st->transport.get(), &allreduce, st->topology);
   auto cycle = std::chrono::microseconds(static_cast<int64_t>(st->params.cycle_time_ms * 1000));
   Status final_status = Status::Aborted(
       "Horovod has been shut down (hvd.shutdown() was called or a rank exited); "
@@ -189,6 +195,7 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   st->running = false;
   GlobalTimeline().Stop();
   st->queue->FailAll(final_status);
+  allreduce.Close();
   st->transport->Finalize();
 }
 

@@ -53,6 +53,10 @@ struct Parameters {
   double gloo_timeout_s = 0;           // HOROVOD_GLOO_TIMEOUT_SECONDS; 0 = 120 start, 30 per op
   double gloo_op_timeout_s = 0;        // HOROVOD_GLOO_OP_TIMEOUT_SECONDS; 0 = as above
   int64_t gloo_direct_max_bytes = 256 * 1024;  // HOROVOD_GLOO_DIRECT_MAX_BYTES
+  // What carries Gloo's links: "mesh" (the own socket mesh, gloo/tcp_mesh.h),
+  // "pairs" (Gloo's TCP pairs in synchronous mode) or "pairs_busy_poll".
+  // Default mesh: python/benchmarks/links_bench.py (README, Performance).
+  std::string gloo_links = "mesh";     // HOROVOD_GLOO_LINKS
 
   // --- read by the Python package at hvd.init() ---
   bool tf_threads = true;              // HOROVOD_TF_THREADS (tf_hvd/tf_threads.py)

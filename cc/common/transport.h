@@ -1,6 +1,9 @@
 // What the core needs from a communication library: a handful of small
-// negotiation primitives and the data collectives. Only the background thread
-// calls a Transport. Implementations: local (one process), gloo/, mpi/.
+// negotiation primitives, the links between ranks the allreduce algorithms run
+// over (links.h, algorithms/), and the collectives the core does not build
+// itself. A transport never decides which allreduce algorithm runs
+// (algorithms/selection.h does). Only the background thread calls a
+// Transport. Implementations: local (one process), gloo/, mpi/.
 #ifndef TFHVD_COMMON_TRANSPORT_H_
 #define TFHVD_COMMON_TRANSPORT_H_
 
@@ -9,6 +12,7 @@
 #include <vector>
 
 #include "cc/common/common.h"
+#include "cc/common/links.h"
 
 namespace tfhvd {
 
@@ -34,12 +38,18 @@ class Transport {
   // Bitwise OR of n 64-bit words across ranks, in place.
   virtual Status BitwiseOr(uint64_t* words, size_t n) = 0;
 
-  // Data collectives, all in place or into caller-provided buffers.
-  // Reduces count elements of input across ranks into output. input may equal
-  // output (in place); when it does not, the transport reads the input directly
-  // (no staging copy of a large tensor).
-  virtual Status Allreduce(const void* input, void* output, int64_t count, DataType dtype,
-                           ReduceOp op) = 0;
+  // Point-to-point links to every other rank; valid between Init and Finalize.
+  virtual Links* links() = 0;
+
+  // A backend with a tuned allreduce of its own (MPI) says so here, and the
+  // selection table may pick it. Reduces count elements of input across ranks
+  // into output; input may equal output.
+  virtual bool has_backend_allreduce() const { return false; }
+  virtual Status BackendAllreduce(const void*, void*, int64_t, DataType, ReduceOp) {
+    return Status::Precondition(std::string(name()) + " has no allreduce of its own");
+  }
+
+  // Data collectives, into caller-provided buffers.
   // Every rank contributes bytes_per_rank[rank] bytes; out receives all of
   // them concatenated in rank order.
   virtual Status Allgatherv(const void* in, void* out,

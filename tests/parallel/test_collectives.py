@@ -49,15 +49,18 @@ KNOB_SECTIONS = "topology,cases eager,cases tf.function,repeated,join,errors"
                  "HOROVOD_SPIN_US": "0"}),
     (3, "mpi", {"HOROVOD_FUSION_THRESHOLD": "0", "HOROVOD_CACHE_CAPACITY": "0",
                 "HOROVOD_SPIN_US": "0"}),
-    # Gloo: every allreduce, however small, takes the socket ring.
+    # Gloo: every allreduce, however small, takes the ring over the own socket
+    # mesh (the default links), then over Gloo's TCP pairs.
     (3, "gloo", {"HOROVOD_GLOO_DIRECT_MAX_BYTES": "0", "HOROVOD_SHM_ALLREDUCE": "0"}),
+    (3, "gloo", {"HOROVOD_GLOO_LINKS": "pairs", "HOROVOD_GLOO_DIRECT_MAX_BYTES": "0",
+                 "HOROVOD_SHM_ALLREDUCE": "0"}),
     # Every allreduce goes through shared memory, in blocks of one page (so
     # larger tensors take many blocks and both slots).
     (3, "gloo", {"HOROVOD_GLOO_DIRECT_MAX_BYTES": "0", "HOROVOD_SHM_MIN_BYTES": "0",
                  "HOROVOD_SHM_SLOT_BYTES": "4096"}),
     (2, "mpi", {"HOROVOD_SHM_MIN_BYTES": "0", "HOROVOD_SHM_SLOT_BYTES": "4096"}),
 ], ids=["gloo-np3-fusion0", "gloo-np2-cache0-tfthreads0-spin0", "mpi-np3-fusion0-cache0-spin0", "gloo-np3-ring",
-        "gloo-np3-shm", "mpi-np2-shm"])
+        "gloo-np3-pairs-ring", "gloo-np3-shm", "mpi-np2-shm"])
 def test_collectives_knobs(tmp_path, np_, transport, knobs):
     # The environment reaches every rank through the launcher (the worker checks it).
     _run(tmp_path, np_, transport, "tf2", env=knobs, only=KNOB_SECTIONS)

@@ -281,32 +281,4 @@ Status TcpMesh::Recv(int from, void* data, size_t bytes) {
   return Transfer(from, nullptr, 0, from, static_cast<char*>(data), bytes);
 }
 
-Status TcpMesh::SendBytes(int to, const std::string& bytes) {
-  uint64_t len = bytes.size();
-  Status s = Send(to, &len, sizeof(len));
-  return s.ok() ? Send(to, bytes.data(), bytes.size()) : s;
-}
-
-Status TcpMesh::RecvBytes(int from, std::string* bytes) {
-  uint64_t len = 0;
-  Status s = Recv(from, &len, sizeof(len));
-  if (!s.ok()) return s;
-  bytes->resize(static_cast<size_t>(len));
-  return Recv(from, &(*bytes)[0], bytes->size());
-}
-
-Status TcpMesh::Allgather(const void* mine, void* out, size_t bytes) {
-  char* blocks = static_cast<char*>(out);
-  if (blocks + static_cast<size_t>(rank_) * bytes != mine) {
-    std::memcpy(blocks + static_cast<size_t>(rank_) * bytes, mine, bytes);
-  }
-  // Step k: send to rank+k, receive from rank-k; every pair meets once.
-  for (int k = 1; k < size_; ++k) {
-    int to = (rank_ + k) % size_, from = (rank_ - k + size_) % size_;
-    Status s = Exchange(to, mine, bytes, from, blocks + static_cast<size_t>(from) * bytes, bytes);
-    if (!s.ok()) return s;
-  }
-  return Status();
-}
-
 }  // namespace tfhvd

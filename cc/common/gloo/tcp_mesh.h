@@ -1,5 +1,6 @@
 // A full mesh of TCP connections between the ranks of a Gloo job, read and
-// written directly by the calling (background) thread.
+// written directly by the calling (background) thread: the links
+// (cc/common/links.h) of HOROVOD_GLOO_LINKS=mesh.
 //
 // Gloo's TCP device hands every message to its own event-loop thread and back
 // through a condition variable: two thread wake-ups per message, ~140 us per
@@ -17,16 +18,16 @@
 #include <string>
 #include <vector>
 
-#include "cc/common/common.h"
+#include "cc/common/links.h"
 
 namespace gloo { namespace rendezvous { class Store; } }
 
 namespace tfhvd {
 
-class TcpMesh {
+class TcpMesh : public Links {
  public:
   TcpMesh() = default;
-  ~TcpMesh();
+  ~TcpMesh() override;
   TcpMesh(const TcpMesh&) = delete;
   TcpMesh& operator=(const TcpMesh&) = delete;
 
@@ -39,23 +40,15 @@ class TcpMesh {
   // How long a transfer retries without sleeping before it polls.
   void set_spin(std::chrono::microseconds spin) { spin_ = spin; }
 
-  // Sends send_bytes to rank `to` while receiving recv_bytes from rank `from`
-  // (either may be this rank's own peer in both roles). Never deadlocks when
-  // both sides send first.
+  // Links: Exchange never deadlocks when both sides send first (non-blocking
+  // sockets, one poll over both directions).
   Status Exchange(int to, const void* send, size_t send_bytes, int from, void* recv,
-                  size_t recv_bytes);
-  Status Send(int to, const void* data, size_t bytes);
-  Status Recv(int from, void* data, size_t bytes);
-  // A length-prefixed message of any size.
-  Status SendBytes(int to, const std::string& bytes);
-  Status RecvBytes(int from, std::string* bytes);
+                  size_t recv_bytes) override;
+  Status Send(int to, const void* data, size_t bytes) override;
+  Status Recv(int from, void* data, size_t bytes) override;
 
-  // out[r] = rank r's `bytes` bytes (out has size * bytes; this rank's block
-  // is copied from mine).
-  Status Allgather(const void* mine, void* out, size_t bytes);
-
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
 
  private:
   Status Transfer(int to, const char* send, size_t send_bytes, int from, char* recv,

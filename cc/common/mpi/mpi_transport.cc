@@ -1,13 +1,9 @@
 #include "cc/common/mpi/mpi_transport.h"
 
-#include <sched.h>
-
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "cc/common/reduce_kernels.h"
 
@@ -15,13 +11,7 @@ namespace tfhvd {
 
 namespace {
 
-Status Check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return Status();
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  return Status::Unavailable(std::string("MPI ") + what + " failed: " + std::string(text, len));
-}
+Status Check(int rc, const char* what) { return MpiCheck(rc, what); }
 
 MPI_Datatype BuiltinType(DataType dtype) {
   switch (dtype) {
@@ -114,41 +104,11 @@ Status MpiTransport::Init(Topology* topology) {
   MPI_Type_contiguous(2, MPI_BYTE, &bfloat16_type_);
   MPI_Type_commit(&bfloat16_type_);
 
-  // One host: larger allreduces through shared memory, synchronised by MPI
-  // barriers (HOROVOD_SHM_ALLREDUCE=0 leaves every size to MPI_Allreduce).
-  return shm_.OpenIfSingleHost(
-      rank_, size_, topology->local_size, params_,
-      [this](const std::string& mine, std::vector<std::string>* all) {
-        return AllgatherStrings(mine, all);
-      },
-      [this] { return Barrier(); }, "MPI_Allreduce");
-}
-
-Status MpiTransport::AllgatherStrings(const std::string& mine, std::vector<std::string>* all) {
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
-  Status s = Check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm_),
-                   "MPI_Allgather");
-  if (!s.ok()) return s;
-  int total = 0;
-  for (size_t r = 0; r < lens.size(); ++r) {
-    displs[r] = total;
-    total += lens[r];
-  }
-  std::string joined(static_cast<size_t>(total) + 1, '\0');
-  s = Check(MPI_Allgatherv(mine.data(), len, MPI_CHAR, &joined[0], lens.data(), displs.data(),
-                           MPI_CHAR, comm_),
-            "MPI_Allgatherv");
-  if (!s.ok()) return s;
-  all->clear();
-  for (size_t r = 0; r < lens.size(); ++r) {
-    all->push_back(joined.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(lens[r])));
-  }
+  links_.Reset(comm_, rank_, size_, params_.spin_us);
   return Status();
 }
 
 void MpiTransport::Finalize() {
-  shm_.Close();
   for (size_t t = 0; t < 2; ++t)
     for (size_t o = 0; o < 6; ++o)
       if (ops16_made_[t][o]) MPI_Op_free(&ops16_[t][o]);
@@ -201,32 +161,11 @@ Status MpiTransport::BitwiseOr(uint64_t* words, size_t n) {
   Status s = Check(MPI_Iallreduce(MPI_IN_PLACE, words, static_cast<int>(n), MPI_UINT64_T,
                                   MPI_BOR, comm_, &request),
                    "MPI_Iallreduce (bit vector)");
-  return s.ok() ? Wait(&request, "MPI_Iallreduce (bit vector)") : s;
+  return s.ok() ? MpiWait(&request, 1, params_.spin_us, "MPI_Iallreduce (bit vector)") : s;
 }
 
-Status MpiTransport::Wait(MPI_Request* request, const char* what) {
-  using Clock = std::chrono::steady_clock;
-  const auto spin_until = Clock::now() + std::chrono::microseconds(params_.spin_us);
-  auto nap = std::chrono::microseconds(20);
-  for (;;) {
-    int done = 0;
-    Status s = Check(MPI_Test(request, &done, MPI_STATUS_IGNORE), what);
-    if (!s.ok() || done) return s;
-    if (Clock::now() < spin_until) {
-      sched_yield();
-    } else {
-      // Progress still needs MPI_Test calls; naps grow to 1 ms.
-      std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(1000));
-    }
-  }
-}
-
-Status MpiTransport::Allreduce(const void* input, void* output, int64_t count, DataType dtype,
-                               ReduceOp op) {
-  if (shm_.active() && count * static_cast<int64_t>(DataTypeSize(dtype)) >= params_.shm_min_bytes) {
-    return shm_.Allreduce(input, output, count, dtype, op);
-  }
+Status MpiTransport::BackendAllreduce(const void* input, void* output, int64_t count,
+                                      DataType dtype, ReduceOp op) {
   MPI_Datatype type = BuiltinType(dtype);
   MPI_Op mpi_op = BuiltinOp(op);
   if (dtype == DataType::FLOAT16 || dtype == DataType::BFLOAT16) {

@@ -1,13 +1,15 @@
 // Transport over MPI, used when the job was started by mpirun/mpiexec (or
 // HOROVOD_CONTROLLER=mpi). MPI is initialised and used only by the core's
-// background thread.
+// background thread. Its links are Isend/Irecv pairs (mpi_links.h); it offers
+// MPI_Allreduce to the selection table (algorithms/selection.h) as the
+// backend's own allreduce.
 #ifndef TFHVD_COMMON_MPI_MPI_TRANSPORT_H_
 #define TFHVD_COMMON_MPI_MPI_TRANSPORT_H_
 
 #include <mpi.h>
 
+#include "cc/common/mpi/mpi_links.h"
 #include "cc/common/parameters.h"
-#include "cc/common/shm_allreduce.h"
 #include "cc/common/transport.h"
 
 namespace tfhvd {
@@ -21,8 +23,11 @@ class MpiTransport : public Transport {
   Status GatherBytes(const std::string& mine, std::vector<std::string>* all) override;
   Status BroadcastBytes(std::string* data, int root) override;
   Status BitwiseOr(uint64_t* words, size_t n) override;
-  Status Allreduce(const void* input, void* output, int64_t count, DataType dtype,
-                   ReduceOp op) override;
+  Links* links() override { return &links_; }
+  // MPI_Allreduce: the selection table keeps it for what MPI does best.
+  bool has_backend_allreduce() const override { return true; }
+  Status BackendAllreduce(const void* input, void* output, int64_t count, DataType dtype,
+                          ReduceOp op) override;
   Status Allgatherv(const void* in, void* out,
                     const std::vector<int64_t>& bytes_per_rank) override;
   Status Broadcast(void* buffer, int64_t bytes, int root) override;
@@ -31,11 +36,6 @@ class MpiTransport : public Transport {
   Status Barrier() override;
 
  private:
-  // Completes a non-blocking call: retries for params_.spin_us (yielding the
-  // core), then naps between tests.
-  Status Wait(MPI_Request* request, const char* what);
-  Status AllgatherStrings(const std::string& mine, std::vector<std::string>* all);
-
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Datatype float16_type_ = MPI_DATATYPE_NULL;
   MPI_Datatype bfloat16_type_ = MPI_DATATYPE_NULL;
@@ -43,11 +43,8 @@ class MpiTransport : public Transport {
   // created on first use.
   MPI_Op ops16_[2][6];
   bool ops16_made_[2][6] = {};
-  // Allreduces of at least params_.shm_min_bytes between ranks of one host go
-  // through shared memory: MPICH stages them through temporary buffers it
-  // maps afresh on every call.
   Parameters params_;
-  ShmAllreduce shm_;
+  MpiLinks links_;
   int rank_ = 0, size_ = 1;
 };
 

@@ -1,4 +1,4 @@
-// Unit test of the shared-memory allreduce (cc/common/shm_allreduce.h): ranks
+// Unit test of the shared-memory allreduce (cc/common/algorithms/shm_allreduce.h): ranks
 // are threads of this process, each with its own mapping of every region, so
 // the real shm_open/mmap path runs. Checks exact sums and maxima for several
 // dtypes, rank counts, sizes spanning many blocks, in place and not; identical
@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 
 #include "cc/common/half.h"
-#include "cc/common/shm_allreduce.h"
+#include "cc/common/algorithms/shm_allreduce.h"
 
 using namespace tfhvd;
 

@@ -1,4 +1,4 @@
-#include "cc/common/shm_allreduce.h"
+#include "cc/common/algorithms/shm_allreduce.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

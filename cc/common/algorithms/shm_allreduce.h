@@ -18,8 +18,8 @@
 // Regions hold two slots used alternately, so the next block's step 1 cannot
 // overwrite a slot a slower rank is still reading in step 5 (it passed the
 // step 2 barrier of the block in between).
-#ifndef TFHVD_COMMON_SHM_ALLREDUCE_H_
-#define TFHVD_COMMON_SHM_ALLREDUCE_H_
+#ifndef TFHVD_COMMON_ALGORITHMS_SHM_ALLREDUCE_H_
+#define TFHVD_COMMON_ALGORITHMS_SHM_ALLREDUCE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -76,4 +76,4 @@ class ShmAllreduce {
 
 }  // namespace tfhvd
 
-#endif  // TFHVD_COMMON_SHM_ALLREDUCE_H_
+#endif  // TFHVD_COMMON_ALGORITHMS_SHM_ALLREDUCE_H_

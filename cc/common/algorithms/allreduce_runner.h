@@ -1,0 +1,46 @@
+// Runs an allreduce with the algorithm selection.h picks, over the
+// transport's links (or the transport's own allreduce where the table says
+// so). Owns the algorithms' state: the shared-memory regions, scratch buffers.
+//
+//   AllreduceRunner runner(transport, topology, params);
+//   Status s = runner.Open();                     // collective, after Init
+//   s = runner.Run(in, out, count, DataType::FLOAT32, ReduceOp::SUM);
+//   runner.Close();                               // before transport->Finalize()
+#ifndef TFHVD_COMMON_ALGORITHMS_ALLREDUCE_RUNNER_H_
+#define TFHVD_COMMON_ALGORITHMS_ALLREDUCE_RUNNER_H_
+
+#include <cstdint>
+
+#include "cc/common/algorithms/gather_allreduce.h"
+#include "cc/common/algorithms/ring_allreduce.h"
+#include "cc/common/algorithms/selection.h"
+#include "cc/common/algorithms/shm_allreduce.h"
+#include "cc/common/parameters.h"
+#include "cc/common/transport.h"
+
+namespace tfhvd {
+
+class AllreduceRunner {
+ public:
+  AllreduceRunner(Transport* transport, const Topology& topology, const Parameters& params)
+      : transport_(transport), topology_(topology), params_(params) {}
+
+  // Collective: maps the shared-memory regions when every rank is on this host.
+  Status Open();
+  void Close() { shm_.Close(); }
+
+  // input may equal output.
+  Status Run(const void* input, void* output, int64_t count, DataType dtype, ReduceOp op);
+
+ private:
+  Transport* transport_;
+  Topology topology_;
+  Parameters params_;
+  ShmAllreduce shm_;
+  GatherAllreduce gather_;
+  RingAllreduce ring_;
+};
+
+}  // namespace tfhvd
+
+#endif  // TFHVD_COMMON_ALGORITHMS_ALLREDUCE_RUNNER_H_

@@ -1,0 +1,55 @@
+#include "cc/common/algorithms/selection.h"
+
+namespace tfhvd {
+
+namespace {
+
+struct Row {
+  AllreduceAlgorithm algorithm;
+  bool (*applies)(const AllreduceCase& c, const Parameters& knobs);
+};
+
+// The allreduce table: first match wins. Knobs: HOROVOD_GLOO_DIRECT_MAX_BYTES
+// (gloo_direct_max_bytes), HOROVOD_SHM_ALLREDUCE / HOROVOD_SHM_MIN_BYTES.
+const Row kAllreduceTable[] = {
+    // Nothing to combine.
+    {AllreduceAlgorithm::COPY, [](const AllreduceCase& c, const Parameters&) {
+       return c.ranks <= 1 || c.bytes == 0;
+     }},
+    // Latency-bound: one round beats the ring's 2(n-1). MPI's own allreduce
+    // already does this for small messages.
+    {AllreduceAlgorithm::GATHER, [](const AllreduceCase& c, const Parameters& k) {
+       return !c.backend_allreduce && c.bytes <= k.gloo_direct_max_bytes;
+     }},
+    // One host: one memcpy in and out instead of sockets or MPICH's staging.
+    {AllreduceAlgorithm::SHARED_MEMORY, [](const AllreduceCase& c, const Parameters& k) {
+       return c.one_host && c.shm_ready && c.bytes >= k.shm_min_bytes;
+     }},
+    // MPI: MPI_Allreduce is tuned for the job's network.
+    {AllreduceAlgorithm::BACKEND, [](const AllreduceCase& c, const Parameters&) {
+       return c.backend_allreduce;
+     }},
+    {AllreduceAlgorithm::RING, [](const AllreduceCase&, const Parameters&) { return true; }},
+};
+
+}  // namespace
+
+AllreduceAlgorithm SelectAllreduce(const AllreduceCase& c, const Parameters& knobs) {
+  for (const Row& row : kAllreduceTable) {
+    if (row.applies(c, knobs)) return row.algorithm;
+  }
+  return AllreduceAlgorithm::RING;
+}
+
+const char* AllreduceAlgorithmName(AllreduceAlgorithm a) {
+  switch (a) {
+    case AllreduceAlgorithm::COPY: return "copy";
+    case AllreduceAlgorithm::GATHER: return "gather";
+    case AllreduceAlgorithm::SHARED_MEMORY: return "shared-memory";
+    case AllreduceAlgorithm::BACKEND: return "backend";
+    case AllreduceAlgorithm::RING: return "ring";
+  }
+  return "?";
+}
+
+}  // namespace tfhvd

@@ -1,0 +1,45 @@
+// Which allreduce algorithm runs a response: one table, read top to bottom,
+// the first row whose condition holds wins (selection.cc). The transports
+// never decide this; they only say what they can do (AllreduceCase).
+//
+// To add an algorithm (hierarchical, NCCL, Adasum, ...): add its enumerator,
+// the facts its condition needs to AllreduceCase, one row to kAllreduceTable
+// at the place where it should win, and its Run in allreduce_runner.cc.
+//
+//   AllreduceCase c{ReduceOp::SUM, 4096, 2, true, true, false};
+//   SelectAllreduce(c, params);  // AllreduceAlgorithm::GATHER
+#ifndef TFHVD_COMMON_ALGORITHMS_SELECTION_H_
+#define TFHVD_COMMON_ALGORITHMS_SELECTION_H_
+
+#include <cstdint>
+
+#include "cc/common/common.h"
+#include "cc/common/parameters.h"
+
+namespace tfhvd {
+
+enum class AllreduceAlgorithm : uint8_t {
+  COPY,           // one rank: output = input
+  GATHER,         // gather_allreduce.h: one round, latency-bound sizes
+  SHARED_MEMORY,  // shm_allreduce.h: every rank on this host
+  BACKEND,        // the backend's own allreduce (MPI_Allreduce)
+  RING,           // ring_allreduce.h: bandwidth-bound sizes over the links
+};
+
+const char* AllreduceAlgorithmName(AllreduceAlgorithm a);
+
+// What is known about one allreduce when it is about to run.
+struct AllreduceCase {
+  ReduceOp op = ReduceOp::SUM;
+  int64_t bytes = 0;
+  int ranks = 1;
+  bool one_host = false;         // every rank on this host
+  bool shm_ready = false;        // the shared-memory regions are mapped
+  bool backend_allreduce = false;  // the backend has a tuned allreduce of its own
+};
+
+AllreduceAlgorithm SelectAllreduce(const AllreduceCase& c, const Parameters& knobs);
+
+}  // namespace tfhvd
+
+#endif  // TFHVD_COMMON_ALGORITHMS_SELECTION_H_

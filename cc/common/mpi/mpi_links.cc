@@ -1,0 +1,95 @@
+#include "cc/common/mpi/mpi_links.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <thread>
+
+namespace tfhvd {
+
+namespace {
+
+// MPI counts are ints: larger transfers go in pieces of at most this size.
+constexpr size_t kMaxPiece = INT_MAX / 2;
+constexpr int kTag = 7;
+
+std::string Peer(const char* what, int peer) {
+  return std::string(what) + " rank " + std::to_string(peer);
+}
+
+// A failed transfer names the peer and why that usually happens.
+Status Lost(Status s) {
+  if (s.ok()) return s;
+  return Status(s.code(), s.message() + " (a rank may have exited or crashed)");
+}
+
+}  // namespace
+
+Status MpiCheck(int rc, const std::string& what) {
+  if (rc == MPI_SUCCESS) return Status();
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  return Status::Unavailable("MPI " + what + " failed: " + std::string(text, len));
+}
+
+Status MpiWait(MPI_Request* requests, int n, int64_t spin_us, const std::string& what) {
+  using Clock = std::chrono::steady_clock;
+  const auto spin_until = Clock::now() + std::chrono::microseconds(spin_us);
+  auto nap = std::chrono::microseconds(20);
+  for (;;) {
+    int done = 0;
+    Status s = MpiCheck(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE), what);
+    if (!s.ok() || done) return s;
+    if (Clock::now() < spin_until) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    }
+  }
+}
+
+Status MpiLinks::Send(int to, const void* data, size_t bytes) {
+  return Exchange(to, data, bytes, to, nullptr, 0);
+}
+
+Status MpiLinks::Recv(int from, void* data, size_t bytes) {
+  return Exchange(from, nullptr, 0, from, data, bytes);
+}
+
+Status MpiLinks::Exchange(int to, const void* send, size_t send_bytes, int from, void* recv,
+                          size_t recv_bytes) {
+  const char* out = static_cast<const char*>(send);
+  char* in = static_cast<char*>(recv);
+  for (size_t done_s = 0, done_r = 0; done_s < send_bytes || done_r < recv_bytes;) {
+    size_t ks = std::min(kMaxPiece, send_bytes - done_s);
+    size_t kr = std::min(kMaxPiece, recv_bytes - done_r);
+    MPI_Request requests[2];
+    int n = 0;
+    if (kr > 0) {
+      Status s = Lost(MpiCheck(MPI_Irecv(in + done_r, static_cast<int>(kr), MPI_BYTE, from,
+                                         kTag, comm_, &requests[n++]),
+                               Peer("receive from", from)));
+      if (!s.ok()) return s;
+    }
+    if (ks > 0) {
+      Status s = Lost(MpiCheck(MPI_Isend(out + done_s, static_cast<int>(ks), MPI_BYTE, to,
+                                         kTag, comm_, &requests[n++]),
+                               Peer("send to", to)));
+      if (!s.ok()) return s;
+    }
+    std::string what = ks == 0   ? Peer("receive from", from)
+                       : kr == 0 ? Peer("send to", to)
+                                 : Peer("send to", to) + " / " + Peer("receive from", from);
+    Status s = Lost(MpiWait(requests, n, spin_us_, what));
+    if (!s.ok()) return s;
+    done_s += ks;
+    done_r += kr;
+  }
+  return Status();
+}
+
+}  // namespace tfhvd

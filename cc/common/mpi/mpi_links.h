@@ -1,0 +1,50 @@
+// Links between ranks over an MPI communicator: non-blocking sends and
+// receives completed by a polite wait (spin, then nap) so a waiting rank does
+// not busy-poll a core its peers need.
+//
+//   MpiLinks links(comm, params.spin_us);
+//   Status s = links.Exchange(next, mine, n, prev, theirs, n);
+#ifndef TFHVD_COMMON_MPI_MPI_LINKS_H_
+#define TFHVD_COMMON_MPI_MPI_LINKS_H_
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+
+#include "cc/common/links.h"
+
+namespace tfhvd {
+
+// A Status for an MPI return code ("MPI <what> failed: <MPI's words>").
+Status MpiCheck(int rc, const std::string& what);
+
+// Completes n requests: retries for spin_us (yielding the core), then naps
+// between tests (growing to 1 ms; progress needs MPI_Test calls).
+Status MpiWait(MPI_Request* requests, int n, int64_t spin_us, const std::string& what);
+
+class MpiLinks : public Links {
+ public:
+  MpiLinks() = default;
+  void Reset(MPI_Comm comm, int rank, int size, int64_t spin_us) {
+    comm_ = comm;
+    rank_ = rank;
+    size_ = size;
+    spin_us_ = spin_us;
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status Send(int to, const void* data, size_t bytes) override;
+  Status Recv(int from, void* data, size_t bytes) override;
+  Status Exchange(int to, const void* send, size_t send_bytes, int from, void* recv,
+                  size_t recv_bytes) override;
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  int64_t spin_us_ = 0;
+};
+
+}  // namespace tfhvd
+
+#endif  // TFHVD_COMMON_MPI_MPI_LINKS_H_
