@@ -23,7 +23,7 @@ struct Parameters {
   int64_t spin_us = 5000;                              // HOROVOD_SPIN_US
   bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
   int64_t shm_min_bytes = 256 * 1024;                  // HOROVOD_SHM_MIN_BYTES
-  int64_t shm_slot_bytes = 4 * 1024 * 1024;            // HOROVOD_SHM_SLOT_BYTES (>= 4096)
+  int64_t shm_slot_bytes = 1024 * 1024;                // HOROVOD_SHM_SLOT_BYTES (>= 4096)
 
   // Fails with a message naming the variable when a knob is malformed.
   static Status FromEnvironment(Parameters* out);
