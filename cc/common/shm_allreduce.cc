@@ -250,7 +250,48 @@ void ShmAllreduce::Close() {
   active_ = false;
 }
 
+// The segments of one allreduce seen as one byte range: Visit(from, to, fn)
+// calls fn(input, output, offset, bytes) for each piece of [from, to) that
+// lies in one segment, offset counting from the start of the range.
+class ShmAllreduce::Span {
+ public:
+  Span(const std::vector<Segment>& segments, size_t elem) : segments_(segments) {
+    starts_.reserve(segments.size() + 1);
+    size_t at = 0;
+    for (const Segment& seg : segments) {
+      starts_.push_back(at);
+      at += static_cast<size_t>(seg.count) * elem;
+    }
+    starts_.push_back(at);
+  }
+  size_t bytes() const { return starts_.back(); }
+
+  template <typename Fn>
+  void Visit(size_t from, size_t to, Fn fn) const {
+    if (from >= to) return;
+    size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), from) -
+                                   starts_.begin()) - 1;
+    for (; from < to; ++i) {
+      const size_t end = std::min(to, starts_[i + 1]);
+      if (end <= from) continue;  // an empty segment
+      const size_t skip = from - starts_[i];
+      fn(static_cast<const char*>(segments_[i].input) + skip,
+         static_cast<char*>(segments_[i].output) + skip, from, end - from);
+      from = end;
+    }
+  }
+
+ private:
+  const std::vector<Segment>& segments_;
+  std::vector<size_t> starts_;  // byte offset of each segment, then the total
+};
+
 Status ShmAllreduce::Allreduce(const void* input, void* output, int64_t count, DataType dtype,
+                               ReduceOp op) {
+  return Allreduce({Segment{input, output, count}}, dtype, op);
+}
+
+Status ShmAllreduce::Allreduce(const std::vector<Segment>& segments, DataType dtype,
                                ReduceOp op) {
   // One transport barrier per call: a rank that is gone is reported by the
   // transport that knows its connection. Within the call, ranks pace each
@@ -258,16 +299,15 @@ Status ShmAllreduce::Allreduce(const void* input, void* output, int64_t count, D
   Status s = barrier_();
   if (!s.ok()) return s;
   const size_t elem = DataTypeSize(dtype);
-  const size_t per_block = std::max<size_t>(1, slot_bytes_ / elem);
+  const Span span(segments, elem);
+  const size_t per_block = std::max<size_t>(1, slot_bytes_ / elem) * elem;
   static const size_t streaming_bytes = StreamingThreshold();
-  const bool streaming = static_cast<size_t>(count) * elem >= streaming_bytes;
-  const char* in = static_cast<const char*>(input);
-  char* out = static_cast<char*>(output);
-  for (size_t done = 0, total = static_cast<size_t>(count); done < total;) {
-    size_t k = std::min(per_block, total - done);
-    s = Block(in + done * elem, out + done * elem, k, dtype, op, streaming);
+  const bool streaming = span.bytes() >= streaming_bytes;
+  for (size_t done = 0; done < span.bytes();) {
+    const size_t bytes = std::min(per_block, span.bytes() - done);
+    s = Block(span, done, bytes, dtype, op, streaming);
     if (!s.ok()) return s;
-    done += k;
+    done += bytes;
   }
   return Status();
 }
@@ -321,41 +361,54 @@ Status ShmAllreduce::WaitFor(int which, uint64_t target, int peer) {
   return Status();
 }
 
-Status ShmAllreduce::Block(const char* in, char* out, size_t count, DataType dtype,
+Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataType dtype,
                            ReduceOp op, bool streaming) {
   const size_t elem = DataTypeSize(dtype);
+  const size_t count = bytes / elem;
   const size_t n = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
   const uint64_t block = blocks_done_++;
-  auto begin = [&](size_t c) { return count * c / n * elem; };  // byte offset of chunk c
+  // Byte offset of chunk c within the block (and within every slot).
+  auto begin = [&](size_t c) { return count * c / n * elem; };
   auto publish = [&](Counter which) {
     header(me)->counters[which].value.store(block + 1, std::memory_order_release);
   };
 
   // 1. This slot last served block - kSlots: every peer must be done reading
-  // it. Other ranks read only slots, never this rank's input, so output may
-  // alias input.
+  // it. Other ranks read only slots, never this rank's input, so an output
+  // may alias its input.
   Status s;
   if (block >= kSlots) s = WaitFor(kConsumed, block + 1 - kSlots);
   if (!s.ok()) return s;
   char* mine = slot(me, block);
   for (size_t c = 0; c < n; ++c) {
-    if (c != me) std::memcpy(mine + begin(c), in + begin(c), begin(c + 1) - begin(c));
+    if (c == me) continue;
+    span.Visit(start + begin(c), start + begin(c + 1),
+               [&](const char* in, char*, size_t at, size_t len) {
+                 std::memcpy(mine + (at - start), in, len);
+               });
   }
   publish(kStaged);
 
   // 2. Reduce this rank's chunk in rank order, piece by piece.
   s = WaitFor(kStaged, block + 1);
   if (!s.ok()) return s;
-  const size_t first = begin(me), len = begin(me + 1) - first;
   const size_t piece = std::max<size_t>(1, kPieceBytes / elem) * elem;
-  for (size_t at = first; at < first + len; at += piece) {
-    const size_t bytes = std::min(piece, first + len - at);
-    auto source = [&](size_t r) { return r == me ? in + at : slot(r, block) + at; };
-    char* acc = mine + at;
-    ReduceBuffers(dtype, op, acc, source(0), source(1), bytes / elem);
-    for (size_t r = 2; r < n; ++r) ReduceBuffers(dtype, op, acc, acc, source(r), bytes / elem);
-    CopyOut(out + at, acc, bytes, streaming);
-  }
+  span.Visit(start + begin(me), start + begin(me + 1),
+             [&](const char* in, char* out, size_t at, size_t len) {
+               for (size_t done = 0; done < len; done += piece) {
+                 const size_t part = std::min(piece, len - done);
+                 const size_t offset = at - start + done;  // within the slots
+                 auto source = [&](size_t r) {
+                   return r == me ? in + done : slot(r, block) + offset;
+                 };
+                 char* acc = mine + offset;
+                 ReduceBuffers(dtype, op, acc, source(0), source(1), part / elem);
+                 for (size_t r = 2; r < n; ++r) {
+                   ReduceBuffers(dtype, op, acc, acc, source(r), part / elem);
+                 }
+                 CopyOut(out + done, acc, part, streaming);
+               }
+             });
   publish(kReduced);
 
   // 3. The other chunks from their owners.
@@ -363,7 +416,11 @@ Status ShmAllreduce::Block(const char* in, char* out, size_t count, DataType dty
     if (c == me) continue;
     s = WaitFor(kReduced, block + 1, static_cast<int>(c));
     if (!s.ok()) return s;
-    CopyOut(out + begin(c), slot(c, block) + begin(c), begin(c + 1) - begin(c), streaming);
+    const char* theirs = slot(c, block);
+    span.Visit(start + begin(c), start + begin(c + 1),
+               [&](const char*, char* out, size_t at, size_t len) {
+                 CopyOut(out, theirs + (at - start), len, streaming);
+               });
   }
   publish(kConsumed);
   return Status();

@@ -68,9 +68,20 @@ class ShmAllreduce {
   // input may equal output.
   Status Allreduce(const void* input, void* output, int64_t count, DataType dtype, ReduceOp op);
 
+  // Several tensors reduced as one (a fused response) straight from their
+  // inputs into their outputs, without a fusion buffer: the result is the
+  // same as reducing their concatenation. Each input may equal its output.
+  struct Segment {
+    const void* input;
+    void* output;
+    int64_t count;
+  };
+  Status Allreduce(const std::vector<Segment>& segments, DataType dtype, ReduceOp op);
+
  private:
   struct Header;
-  Status Block(const char* in, char* out, size_t count, DataType dtype, ReduceOp op,
+  class Span;
+  Status Block(const Span& span, size_t start, size_t bytes, DataType dtype, ReduceOp op,
                bool streaming);
   // Waits until counter `which` of rank `peer` (of every other rank when
   // peer is -1) is at least target.

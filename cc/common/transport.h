@@ -12,6 +12,8 @@
 
 namespace tfhvd {
 
+class ShmAllreduce;
+
 struct Topology {
   int rank = 0, size = 1;
   int local_rank = 0, local_size = 1;
@@ -48,6 +50,10 @@ class Transport {
   virtual Status Alltoallv(const void* in, const std::vector<int64_t>& send_bytes,
                            void* out, const std::vector<int64_t>& recv_bytes) = 0;
   virtual Status Barrier() = 0;
+  // The shared-memory allreduce when this transport would reduce `bytes`
+  // through it, else null: a fused response then goes straight from the
+  // tensors to the outputs, without the fusion buffer.
+  virtual ShmAllreduce* SharedMemoryFor(int64_t bytes) { return nullptr; }
 };
 
 }  // namespace tfhvd

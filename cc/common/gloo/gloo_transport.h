@@ -36,6 +36,11 @@ class GlooTransport : public Transport {
   Status Alltoallv(const void* in, const std::vector<int64_t>& send_bytes, void* out,
                    const std::vector<int64_t>& recv_bytes) override;
   Status Barrier() override;
+  ShmAllreduce* SharedMemoryFor(int64_t bytes) override {
+    return shm_.active() && bytes > direct_max_bytes_ && bytes >= params_.shm_min_bytes
+               ? &shm_
+               : nullptr;
+  }
 
  private:
   // Small allreduce: gather every rank's block, reduce in rank order (the

@@ -29,6 +29,9 @@ class MpiTransport : public Transport {
   Status Alltoallv(const void* in, const std::vector<int64_t>& send_bytes, void* out,
                    const std::vector<int64_t>& recv_bytes) override;
   Status Barrier() override;
+  ShmAllreduce* SharedMemoryFor(int64_t bytes) override {
+    return shm_.active() && bytes >= params_.shm_min_bytes ? &shm_ : nullptr;
+  }
 
  private:
   // Completes a non-blocking call: retries for params_.spin_us (yielding the
