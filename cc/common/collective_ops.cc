@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cc/common/reduce_kernels.h"
+#include "cc/common/algorithms/shm_allreduce.h"
 #include "cc/common/timeline.h"
 
 namespace tfhvd {
@@ -73,6 +74,28 @@ void CollectiveOps::PostScale(const Response& r, void* buf, size_t n) {
   ScaleBuffer(r.dtype, buf, n, r.postscale);
 }
 
+// A fused response through shared memory: every tensor is read from its
+// input and written to its output by the allreduce itself, which saves the
+// two copies through the fusion buffer (each as large as the response).
+Status CollectiveOps::AllreduceSegments(ShmAllreduce* shm, const Response& r,
+                                        std::vector<TensorTableEntry>& entries) {
+  Timeline& timeline = GlobalTimeline();
+  const bool traced = timeline.active();
+  std::vector<ShmAllreduce::Segment> segments;
+  segments.reserve(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    segments.push_back({entries[i].input, entries[i].output, r.sizes[i]});
+  }
+  if (traced) for (const auto& name : r.names) timeline.ActivityStart(name, "ALLREDUCE");
+  Status s = shm->Allreduce(segments, r.dtype, r.reduce_op);
+  if (traced) for (const auto& name : r.names) timeline.ActivityEnd(name);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (s.ok()) PostScale(r, entries[i].output, static_cast<size_t>(r.sizes[i]));
+    Complete(entries[i], s);
+  }
+  return s;
+}
+
 Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>& entries,
                                 const std::vector<bool>& present) {
   const size_t elem = DataTypeSize(r.dtype);
@@ -99,6 +122,12 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
   }
   int64_t total = 0;
   for (int64_t n : r.sizes) total += n;
+  bool all_present = true;
+  for (size_t i = 0; i < entries.size(); ++i) all_present &= static_cast<bool>(present[i]);
+  ShmAllreduce* shm = allreduce_->SharedMemoryFor(total * static_cast<int64_t>(elem), r.reduce_op);
+  if (shm != nullptr && all_present && r.prescale == 1.0) {
+    return AllreduceSegments(shm, r, entries);
+  }
   auto* buffer = static_cast<char*>(fusion_.Get(static_cast<size_t>(total) * elem + 1));
   size_t offset = 0;
   const bool traced = timeline.active();

@@ -34,6 +34,8 @@ class CollectiveOps {
   Status Alltoall(const Response& r, TensorTableEntry& e);
   Status Reducescatter(const Response& r, TensorTableEntry& e);
   // Divides for Average, then applies postscale.
+  Status AllreduceSegments(ShmAllreduce* shm, const Response& r,
+                           std::vector<TensorTableEntry>& entries);
   void PostScale(const Response& r, void* buf, size_t n);
 
   Transport* transport_;

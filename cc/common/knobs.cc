@@ -65,9 +65,10 @@ const std::vector<KnobSpec>& Table() {
        "warning)."},
       {"HOROVOD_SHM_MIN_BYTES", T::BYTES, &P::shm_min_bytes, "262144", 0, kNoMax, "", kUser, "",
        "Smallest allreduce that takes the shared-memory path."},
-      {"HOROVOD_SHM_SLOT_BYTES", T::BYTES, &P::shm_slot_bytes, "4194304", 4096,
+      {"HOROVOD_SHM_SLOT_BYTES", T::BYTES, &P::shm_slot_bytes, "1048576", 4096,
        4294967296.0, "", kUser, "",
-       "Block size of the shared-memory allreduce (per rank, two slots)."},
+       "Block size of the shared-memory allreduce (per rank, two slots, which should stay "
+       "in the CPU's shared cache)."},
       {"HOROVOD_MALLOC_REUSE", T::BOOL, &P::malloc_reuse, "1", 0, 0, "", kUser, "",
        "Raises glibc's mmap/trim thresholds at init (unless `MALLOC_MMAP_THRESHOLD_`/"
        "`MALLOC_TRIM_THRESHOLD_` are set) so large freed buffers are reused instead of "

@@ -34,7 +34,7 @@ struct Parameters {
   // go through shared memory (shm_allreduce.h) in blocks of shm_slot_bytes.
   bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
   int64_t shm_min_bytes = 256 * 1024;                  // HOROVOD_SHM_MIN_BYTES
-  int64_t shm_slot_bytes = 4 * 1024 * 1024;            // HOROVOD_SHM_SLOT_BYTES (>= 4096)
+  int64_t shm_slot_bytes = 1024 * 1024;                // HOROVOD_SHM_SLOT_BYTES (>= 4096)
 
   // --- the job's shape, set by the launcher (tfhvdrun); -1 = not set ---
   int64_t rank = -1;        // HOROVOD_RANK (set: the Gloo transport is used)

@@ -15,6 +15,14 @@ The targets (issue 4; ratios at np=2 on a 2-core machine, tf.function mode):
                                tf_hvd over Gloo >= 0.5x that
   fusion step rate             tf_hvd >= 3x MWMS's (each contender's best variant)
   Keras fit throughput         tf_hvd >= 2x MWMS's for the MLP, >= 1.6x for the CNN
+
+and the speed targets of the architecture issue (same set-up):
+  256 MiB allreduce bus bw     tf_hvd (MPI and Gloo) >= 1.3x the strongest plain mpi4py
+                               (any variant: send/receive or MPI.IN_PLACE, either malloc);
+                               stretch: >= 0.4x a memcpy's bandwidth (numpy copyto)
+  fusion step rate             tf_hvd >= 0.8x mpi4py's fastest way of the same work
+  DistributedGradientTape      tf_hvd's tf.function training loop (MLP) >= 0.95x one
+                               process that owns both cores, training the global batch
   unnamed eager 4 KiB allreduce  <= 1.3x the same call with a fixed name (the
                                response cache hits for unnamed calls too)
 """
@@ -30,6 +38,7 @@ import training_bench
 
 PARTS = {"allreduce": allreduce_bench, "fusion": fusion_bench, "training": training_bench}
 MPI4PY = ("mpi4py", "mpi4py_malloc")
+MPI4PY_MODES = ("numpy", "numpy_inplace")
 
 
 # ---------------------------------------------------------------------------
@@ -54,12 +63,14 @@ def _busbw(records, contender, nbytes, mode="function"):
 
 
 def _best_mpi4py(records, nbytes, key):
-    """(contender, value) of the better mpi4py variant for one size; key: latency|busbw."""
+    """(label, value) of the strongest mpi4py variant for one size (either malloc
+    setting, send/receive buffers or in place); key: latency|busbw."""
     found = []
     for name in MPI4PY:
-        value = (_latency if key == "latency" else _busbw)(records, name, nbytes, "numpy")
-        if value is not None:
-            found.append((value, name))
+        for mode in MPI4PY_MODES:
+            value = (_latency if key == "latency" else _busbw)(records, name, nbytes, mode)
+            if value is not None:
+                found.append((value, name if mode == "numpy" else "%s[%s]" % (name, mode)))
     if not found:
         return None, None
     value, name = (min if key == "latency" else max)(found)
@@ -145,7 +156,46 @@ def evaluate_targets(parts):
                 "mwms_ring", _training(tr, hvd, model, "fit"),
                 _training(tr, "mwms_ring", model, "fit"), "samples/s", "higher", target,
                 ">="))
+    # Issue 6: speed against the strongest plain MPI and the hardware.
+    copy = _busbw(ar, "numpy_local", large, "copy")
+    for hvd in launch.TF_HVD:
+        transport = hvd.split("_")[-1]
+        bw = _busbw(ar, hvd, large)
+        targets.append(_target(
+            "busbw_256MiB_vs_best_mpi4py[%s]" % transport,
+            "256 MiB allreduce bus bandwidth (tf.function), tf_hvd/the strongest plain "
+            "mpi4py variant", hvd, mpi_name, bw, mpi_bw, "GB/s", "higher", 1.3, ">="))
+        targets.append(_target(
+            "busbw_256MiB_vs_memcpy[%s]" % transport,
+            "256 MiB allreduce bus bandwidth (tf.function), tf_hvd/memcpy of 256 MiB "
+            "(numpy copyto into a kept buffer; stretch goal)", hvd, "numpy_local copy", bw,
+            copy, "GB/s", "higher", 0.4, ">=", stretch=True))
+    mpi_rate, mpi_variant = _best_fusion_mpi4py(fu)
+    for hvd in launch.TF_HVD:
+        rate, variant = _fusion_rate(fu, hvd)
+        targets.append(_target(
+            "fusion_steps_vs_mpi4py[%s]" % hvd.split("_")[-1],
+            "fusion step rate (200 x 16 KiB + 4 x 4 MiB), tf_hvd/mpi4py's fastest way",
+            hvd, mpi_variant, rate, mpi_rate, "steps/s", "higher", 0.8, ">=",
+            detail="tf_hvd variant %s, mpi4py %s" % (variant, mpi_variant)))
+    for hvd in launch.TF_HVD:
+        targets.append(_target(
+            "tape_mlp_vs_single_process[%s]" % hvd.split("_")[-1],
+            "DistributedGradientTape tf.function loop throughput, MLP, tf_hvd/one process "
+            "with the global batch", hvd, "single_process", _training(tr, hvd, "mlp", "tape"),
+            _training(tr, "single_process", "mlp", "tape"), "samples/s", "higher", 0.95,
+            ">="))
     return targets
+
+
+def _best_fusion_mpi4py(records):
+    """(steps/s, 'contender variant') of the fastest correct mpi4py way."""
+    best = None
+    for name in MPI4PY:
+        rate, variant = _fusion_rate(records, name)
+        if rate is not None and (best is None or rate > best[0]):
+            best = (rate, "%s %s" % (name, variant))
+    return best or (None, None)
 
 
 def extra_ratios(parts):
@@ -153,7 +203,6 @@ def extra_ratios(parts):
     ar, tr = parts.get("allreduce", []), parts.get("training", [])
     out = []
     large = 256 * common.MiB
-    copy = _busbw(ar, "numpy_local", large, "copy")
     for hvd in launch.TF_HVD:
         for mode in ("function", "eager"):  # one tf.function / eager call per allreduce
             mine = _latency(ar, hvd, 4 * common.KiB, mode)
@@ -163,14 +212,11 @@ def extra_ratios(parts):
                         "tf_hvd_value": mine, "alternative": "mwms_ring",
                         "alternative_value": theirs,
                         "ratio": mine / theirs if mine and theirs else None})
-        bw = _busbw(ar, hvd, large)
-        out.append({"name": "busbw_256MiB_vs_memcpy[%s]" % hvd.split("_")[-1],
-                    "tf_hvd_value": bw, "alternative": "numpy_local copy",
-                    "alternative_value": copy, "ratio": bw / copy if bw and copy else None})
         for model in training_bench.MODELS:
             for mode in training_bench.MODES:
                 for alt in ("mwms_ring", "single_process"):
-                    if (mode, alt) == ("fit", "mwms_ring"):
+                    if (mode, alt) == ("fit", "mwms_ring") or (
+                            (model, mode, alt) == ("mlp", "tape", "single_process")):
                         continue  # a target already
                     mine, theirs = _training(tr, hvd, model, mode), _training(tr, alt, model, mode)
                     out.append({"name": "%s_%s_vs_%s[%s]" % (mode, model, alt,

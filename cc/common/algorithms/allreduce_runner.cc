@@ -17,15 +17,25 @@ Status AllreduceRunner::Open() {
       backend ? "the backend's allreduce" : "the ring over the links");
 }
 
-Status AllreduceRunner::Run(const void* input, void* output, int64_t count, DataType dtype,
-                            ReduceOp op) {
+AllreduceCase AllreduceRunner::Case(int64_t bytes, ReduceOp op) const {
   AllreduceCase c;
   c.op = op;
-  c.bytes = count * static_cast<int64_t>(DataTypeSize(dtype));
+  c.bytes = bytes;
   c.ranks = topology_.size;
   c.one_host = topology_.local_size == topology_.size;
   c.shm_ready = shm_.active();
   c.backend_allreduce = transport_->has_backend_allreduce();
+  return c;
+}
+
+ShmAllreduce* AllreduceRunner::SharedMemoryFor(int64_t bytes, ReduceOp op) {
+  return SelectAllreduce(Case(bytes, op), params_) == AllreduceAlgorithm::SHARED_MEMORY ? &shm_
+                                                                                         : nullptr;
+}
+
+Status AllreduceRunner::Run(const void* input, void* output, int64_t count, DataType dtype,
+                            ReduceOp op) {
+  const AllreduceCase c = Case(count * static_cast<int64_t>(DataTypeSize(dtype)), op);
   switch (SelectAllreduce(c, params_)) {
     case AllreduceAlgorithm::COPY:
       if (output != input && c.bytes > 0) std::memmove(output, input, static_cast<size_t>(c.bytes));

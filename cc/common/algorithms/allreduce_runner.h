@@ -32,7 +32,14 @@ class AllreduceRunner {
   // input may equal output.
   Status Run(const void* input, void* output, int64_t count, DataType dtype, ReduceOp op);
 
+  // The shared-memory allreduce when the table picks it for `bytes` of dtype
+  // (a fused response then reduces its tensors in place of a fusion-buffer
+  // copy: ShmAllreduce::Allreduce(segments, ...)); nullptr otherwise.
+  ShmAllreduce* SharedMemoryFor(int64_t bytes, ReduceOp op);
+
  private:
+  AllreduceCase Case(int64_t bytes, ReduceOp op) const;
+
   Transport* transport_;
   Topology topology_;
   Parameters params_;

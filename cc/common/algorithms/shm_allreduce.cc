@@ -1,23 +1,93 @@
 #include "cc/common/algorithms/shm_allreduce.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "cc/common/logging.h"
 #include "cc/common/reduce_kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace tfhvd {
 
 namespace {
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kSlots = 2;                // per rank, used in turn
+constexpr size_t kHeaderBytes = 4096;       // keeps the slots page-aligned
+constexpr size_t kPieceBytes = 16 * 1024;   // reduced, then copied out, while in L1
+constexpr auto kNoProgressLimit = std::chrono::seconds(60);
+enum Counter { kStaged = 0, kReduced = 1, kConsumed = 2, kCounters = 3 };
+
+// Copies with stores that bypass the cache (x86 SSE2; elsewhere memcpy).
+void StreamCopy(char* dst, const char* src, size_t n) {
+#if defined(__x86_64__)
+  size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
+  if (n < head + 64) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  n -= head;
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m128i* s = reinterpret_cast<const __m128i*>(src + i);
+    __m128i* d = reinterpret_cast<__m128i*>(dst + i);
+    __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
+    __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
+    _mm_stream_si128(d, a);
+    _mm_stream_si128(d + 1, b);
+    _mm_stream_si128(d + 2, c);
+    _mm_stream_si128(d + 3, e);
+  }
+  std::memcpy(dst + i, src + i, n - i);
+  _mm_sfence();  // the stores are visible before the "done" counter that follows
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
+void CopyOut(char* dst, const char* src, size_t n, bool streaming) {
+  if (streaming) {
+    StreamCopy(dst, src, n);
+  } else {
+    std::memcpy(dst, src, n);
+  }
+}
+
+// Allreduces at least this large stream their output past the cache: half
+// the last-level cache (or 16 MiB when the C library cannot tell).
+size_t StreamingThreshold() {
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return l3 > 0 ? static_cast<size_t>(l3) / 2 : size_t{16} << 20;
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
 
 // Creates and maps a region only this job knows the name of. Space is
 // reserved up front: a tmpfs that runs out later would kill the process with
@@ -75,6 +145,28 @@ char* OpenRegion(const std::string& name, size_t bytes, std::string* error) {
 
 }  // namespace
 
+// The start of every rank's region: its progress counters (blocks staged,
+// reduced and consumed, counted since Open; each on its own cache line) and
+// its process id, so a waiting peer can tell a dead rank from a slow one.
+struct ShmAllreduce::Header {
+  struct alignas(64) Line {
+    std::atomic<uint64_t> value;
+  };
+  Line counters[kCounters];
+  alignas(64) int32_t pid;
+};
+
+ShmAllreduce::Header* ShmAllreduce::header(size_t r) const {
+  static_assert(sizeof(Header) <= kHeaderBytes, "the header must fit its page");
+  return reinterpret_cast<Header*>(regions_[r]);
+}
+
+char* ShmAllreduce::slot(size_t r, uint64_t block) const {
+  return regions_[r] + kHeaderBytes + (block % kSlots) * slot_bytes_;
+}
+
+size_t ShmAllreduce::region_bytes() const { return kHeaderBytes + kSlots * slot_bytes_; }
+
 ShmAllreduce::~ShmAllreduce() { Close(); }
 
 Status ShmAllreduce::Open(int rank, int size, size_t slot_bytes,
@@ -85,11 +177,16 @@ Status ShmAllreduce::Open(int rank, int size, size_t slot_bytes,
   size_ = size;
   slot_bytes_ = slot_bytes;
   barrier_ = barrier;
-  const size_t region_bytes = 2 * slot_bytes_;
+  blocks_done_ = 0;
   regions_.assign(static_cast<size_t>(size_), nullptr);
 
   std::string error;
-  regions_[static_cast<size_t>(rank_)] = CreateRegion(region_bytes, &my_name_, &error);
+  char* mine = CreateRegion(region_bytes(), &my_name_, &error);
+  regions_[static_cast<size_t>(rank_)] = mine;
+  if (mine != nullptr) {
+    // A fresh region reads as zeros: every counter starts at 0.
+    header(static_cast<size_t>(rank_))->pid = static_cast<int32_t>(getpid());
+  }
   std::vector<std::string> names;
   Status s = allgather(my_name_, &names);
   if (!s.ok()) {
@@ -101,7 +198,7 @@ Status ShmAllreduce::Open(int rank, int size, size_t slot_bytes,
       error = "rank " + std::to_string(r) + " could not create its shared-memory region";
     } else if (r != rank_) {
       regions_[static_cast<size_t>(r)] =
-          OpenRegion(names[static_cast<size_t>(r)], region_bytes, &error);
+          OpenRegion(names[static_cast<size_t>(r)], region_bytes(), &error);
     }
   }
   // Everyone must agree: one rank without shared memory means none uses it.
@@ -134,6 +231,7 @@ Status ShmAllreduce::OpenIfSingleHost(int rank, int size, int local_size,
   std::string reason;
   Status s = Open(rank, size, static_cast<size_t>(params.shm_slot_bytes), allgather, barrier,
                   &reason);
+  spin_us_ = params.spin_us;
   if (s.ok() && !reason.empty()) {
     TFHVD_LOG(WARNING) << "shared-memory allreduce unavailable, using " << fallback << ": "
                        << reason;
@@ -143,7 +241,7 @@ Status ShmAllreduce::OpenIfSingleHost(int rank, int size, int local_size,
 
 void ShmAllreduce::Close() {
   for (char*& region : regions_) {
-    if (region != nullptr) munmap(region, 2 * slot_bytes_);
+    if (region != nullptr) munmap(region, region_bytes());
     region = nullptr;
   }
   regions_.clear();
@@ -152,53 +250,179 @@ void ShmAllreduce::Close() {
   active_ = false;
 }
 
+// The segments of one allreduce seen as one byte range: Visit(from, to, fn)
+// calls fn(input, output, offset, bytes) for each piece of [from, to) that
+// lies in one segment, offset counting from the start of the range.
+class ShmAllreduce::Span {
+ public:
+  Span(const std::vector<Segment>& segments, size_t elem) : segments_(segments) {
+    starts_.reserve(segments.size() + 1);
+    size_t at = 0;
+    for (const Segment& seg : segments) {
+      starts_.push_back(at);
+      at += static_cast<size_t>(seg.count) * elem;
+    }
+    starts_.push_back(at);
+  }
+  size_t bytes() const { return starts_.back(); }
+
+  template <typename Fn>
+  void Visit(size_t from, size_t to, Fn fn) const {
+    if (from >= to) return;
+    size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), from) -
+                                   starts_.begin()) - 1;
+    for (; from < to; ++i) {
+      const size_t end = std::min(to, starts_[i + 1]);
+      if (end <= from) continue;  // an empty segment
+      const size_t skip = from - starts_[i];
+      fn(static_cast<const char*>(segments_[i].input) + skip,
+         static_cast<char*>(segments_[i].output) + skip, from, end - from);
+      from = end;
+    }
+  }
+
+ private:
+  const std::vector<Segment>& segments_;
+  std::vector<size_t> starts_;  // byte offset of each segment, then the total
+};
+
 Status ShmAllreduce::Allreduce(const void* input, void* output, int64_t count, DataType dtype,
                                ReduceOp op) {
+  return Allreduce({Segment{input, output, count}}, dtype, op);
+}
+
+Status ShmAllreduce::Allreduce(const std::vector<Segment>& segments, DataType dtype,
+                               ReduceOp op) {
+  // One transport barrier per call: a rank that is gone is reported by the
+  // transport that knows its connection. Within the call, ranks pace each
+  // other through the counters in shared memory.
+  Status s = barrier_();
+  if (!s.ok()) return s;
   const size_t elem = DataTypeSize(dtype);
-  const size_t per_block = std::max<size_t>(1, slot_bytes_ / elem);
-  const char* in = static_cast<const char*>(input);
-  char* out = static_cast<char*>(output);
-  for (size_t done = 0, total = static_cast<size_t>(count); done < total;) {
-    size_t k = std::min(per_block, total - done);
-    Status s = Block(in + done * elem, out + done * elem, k, dtype, op);
+  const Span span(segments, elem);
+  const size_t per_block = std::max<size_t>(1, slot_bytes_ / elem) * elem;
+  static const size_t streaming_bytes = StreamingThreshold();
+  const bool streaming = span.bytes() >= streaming_bytes;
+  for (size_t done = 0; done < span.bytes();) {
+    const size_t bytes = std::min(per_block, span.bytes() - done);
+    s = Block(span, done, bytes, dtype, op, streaming);
     if (!s.ok()) return s;
-    done += k;
+    done += bytes;
   }
   return Status();
 }
 
-Status ShmAllreduce::Block(const char* in, char* out, size_t count, DataType dtype,
-                           ReduceOp op) {
+Status ShmAllreduce::WaitFor(int which, uint64_t target, int peer) {
+  auto reached = [&](size_t r) {
+    return header(r)->counters[which].value.load(std::memory_order_acquire) >= target;
+  };
+  for (size_t r = 0; r < static_cast<size_t>(size_); ++r) {
+    if (static_cast<int>(r) == rank_ || (peer >= 0 && static_cast<int>(r) != peer)) continue;
+    if (reached(r)) continue;
+    // Spin (the peer is usually a few microseconds behind), then yield the
+    // core for up to spin_us, then sleep in short naps, checking that the
+    // peer still lives and still makes progress.
+    for (int i = 0; i < 1000; ++i) {
+      CpuRelax();
+      if (reached(r)) break;
+    }
+    const auto start = Clock::now();
+    const auto spin_until = start + std::chrono::microseconds(spin_us_);
+    auto last_check = start;
+    uint64_t last_seen = header(r)->counters[which].value.load(std::memory_order_relaxed);
+    auto last_progress = start;
+    while (!reached(r)) {
+      auto now = Clock::now();
+      if (now < spin_until) {
+        sched_yield();
+        continue;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (now - last_check < std::chrono::milliseconds(100)) continue;
+      last_check = now;
+      const int32_t pid = header(r)->pid;
+      if (kill(pid, 0) != 0 && errno == ESRCH) {
+        return Status::Unavailable("rank " + std::to_string(r) + " (pid " +
+                                   std::to_string(pid) +
+                                   ") exited during a shared-memory allreduce");
+      }
+      uint64_t seen = header(r)->counters[which].value.load(std::memory_order_relaxed);
+      if (seen != last_seen) {
+        last_seen = seen;
+        last_progress = now;
+      } else if (now - last_progress > kNoProgressLimit) {
+        return Status::Unavailable(
+            "no progress with rank " + std::to_string(r) + " for " +
+            std::to_string(kNoProgressLimit.count()) +
+            " s in a shared-memory allreduce: that rank is stalled");
+      }
+    }
+  }
+  return Status();
+}
+
+Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataType dtype,
+                           ReduceOp op, bool streaming) {
   const size_t elem = DataTypeSize(dtype);
+  const size_t count = bytes / elem;
   const size_t n = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
-  const size_t slot_offset = (blocks_done_++ % 2) * slot_bytes_;
-  auto begin = [&](size_t c) { return count * c / n * elem; };  // byte offset of chunk c
-  auto slot = [&](size_t r) { return regions_[r] + slot_offset; };
+  const uint64_t block = blocks_done_++;
+  // Byte offset of chunk c within the block (and within every slot).
+  auto begin = [&](size_t c) { return count * c / n * elem; };
+  auto publish = [&](Counter which) {
+    header(me)->counters[which].value.store(block + 1, std::memory_order_release);
+  };
 
-  // 1. Stage the chunks the other ranks reduce. Other ranks read only regions,
-  // never this rank's input, so output may alias input.
-  for (size_t c = 0; c < n; ++c) {
-    if (c != me) std::memcpy(slot(me) + begin(c), in + begin(c), begin(c + 1) - begin(c));
-  }
-  Status s = barrier_();
+  // 1. This slot last served block - kSlots: every peer must be done reading
+  // it. Other ranks read only slots, never this rank's input, so an output
+  // may alias its input.
+  Status s;
+  if (block >= kSlots) s = WaitFor(kConsumed, block + 1 - kSlots);
   if (!s.ok()) return s;
-
-  // 3. Reduce this rank's chunk in rank order into its own slot, then output.
-  const size_t first = begin(me), len = begin(me + 1) - first;
-  const size_t elems = len / elem;
-  auto source = [&](size_t r) { return r == me ? in + first : slot(r) + first; };
-  char* acc = slot(me) + first;
-  if (elems > 0) {
-    ReduceBuffers(dtype, op, acc, source(0), source(1), elems);
-    for (size_t r = 2; r < n; ++r) ReduceBuffers(dtype, op, acc, acc, source(r), elems);
-  }
-  s = barrier_();
-  if (!s.ok()) return s;
-
-  // 5. Every chunk from its owner (this rank's own included).
+  char* mine = slot(me, block);
   for (size_t c = 0; c < n; ++c) {
-    std::memcpy(out + begin(c), slot(c) + begin(c), begin(c + 1) - begin(c));
+    if (c == me) continue;
+    span.Visit(start + begin(c), start + begin(c + 1),
+               [&](const char* in, char*, size_t at, size_t len) {
+                 std::memcpy(mine + (at - start), in, len);
+               });
   }
+  publish(kStaged);
+
+  // 2. Reduce this rank's chunk in rank order, piece by piece.
+  s = WaitFor(kStaged, block + 1);
+  if (!s.ok()) return s;
+  const size_t piece = std::max<size_t>(1, kPieceBytes / elem) * elem;
+  span.Visit(start + begin(me), start + begin(me + 1),
+             [&](const char* in, char* out, size_t at, size_t len) {
+               for (size_t done = 0; done < len; done += piece) {
+                 const size_t part = std::min(piece, len - done);
+                 const size_t offset = at - start + done;  // within the slots
+                 auto source = [&](size_t r) {
+                   return r == me ? in + done : slot(r, block) + offset;
+                 };
+                 char* acc = mine + offset;
+                 ReduceBuffers(dtype, op, acc, source(0), source(1), part / elem);
+                 for (size_t r = 2; r < n; ++r) {
+                   ReduceBuffers(dtype, op, acc, acc, source(r), part / elem);
+                 }
+                 CopyOut(out + done, acc, part, streaming);
+               }
+             });
+  publish(kReduced);
+
+  // 3. The other chunks from their owners.
+  for (size_t c = 0; c < n; ++c) {
+    if (c == me) continue;
+    s = WaitFor(kReduced, block + 1, static_cast<int>(c));
+    if (!s.ok()) return s;
+    const char* theirs = slot(c, block);
+    span.Visit(start + begin(c), start + begin(c + 1),
+               [&](const char*, char* out, size_t at, size_t len) {
+                 CopyOut(out, theirs + (at - start), len, streaming);
+               });
+  }
+  publish(kConsumed);
   return Status();
 }
 

@@ -2,22 +2,28 @@
 //
 // Over loopback TCP a rank's data is copied into the kernel and out again,
 // and the socket caps a 2-core host at ~1.75 GB/s per direction. Here every
-// rank maps every other rank's staging region, so a block travels with one
-// memcpy in and one out. The transport that owns this object supplies the
-// synchronisation (a barrier over its own connections), so a rank that dies
-// is still reported by that transport, naming the rank.
+// rank maps every other rank's region: a few small slots (they stay in the
+// CPU's shared cache) and a header of progress counters.
 //
 // Per block (at most slot_bytes per rank), rank r owns chunk r:
-//   1. copy the chunks other ranks own from the input into r's region;
-//   2. barrier;
-//   3. reduce chunk r over all ranks, in rank order, into r's region
-//      (each chunk is reduced on one rank only: the same bits everywhere),
-//      then copy it to the output;
-//   4. barrier;
-//   5. copy the other chunks from their owners' regions to the output.
-// Regions hold two slots used alternately, so the next block's step 1 cannot
-// overwrite a slot a slower rank is still reading in step 5 (it passed the
-// step 2 barrier of the block in between).
+//   1. wait until every peer has finished the block that last used this slot;
+//      copy the chunks other ranks own from the input into r's slot;
+//      publish "staged";
+//   2. once every peer has staged: reduce chunk r over all ranks, in rank
+//      order (each chunk is reduced on one rank only: the same bits
+//      everywhere), piece by piece into r's slot, copying each piece to the
+//      output while it is in L1; publish "reduced";
+//   3. copy every other chunk from its owner's slot once the owner has
+//      reduced it; publish "consumed".
+// Ranks wait on each other's counters in shared memory (spinning briefly,
+// then yielding, then sleeping), not on a transport barrier per block: a
+// 256 MiB allreduce takes hundreds of blocks. The transport that owns this
+// object still synchronises every call once (its barrier, which reports a
+// rank that is gone, naming it); a peer that dies in the middle of a call is
+// seen by its process id, and one that makes no progress for a minute is
+// reported, naming the rank. Large allreduces write their output with
+// non-temporal stores: it is not read again soon and does not fit in the
+// cache, and the stores skip reading every output line first.
 #ifndef TFHVD_COMMON_ALGORITHMS_SHM_ALLREDUCE_H_
 #define TFHVD_COMMON_ALGORITHMS_SHM_ALLREDUCE_H_
 
@@ -62,15 +68,35 @@ class ShmAllreduce {
   // input may equal output.
   Status Allreduce(const void* input, void* output, int64_t count, DataType dtype, ReduceOp op);
 
+  // Several tensors reduced as one (a fused response) straight from their
+  // inputs into their outputs, without a fusion buffer: the result is the
+  // same as reducing their concatenation. Each input may equal its output.
+  struct Segment {
+    const void* input;
+    void* output;
+    int64_t count;
+  };
+  Status Allreduce(const std::vector<Segment>& segments, DataType dtype, ReduceOp op);
+
  private:
-  Status Block(const char* in, char* out, size_t count, DataType dtype, ReduceOp op);
+  struct Header;
+  class Span;
+  Status Block(const Span& span, size_t start, size_t bytes, DataType dtype, ReduceOp op,
+               bool streaming);
+  // Waits until counter `which` of rank `peer` (of every other rank when
+  // peer is -1) is at least target.
+  Status WaitFor(int which, uint64_t target, int peer = -1);
+  Header* header(size_t r) const;
+  char* slot(size_t r, uint64_t block) const;
+  size_t region_bytes() const;
 
   int rank_ = 0, size_ = 1;
   size_t slot_bytes_ = 0;
-  std::vector<char*> regions_;  // regions_[r]: rank r's two slots, mapped here
+  int64_t spin_us_ = 5000;      // how long a waiting rank spins and yields before sleeping
+  std::vector<char*> regions_;  // regions_[r]: rank r's header and slots, mapped here
   std::string my_name_;
   Barrier barrier_;
-  uint64_t blocks_done_ = 0;  // picks the slot: alternates across calls too
+  uint64_t blocks_done_ = 0;  // the same on every rank; picks the slot, counts progress
   bool active_ = false;
 };
 
