@@ -29,11 +29,13 @@ _CORE_EXPORTS = {
         "allreduce", "grouped_allreduce", "allgather", "grouped_allgather", "broadcast",
         "alltoall", "reducescatter", "grouped_reducescatter", "join", "barrier",
         "size_op", "rank_op", "local_size_op", "local_rank_op",
+        "process_set_included_op", "handle_average_backwards_compatibility",
+        "check_num_rank_power_of_2",
     ),
     "tf_hvd.compression": ("Compression", "Compressor", "NoneCompressor", "FP16Compressor"),
     "tf_hvd.functions": (
         "broadcast_variables", "broadcast_global_variables", "broadcast_object",
-        "allgather_object",
+        "allgather_object", "broadcast_", "broadcast_object_fn",
     ),
 }
 
@@ -43,6 +45,8 @@ _OPTIONAL_EXPORTS = {
     "tf_hvd.optimizer": ("DistributedOptimizer", "PartialDistributedOptimizer"),
     "tf_hvd.tape": ("DistributedGradientTape", "PartialDistributedGradientTape"),
     "tf_hvd.hooks": ("BroadcastGlobalVariablesHook",),
+    "tf_hvd.gradient_aggregation": ("LocalGradientAggregationHelper",
+                                    "LocalGradientAggregationHelperEager"),
 }
 
 _SUBPACKAGES = ("keras", "runner", "optimizer", "tape", "hooks", "gradient_aggregation",

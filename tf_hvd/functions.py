@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_hvd.basics import _check_initialized, rank
-from tf_hvd.ops import _broadcast, _allgather, _noname
+from tf_hvd.ops import _broadcast, _allgather, _check_process_set, _noname
 
 # ---------------------------------------------------------------------------
 # Variables
@@ -24,15 +24,16 @@ _OP_DTYPES = frozenset([tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int
                         tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.bool])
 
 
-def _broadcast_value(value, root_rank):
+def _broadcast_value(value, root_rank, name=None):
     if value.dtype in _OP_DTYPES:
-        return _broadcast(value, root_rank)
-    raw = _broadcast(tf.bitcast(value, tf.uint8), root_rank)
+        return _broadcast(value, root_rank, name=name)
+    raw = _broadcast(tf.bitcast(value, tf.uint8), root_rank, name=name)
     return tf.bitcast(raw, value.dtype)
 
 
-def _broadcast_values(values, root_rank):
-    return [_broadcast_value(v, root_rank) for v in values]
+def _broadcast_values(values, root_rank, name=None):
+    return [_broadcast_value(v, root_rank, None if name is None else "%s_%d" % (name, i))
+            for i, v in enumerate(values)]
 
 
 # Eagerly, the broadcasts run inside one tf.function so that they are submitted
@@ -43,35 +44,71 @@ _broadcast_values_fn = tf.function(_broadcast_values, autograph=False,
                                    reduce_retracing=False)
 
 
-def broadcast_variables(variables, root_rank):
+def broadcast_variables(variables, root_rank, process_set=None, inplace=False):
     """Sets every variable to its value on ``root_rank``.
 
     Args:
       variables: an iterable of tf.Variable / keras.Variable, in the same order
         on every rank (e.g. ``model.variables``).
       root_rank: the rank whose values are kept.
+      process_set: only None / the global process set is supported.
+      inplace: as in Horovod, use :func:`broadcast_` (the variables are
+        updated in place either way here; the result is the same).
 
     Returns:
       Eagerly: None (the variables are updated when it returns). In a graph
       (TF1 or tf.function): the op that performs the update.
     """
     _check_initialized()
-    variables = list(variables)
+    _check_process_set(process_set)
+    if inplace:
+        values = broadcast_(variables, root_rank, process_set=process_set)
+        if tf.executing_eagerly():
+            return None
+        return tf.group(*values, name="broadcast_variables")
+    return _update_from_root(list(variables), root_rank, None)
+
+
+def _update_from_root(variables, root_rank, name):
+    """Assigns root's values; eagerly returns None, in a graph the update op."""
     if tf.executing_eagerly():
         if not variables:
             return None
         values = [tf.convert_to_tensor(v) for v in variables]
-        new_values = _broadcast_values_fn(values, int(root_rank))
+        new_values = _broadcast_values_fn(values, int(root_rank), name)
         for var, value in zip(variables, new_values):
             var.assign(value)
         return None
     if not variables:
         return tf.no_op(name="broadcast_variables")
     updates = []
-    for var in variables:
-        value = _broadcast_value(tf.convert_to_tensor(var), root_rank)
+    for i, var in enumerate(variables):
+        value = _broadcast_value(tf.convert_to_tensor(var), root_rank,
+                                 None if name is None else "%s_%d" % (name, i))
         updates.append(_as_op(var.assign(value)))
     return tf.group(*[u for u in updates if u is not None], name="broadcast_variables")
+
+
+def broadcast_(variables, root_rank, name=None, process_set=None):
+    """In-place broadcast (Horovod's ``broadcast_``): sets every variable to its
+    value on ``root_rank`` and returns the variables' new values.
+
+    Works eagerly, in tf.function and in TF1 graphs, on tf.Variable and Keras
+    variables (Horovod's needs resource or reference variables of one kind)::
+
+        new_values = hvd.broadcast_([w, b], root_rank=0)
+
+    Returns:
+      A list of tensors: the updated values (in a graph they are read after
+      the update).
+    """
+    _check_initialized()
+    _check_process_set(process_set)
+    variables = list(variables)
+    update = _update_from_root(variables, root_rank, name)
+    deps = [] if update is None else [update]
+    with tf.control_dependencies(deps):
+        return [tf.identity(tf.convert_to_tensor(v)) for v in variables]
 
 
 def _as_op(update):
@@ -130,6 +167,7 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None
     Inside a tf.function it runs once, when the function is traced.
     """
     _check_initialized()
+    _check_process_set(process_set)
     root_rank = int(root_rank)
     if name is None:
         name = _noname("broadcast_object")
@@ -151,6 +189,25 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None
     return _outside_functions(run)
 
 
+def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
+    """Horovod's ``broadcast_object_fn``: returns ``fn(obj)`` that broadcasts a
+    Python object from ``root_rank`` each time it is called.
+
+    Horovod builds placeholders for a TF1 session; here ``fn`` works in TF1
+    graph mode and eagerly alike (``session`` is accepted, not needed)::
+
+        bcast = hvd.broadcast_object_fn(root_rank=0)
+        config = bcast(config if hvd.rank() == 0 else None)
+    """
+    _check_initialized()
+    _check_process_set(process_set)
+    name = name or "broadcast_object_fn"
+
+    def _bcast(obj):
+        return broadcast_object(obj, root_rank=root_rank, session=session, name=name)
+    return _bcast
+
+
 def allgather_object(obj, session=None, name=None, process_set=None):
     """Returns the list of every rank's Python object ``obj``, in rank order.
 
@@ -158,6 +215,7 @@ def allgather_object(obj, session=None, name=None, process_set=None):
     graph mode (``session`` is accepted for compatibility and not needed).
     """
     _check_initialized()
+    _check_process_set(process_set)
     if name is None:
         name = _noname("allgather_object")
 

@@ -18,12 +18,30 @@ Two variants share the logic:
   outside any function (``tf.init_scope``).
 
 ``tf.IndexedSlices`` gradients are accumulated into dense accumulators with a
-scatter-add (so after aggregation they are reduced as dense tensors).
+scatter-add (so after aggregation they are reduced as dense tensors; Horovod
+raises ValueError for them unless ``sparse_as_dense``).
 ``None`` gradients stay ``None``; the set of ``None`` positions must not change
 between calls.
+
+Both take Horovod's constructor parameters in Horovod's order and have
+``register_local_var(var)``: the gradients of such a variable are never
+allreduced, only divided by a local scaling factor (the number of ranks when
+``scale_local_gradients`` is on, Horovod's default), so that they match the
+averaged gradients of the other variables::
+
+    helper = LocalGradientAggregationHelperEager(
+        4, allreduce_func, sparse_as_dense=False, average_aggregated_gradients=True,
+        local_gradients_scaling_factor=hvd.size())
+    helper.register_local_var(embedding)
 """
 
 import tensorflow as tf
+
+
+def _ref(var):
+    """A hashable key for a variable (tf.Variable and Keras variables)."""
+    ref = getattr(var, "ref", None)
+    return ref() if callable(ref) else id(var)
 
 
 class _AggregationBase(object):
@@ -39,10 +57,20 @@ class _AggregationBase(object):
         self.allreduce_grads = allreduce_func
         self.sparse_as_dense = sparse_as_dense
         self.average_aggregated_gradients = average_aggregated_gradients
-        self.name = name
+        self.name = name or "hvd_aggregation"
         self.counter = None
         self.accumulators = None     # one per gradient position, None for None grads
         self._none_positions = None
+        self._local_vars = set()
+
+    def register_local_var(self, var):
+        """Marks ``var`` as worker-local: its gradients are never allreduced,
+        only divided by the local scaling factor (see the module docstring)."""
+        self._local_vars.add(_ref(var))
+
+    def _local_scaling_factor(self):
+        """What the gradients of local variables are divided by."""
+        return 1.0
 
     # -- state -------------------------------------------------------------
     def _make_variable(self, name, initial_value, dtype):
@@ -127,7 +155,7 @@ class _AggregationBase(object):
 
             def communicate():
                 values = read_aggregates()
-                reduced = self.allreduce_grads(values, live_vars)
+                reduced = self._reduce_shared(values, live_vars)
                 reduced = [tf.convert_to_tensor(r) for r in reduced]
                 with tf.control_dependencies(reduced):
                     resets = [a.assign(tf.zeros_like(a)) for a in live_accs]
@@ -146,13 +174,42 @@ class _AggregationBase(object):
             result[i] = r
         return result
 
-    def apply_gradients(self, apply_fn, grads=None, skip_fn=None):
-        """Run ``apply_fn`` only on the passes that communicated (else
-        ``skip_fn`` if given).
+    def _reduce_shared(self, values, variables):
+        """Allreduces the values of shared variables; local ones are divided by
+        the local scaling factor instead."""
+        if not self._local_vars or variables is None:
+            return self.allreduce_grads(values, variables)
+        local = [_ref(v) in self._local_vars for v in variables]
+        shared = [i for i, is_local in enumerate(local) if not is_local]
+        out = list(values)
+        reduced = self.allreduce_grads([values[i] for i in shared],
+                                       [variables[i] for i in shared]) if shared else []
+        for i, r in zip(shared, reduced):
+            out[i] = r
+        factor = self._local_scaling_factor()
+        if factor != 1.0:
+            for i, is_local in enumerate(local):
+                if is_local:
+                    out[i] = out[i] / tf.cast(factor, out[i].dtype)
+        return out
 
-        ``grads`` are the tensors returned by compute_gradients; the decision is
-        read after them. Returns a boolean tensor: whether the update ran.
+    def apply_gradients(self, apply_grads_closure, optimizer=None, *args, grads=None,
+                        skip_fn=None, **kwargs):
+        """Run ``apply_grads_closure`` only on the passes that communicated
+        (else ``skip_fn`` if given).
+
+        Horovod's form ``apply_gradients(closure, optimizer, grads_and_vars,
+        global_step=...)`` works too: then the decision is read after the
+        gradients of ``grads_and_vars``, and on the other passes
+        ``global_step`` and the optimizer's ``iterations`` (if it has one)
+        advance, as in Horovod. Otherwise ``grads`` are the tensors returned
+        by compute_gradients. Returns a boolean tensor: whether the update ran.
         """
+        apply_fn = apply_grads_closure
+        if grads is None and args:
+            grads = [g for g, _ in args[0]]
+        if skip_fn is None and (optimizer is not None or "global_step" in kwargs):
+            skip_fn = _horovod_skip_fn(optimizer, kwargs.get("global_step"))
         deps = [g.values if isinstance(g, tf.IndexedSlices) else g
                 for g in (grads or []) if g is not None]
         with tf.control_dependencies(deps):
@@ -173,16 +230,52 @@ class _AggregationBase(object):
         return tf.cond(ready, do_apply, do_skip)
 
 
+def _horovod_skip_fn(optimizer, global_step):
+    """What Horovod does on a pass that does not apply: advance the global
+    step and the optimizer's ``iterations``."""
+    def skip():
+        ops = []
+        if global_step is not None:
+            ops.append(global_step.assign_add(tf.ones([], global_step.dtype)))
+        iterations = getattr(optimizer, "iterations", None) if optimizer is not None else None
+        if iterations is not None and hasattr(iterations, "assign_add"):
+            ops.append(iterations.assign_add(tf.ones([], iterations.dtype)))
+        return tf.group(*ops) if ops else None
+    return skip
+
+
 class LocalGradientAggregationHelper(_AggregationBase):
-    """TF1 graph variant: local variables, tf.cond."""
+    """TF1 graph variant: local variables, tf.cond.
+
+    Horovod's parameters: ``rank`` and ``optimizer_type`` are accepted and
+    not needed (the state is made once per helper); ``process_set`` must be
+    the global one; with ``scale_local_gradients`` the gradients of variables
+    given to ``register_local_var`` are divided by ``hvd.size()``.
+    """
+
+    _OPTIMIZER_TYPE_KERAS = "optimizer_type_keras"
+    _OPTIMIZER_TYPE_LEGACY = "optimizer_type_legacy"
 
     def __init__(self, backward_passes_per_step, allreduce_func,
                  sparse_as_dense=False, average_aggregated_gradients=False,
-                 name="hvd_aggregation"):
+                 rank=None, optimizer_type=None, process_set=None,
+                 scale_local_gradients=True, name="hvd_aggregation"):
+        from tf_hvd.ops import _check_process_set
+        _check_process_set(process_set)
         super(LocalGradientAggregationHelper, self).__init__(
             backward_passes_per_step, allreduce_func, sparse_as_dense,
             average_aggregated_gradients, name)
+        self.rank = rank
+        self.optimizer_type = optimizer_type
+        self.process_set = process_set
+        self.scale_local_gradients = scale_local_gradients
         self._scope = None
+
+    def _local_scaling_factor(self):
+        if not self.scale_local_gradients:
+            return 1.0
+        from tf_hvd.basics import size
+        return float(size())
 
     def _make_variable(self, name, initial_value, dtype):
         if tf.executing_eagerly():
@@ -201,8 +294,27 @@ class LocalGradientAggregationHelper(_AggregationBase):
 
 class LocalGradientAggregationHelperEager(_AggregationBase):
     """Eager / tf.function variant: tf.Variable state made once, outside
-    functions. Nothing happens on the passes that do not apply (in particular
-    a Keras optimizer's ``iterations`` counts applied updates only)."""
+    functions. Called with ``grads=`` (tf_hvd's Keras optimizer does),
+    nothing happens on the passes that do not apply (a Keras optimizer's
+    ``iterations`` counts applied updates only); called Horovod's way, with
+    the optimizer, its ``iterations`` advances on those passes too.
+
+    Horovod's parameters in Horovod's order, plus ``name``; the gradients of
+    variables given to ``register_local_var`` are divided by
+    ``local_gradients_scaling_factor`` (when it is above 1, as Horovod).
+    """
+
+    def __init__(self, backward_passes_per_step, allreduce_func,
+                 sparse_as_dense=False, average_aggregated_gradients=False,
+                 local_gradients_scaling_factor=1.0, name="hvd_aggregation"):
+        super(LocalGradientAggregationHelperEager, self).__init__(
+            backward_passes_per_step, allreduce_func, sparse_as_dense,
+            average_aggregated_gradients, name)
+        self.local_gradients_scaling_factor = local_gradients_scaling_factor
+
+    def _local_scaling_factor(self):
+        factor = float(self.local_gradients_scaling_factor)
+        return factor if factor > 1.0 else 1.0
 
     def _make_variable(self, name, initial_value, dtype):
         return tf.Variable(initial_value, dtype=dtype, trainable=False,

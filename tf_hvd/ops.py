@@ -20,7 +20,7 @@ cache); a call with another shape under the same name is renegotiated::
     hvd.allreduce(tf.ones([4]))         # "allreduce.noname" on every rank
     try:
         hvd.allreduce(bad_tensor)       # raises on this rank only
-    except tf.errors.InvalidArgumentError:
+    except tf.errors.FailedPreconditionError:
         pass
     hvd.allreduce(tf.ones([4]))         # still meets the other ranks' next call
 
@@ -31,7 +31,10 @@ names.
 Every collective raises ``ValueError("Horovod has not been initialized; use
 hvd.init().")`` if called before ``hvd.init()``. Mismatched submissions across
 ranks (dtype, shape, op, root rank, ...) fail on every rank with
-``tf.errors.InvalidArgumentError`` naming the tensor and what each rank sent.
+``tf.errors.FailedPreconditionError`` (as in Horovod) naming the tensor and
+what each rank sent. Arguments that are wrong on this rank alone (alltoall
+splits that do not add up, a scalar given to allgather) raise
+``tf.errors.InvalidArgumentError``.
 """
 
 import re
@@ -94,6 +97,23 @@ def _sub_name(name, suffix):
 
 # ---------------------------------------------------------------------------
 # Argument checks
+
+
+def handle_average_backwards_compatibility(op, average):
+    """Horovod's helper: the reduce op meant by ``op`` and the deprecated ``average``.
+
+    ``op`` wins; ``average=True/False`` means Average/Sum (with a
+    DeprecationWarning); neither means Average. Passing both raises ValueError::
+
+        hvd.handle_average_backwards_compatibility(None, False) == hvd.Sum
+    """
+    return _resolve_op(op, average)
+
+
+def check_num_rank_power_of_2(num_rank):
+    """True if ``num_rank`` is a power of two (Horovod's Adasum precondition)."""
+    num_rank = int(num_rank)
+    return num_rank > 0 and (num_rank & (num_rank - 1)) == 0
 
 
 def _resolve_op(op, average, default=Average):
@@ -211,7 +231,10 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
       op: hvd.Average (default), hvd.Sum, hvd.Min, hvd.Max, hvd.Product or
         hvd.Adasum. Average of integer tensors truncates toward zero.
       prescale_factor, postscale_factor: multiply each input before, and the
-        result after, the reduction.
+        result after, the reduction. As in Horovod, integer tensors are
+        multiplied in float64 and float16 ones in float32, element by element,
+        then converted back (integers truncate toward zero); Average is a sum
+        multiplied by ``postscale_factor / size()``.
       name: the collective's name (see module docstring).
       process_set: only None / the global process set is supported.
       ignore_name_scope: drop the graph name scope from the tensor name.
@@ -220,8 +243,13 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
       A tensor like ``tensor`` holding the reduction. For tf.IndexedSlices
       (Sum or Average only) the result is a tf.IndexedSlices whose values and
       indices are the concatenation of every rank's (two allgathers), the values
-      divided by size() for Average; duplicate indices are summed when it is
-      converted to a dense tensor.
+      divided by size() for Average (with ``/``, as in Horovod: integer values
+      become floating point, e.g. int32 -> float64); duplicate indices are
+      summed when it is converted to a dense tensor.
+
+    Raises:
+      NotImplementedError: tf.IndexedSlices with an op other than Sum and
+        Average, or with prescale_factor/postscale_factor (as Horovod).
     """
     _check_initialized()
     _check_process_set(process_set)
@@ -240,39 +268,41 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
 
 def _allreduce_indexed_slices(slices, device, op, prescale_factor, postscale_factor, name,
                               ignore_name_scope):
+    # The same NotImplementedErrors as Horovod, raised before anything is sent.
     if op == Adasum:
         raise NotImplementedError("Adasum does not support tf.IndexedSlices (sparse "
-                                  "gradients); densify them or use op=hvd.Average.")
+                                  "gradients); densify them (sparse_as_dense=True) or use "
+                                  "op=hvd.Average.")
     if op not in (Sum, Average):
-        raise ValueError("allreduce of tf.IndexedSlices supports only hvd.Sum and "
-                         "hvd.Average (got %s)." % basics._REDUCE_OP_NAMES[op])
+        raise NotImplementedError("allreduce of tf.IndexedSlices supports only hvd.Sum and "
+                                  "hvd.Average (got %s)." % basics._REDUCE_OP_NAMES[op])
+    if float(prescale_factor) != 1.0 or float(postscale_factor) != 1.0:
+        raise NotImplementedError("prescale_factor/postscale_factor are not supported with "
+                                  "tf.IndexedSlices (got %r, %r); scale the values instead."
+                                  % (prescale_factor, postscale_factor))
     with tf.device(device):
         values = _allgather(slices.values, name=_sub_name(name, "values"),
                             ignore_name_scope=ignore_name_scope)
         indices = _allgather(slices.indices, name=_sub_name(name, "indices"),
                              ignore_name_scope=ignore_name_scope)
-        factor = float(prescale_factor) * float(postscale_factor)
-        if factor != 1.0:
-            values = values * tf.cast(factor, values.dtype)
         if op == Average:
-            if values.dtype.is_integer:
-                values = tf.truncatediv(values, tf.cast(size(), values.dtype))
-            else:
-                values = values / tf.cast(size(), values.dtype)
+            # True division as in Horovod: int32/int64 values become float64,
+            # 8- and 16-bit integers float32.
+            values = values / tf.cast(size(), values.dtype)
     return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
 
 
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                       compression=Compression.none, op=None, prescale_factor=1.0,
-                      postscale_factor=1.0, name=None, process_set=None,
-                      ignore_name_scope=False):
+                      postscale_factor=1.0, process_set=None, ignore_name_scope=False,
+                      name=None):
     """Reduces a list of tensors as one group: negotiated and run together.
 
     The dense tensors (named ``<name>_<i>``) run only once every rank has
     submitted all of them, fused together (per dtype, up to
     HOROVOD_FUSION_THRESHOLD); if one of them mismatches across ranks, the
-    whole group fails on every rank with one InvalidArgumentError naming the
-    group, the tensor and what differed, and none of them runs.
+    whole group fails on every rank with one FailedPreconditionError naming
+    the group, the tensor and what differed, and none of them runs.
 
     Same arguments as :func:`allreduce`; returns a list in the order of
     ``tensors``. tf.IndexedSlices members are reduced as in allreduce.
@@ -346,21 +376,32 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
     size()).
 
     Returns:
-      ``(output, received_splits)``: the rows received, concatenated in rank
-      order, and an int32 vector of how many rows came from each rank.
+      As in Horovod: without ``splits``, the rows received, concatenated in
+      rank order; with ``splits``, ``(output, received_splits)``, the latter an
+      int32 vector of how many rows came from each rank::
+
+          out = hvd.alltoall(tf.range(hvd.size() * 2))
+          out, received = hvd.alltoall(x, splits=[1] * hvd.size())
     """
     _check_initialized()
     _check_process_set(process_set)
-    return _alltoall(tensor, splits=splits, name=name, ignore_name_scope=ignore_name_scope)
+    output, received_splits = _alltoall(tensor, splits=splits, name=name,
+                                        ignore_name_scope=ignore_name_scope)
+    if splits is None:
+        return output
+    return output, received_splits
 
 
 def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average,
-                  name=None, prescale_factor=1.0, postscale_factor=1.0,
-                  ignore_name_scope=False, process_set=None):
+                  name=None, process_set=None, ignore_name_scope=False,
+                  prescale_factor=1.0, postscale_factor=1.0):
     """Reduces ``tensor`` over all ranks and gives each rank a block of rows.
 
     Rank r gets ``dim0 // size()`` rows, one more if ``r < dim0 % size()``,
-    in rank order. ``op`` is hvd.Average (default) or hvd.Sum.
+    in rank order. ``op`` is hvd.Average (default) or hvd.Sum; the scale
+    factors work as in :func:`allreduce`::
+
+        block = hvd.reducescatter(tf.ones([hvd.size() * 2, 3]), op=hvd.Sum)
     """
     _check_initialized()
     _check_process_set(process_set)
@@ -379,9 +420,13 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
 
 
 def grouped_reducescatter(tensors, device_dense="", compression=Compression.none, op=Average,
-                          name=None, prescale_factor=1.0, postscale_factor=1.0,
-                          ignore_name_scope=False, process_set=None):
-    """reducescatter of each tensor of a list (``<name>_<i>`` when named)."""
+                          process_set=None, prescale_factor=1.0, postscale_factor=1.0,
+                          name=None, ignore_name_scope=False):
+    """reducescatter of each tensor of a list (``<name>_<i>`` when named).
+
+    Horovod's parameters in Horovod's order; ``name`` and ``ignore_name_scope``
+    are tf_hvd additions.
+    """
     return [reducescatter(t, device_dense=device_dense, compression=compression, op=op,
                           name=_sub_name(name, i), prescale_factor=prescale_factor,
                           postscale_factor=postscale_factor,
@@ -406,10 +451,31 @@ def barrier(name=None, process_set=None):
     return _op_lib.horovod_barrier(tensor_name=tensor_name, name=op_name)
 
 
-def size_op(name=None, process_set_id=0):
-    """An op returning size() (int32 scalar) when run."""
+def size_op(process_set_id=0, name=None):
+    """An op returning size() (int32 scalar) when run (only process set 0)."""
     _check_initialized()
+    _check_process_set_id(process_set_id)
     return _op_lib.horovod_size(name=name)
+
+
+def process_set_included_op(process_set_id=0, name=None):
+    """An op returning 1 (int32 scalar) when run if this process belongs to
+    the process set ``process_set_id``; only the global set (0) exists here,
+    so it is always 1::
+
+        included = hvd.process_set_included_op()   # tf.Tensor 1
+    """
+    _check_initialized()
+    _check_process_set_id(process_set_id)
+    # Derived from the rank op, so that it is evaluated when the graph runs.
+    with tf.name_scope(name or "HorovodProcessSetIncluded"):
+        return tf.cast(tf.greater_equal(_op_lib.horovod_rank(), 0), tf.int32)
+
+
+def _check_process_set_id(process_set_id):
+    if int(process_set_id) != 0:
+        raise NotImplementedError("tf_hvd supports only the global process set (id 0), "
+                                  "got process_set_id=%r." % (process_set_id,))
 
 
 def rank_op(name=None):
@@ -418,7 +484,7 @@ def rank_op(name=None):
     return _op_lib.horovod_rank(name=name)
 
 
-def local_size_op(name=None, process_set_id=0):
+def local_size_op(name=None):
     """An op returning local_size() (int32 scalar) when run."""
     _check_initialized()
     return _op_lib.horovod_local_size(name=name)
@@ -431,8 +497,19 @@ def local_rank_op(name=None):
 
 
 # ---------------------------------------------------------------------------
-# Gradients. The loss of the job is the sum of every rank's loss; each
-# gradient below is d(sum of losses)/d(this rank's input).
+# Gradients: Horovod 0.28's definitions, so that a ported model gets Horovod's
+# numbers (g is the incoming gradient on each rank, n = size()):
+#   allreduce (Sum, Average, Adasum), grouped allreduce:
+#                  the same allreduce of g, with the same op and scale factors
+#   allgather:     allreduce(g, Average), then this rank's rows
+#   broadcast:     allreduce(g, Average) on the root, zeros elsewhere
+#   alltoall:      alltoall(g) back with the received splits
+#   reducescatter: allgather(g), times n for Sum (and, a tf_hvd addition,
+#                  times prescale * postscale when they are not 1)
+# Min, Max and Product are where tf_hvd differs on purpose: Horovod
+# differentiates them as allreduce(g, same op), which is not a derivative;
+# here they get the derivative of the sum of every rank's loss (see
+# _extremum_or_product_grad).
 #
 # In a graph, the collectives of a gradient are named after the forward op
 # (``<forward op name>_grad[_<part>]``), not after their input tensors: the
@@ -511,24 +588,25 @@ def _grouped_allreduce_grad(op, *grads):
 @tf.RegisterGradient("HorovodAllgather")
 def _allgather_grad(op, grad):
     ign = op.get_attr("ignore_name_scope")
-    summed = _allreduce(grad, op=Sum, ignore_name_scope=ign, name=_grad_name(op))
+    averaged = _allreduce(grad, op=Average, ignore_name_scope=ign, name=_grad_name(op))
     rows = tf.shape(op.inputs[0], out_type=tf.int64)[:1]
     every_rows = _allgather(rows, ignore_name_scope=ign, name=_grad_name(op, "rows"))
     me = rank()
     offset = tf.reduce_sum(every_rows[:me])
-    return summed[offset:offset + every_rows[me]]
+    return averaged[offset:offset + every_rows[me]]
 
 
 @tf.RegisterGradient("HorovodBroadcast")
 def _broadcast_grad(op, grad):
-    summed = _allreduce(grad, op=Sum, ignore_name_scope=op.get_attr("ignore_name_scope"),
-                        name=_grad_name(op))
+    averaged = _allreduce(grad, op=Average,
+                          ignore_name_scope=op.get_attr("ignore_name_scope"),
+                          name=_grad_name(op))
     if rank() != op.get_attr("root_rank"):
-        # An explicit ZerosLike op consumes the allreduce, so that in a graph the
-        # allreduce is not pruned on non-root ranks (tf.zeros_like would build
-        # the zeros from the static shape alone) and every rank takes part.
-        return tf.raw_ops.ZerosLike(x=summed)
-    return summed
+        # Multiplied by zero as in Horovod; consuming the allreduce also keeps
+        # it from being pruned from a graph on non-root ranks, so every rank
+        # takes part.
+        return averaged * tf.zeros([], averaged.dtype)
+    return averaged
 
 
 @tf.RegisterGradient("HorovodAlltoall")
@@ -544,14 +622,12 @@ def _alltoall_grad(op, grad, unused_grad_received_splits):
 @tf.RegisterGradient("HorovodReducescatter")
 def _reducescatter_grad(op, grad):
     attrs = _attrs(op)
-    gathered = _allgather(grad, ignore_name_scope=attrs["ignore_name_scope"],
-                          name=_grad_name(op))
     factor = attrs["prescale_factor"] * attrs["postscale_factor"]
-    if attrs["op"] == Average:
-        factor /= size()
+    if attrs["op"] == Sum:
+        factor *= size()
     if factor != 1.0:
-        gathered = gathered * tf.cast(factor, gathered.dtype)
-    return gathered
+        grad = grad * tf.cast(factor, grad.dtype)
+    return _allgather(grad, ignore_name_scope=attrs["ignore_name_scope"], name=_grad_name(op))
 
 
 for _op_type in ("HorovodJoin", "HorovodBarrier", "HorovodSize", "HorovodRank",

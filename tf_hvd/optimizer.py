@@ -11,6 +11,8 @@
 * anything else is a ``TypeError``.
 """
 
+import inspect
+
 import tensorflow as tf
 
 from tf_hvd.allreduce_grads import groups_from_num_groups, make_allreduce_grads_fn
@@ -19,7 +21,8 @@ from tf_hvd.gradient_aggregation import LocalGradientAggregationHelper
 from tf_hvd.basics import Average
 # Re-exported so that ``tf_hvd`` finds every training name here.
 from tf_hvd.hooks import BroadcastGlobalVariablesHook
-from tf_hvd.tape import DistributedGradientTape, PartialDistributedGradientTape
+from tf_hvd.tape import (DistributedGradientTape, PartialDistributedGradientTape, _ref,
+                         reduce_skipping_local)
 
 __all__ = ["DistributedOptimizer", "DistributedGradientTape",
            "PartialDistributedGradientTape", "BroadcastGlobalVariablesHook"]
@@ -42,7 +45,8 @@ class _DistributedOptimizer(_LegacyOptimizer):
                  compression=Compression.none, sparse_as_dense=False,
                  op=Average, gradient_predivide_factor=1.0,
                  backward_passes_per_step=1,
-                 average_aggregated_gradients=False, groups=None):
+                 average_aggregated_gradients=False, groups=None,
+                 process_set=None, scale_local_gradients=True):
         if name is None:
             name = "Distributed{}".format(type(optimizer).__name__)
         super(_DistributedOptimizer, self).__init__(
@@ -51,13 +55,31 @@ class _DistributedOptimizer(_LegacyOptimizer):
         self._allreduce_grads = make_allreduce_grads_fn(
             name, device_dense, device_sparse, compression, sparse_as_dense,
             op, gradient_predivide_factor, groups)
+        self.process_set = process_set
+        self.scale_local_gradients = scale_local_gradients
+        self._local_vars = set()
         self._agg_helper = None
         if backward_passes_per_step > 1:
             self._agg_helper = LocalGradientAggregationHelper(
                 backward_passes_per_step, self._allreduce_grads,
                 sparse_as_dense=sparse_as_dense,
                 average_aggregated_gradients=average_aggregated_gradients,
+                process_set=process_set,
+                scale_local_gradients=scale_local_gradients,
                 name=name + "_aggregation")
+
+    def register_local_var(self, var):
+        """Marks ``var`` as worker-local (Horovod's model-parallel support): its
+        gradient is not allreduced; with ``scale_local_gradients`` (default)
+        it is divided by ``hvd.size()`` like the averaged ones::
+
+            opt = hvd.DistributedOptimizer(tf.compat.v1.train.AdamOptimizer())
+            opt.register_local_var(embedding)
+        """
+        if self._agg_helper is not None:
+            self._agg_helper.register_local_var(var)
+        else:
+            self._local_vars.add(_ref(var))
 
     def compute_gradients(self, *args, **kwargs):
         """Compute the local gradients with the wrapped optimizer, then
@@ -69,6 +91,11 @@ class _DistributedOptimizer(_LegacyOptimizer):
         grads, variables = zip(*gradients)
         if self._agg_helper is not None:
             reduced = self._agg_helper.compute_gradients(grads, variables)
+        elif self._local_vars:
+            reduced = reduce_skipping_local(
+                self._allreduce_grads, grads, variables,
+                [_ref(v) in self._local_vars for v in variables],
+                self.scale_local_gradients)
         else:
             reduced = self._allreduce_grads(grads, variables)
         return list(zip(reduced, variables))
@@ -146,10 +173,10 @@ def _is_keras_optimizer(optimizer):
 def DistributedOptimizer(optimizer, name=None, use_locking=False,
                          device_dense='', device_sparse='',
                          compression=Compression.none, sparse_as_dense=False,
-                         op=Average, gradient_predivide_factor=1.0,
-                         backward_passes_per_step=1,
+                         backward_passes_per_step=1, op=Average,
+                         gradient_predivide_factor=1.0,
                          average_aggregated_gradients=False, num_groups=0,
-                         groups=None):
+                         groups=None, process_set=None, scale_local_gradients=True):
     """Wrap ``optimizer`` so that it averages gradients over all ranks.
 
     Args:
@@ -161,20 +188,27 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
         gradients travel as float16).
       sparse_as_dense: turn ``tf.IndexedSlices`` gradients into dense tensors
         before reducing them (otherwise they are allgathered).
+      backward_passes_per_step: accumulate this many passes locally before
+        communicating and applying.
       op: ``Average`` (default), ``Sum``, ... (the reduction).
       gradient_predivide_factor: divide by this before the sum and by
         ``size / factor`` after it (op must be Average).
-      backward_passes_per_step: accumulate this many passes locally before
-        communicating and applying.
       average_aggregated_gradients: divide the accumulated gradients by
         ``backward_passes_per_step``.
       num_groups: deprecated; same as ``groups=num_groups``.
       groups: an int (send the gradients as that many grouped allreduces) or
         a list of lists of variables (the gradients of each list go together).
+      process_set: only None / the global process set is supported.
+      scale_local_gradients: divide the gradients of variables registered
+        with ``register_local_var`` by ``hvd.size()`` (Horovod's default).
+
+    The parameters are Horovod's, in Horovod's order.
 
     Raises:
       TypeError: the optimizer is neither kind.
     """
+    from tf_hvd.ops import _check_process_set
+    _check_process_set(process_set)
     groups = groups_from_num_groups(num_groups, groups)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != "
@@ -189,9 +223,17 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
             gradient_predivide_factor=gradient_predivide_factor,
             backward_passes_per_step=backward_passes_per_step,
             average_aggregated_gradients=average_aggregated_gradients,
-            groups=groups)
+            groups=groups, process_set=process_set,
+            scale_local_gradients=scale_local_gradients)
     if _is_keras_optimizer(optimizer):
         from tf_hvd.keras.optimizer import create_distributed_optimizer
+        extra = {}
+        accepted = inspect.signature(create_distributed_optimizer).parameters
+        # Passed on where the Keras wrapper takes them (it grows them separately).
+        for key, value in (("process_set", process_set),
+                           ("scale_local_gradients", scale_local_gradients)):
+            if key in accepted:
+                extra[key] = value
         return create_distributed_optimizer(
             optimizer, name=name, device_dense=device_dense,
             device_sparse=device_sparse, compression=compression,
@@ -199,7 +241,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
             gradient_predivide_factor=gradient_predivide_factor,
             backward_passes_per_step=backward_passes_per_step,
             average_aggregated_gradients=average_aggregated_gradients,
-            groups=groups)
+            groups=groups, **extra)
     raise TypeError(
         "DistributedOptimizer needs a tf.compat.v1.train.Optimizer or a Keras "
         "optimizer (keras.optimizers.Optimizer); got %s.%s"

@@ -2,9 +2,39 @@
 
 import tensorflow as tf
 
+from tf_hvd import basics
 from tf_hvd.allreduce_grads import groups_from_num_groups, make_allreduce_grads_fn
 from tf_hvd.compression import Compression
 from tf_hvd.basics import Average
+
+
+def _ref(var):
+    ref = getattr(var, "ref", None)
+    return ref() if callable(ref) else id(var)
+
+
+def reduce_skipping_local(allreduce_grads, grads, sources, is_local, scale_local):
+    """Allreduces the gradients of shared sources; those of local ones stay
+    as computed here, divided by ``hvd.size()`` when ``scale_local`` (as
+    Horovod's scale_local_gradients). None stays None."""
+    grads = list(grads)
+    shared = [i for i, local in enumerate(is_local) if not local]
+    out = list(grads)
+    reduced = allreduce_grads([grads[i] for i in shared], [sources[i] for i in shared])
+    for i, r in zip(shared, reduced):
+        out[i] = r
+    n = basics.size()
+    if scale_local and n > 1:
+        for i, local in enumerate(is_local):
+            g = out[i]
+            if not local or g is None:
+                continue
+            if isinstance(g, tf.IndexedSlices):
+                out[i] = tf.IndexedSlices(g.values / tf.cast(n, g.values.dtype), g.indices,
+                                          g.dense_shape)
+            else:
+                out[i] = g / tf.cast(n, g.dtype)
+    return out
 
 
 class _DistributedTapeMixin(object):
@@ -16,12 +46,14 @@ class _DistributedTapeMixin(object):
     allreduced) as many times as the wrapped tape allows.
     """
 
-    def __init__(self, tape, allreduce_grads):
+    def __init__(self, tape, allreduce_grads, process_set=None, scale_local_gradients=True):
         # tf.GradientTape.__init__ is not called on purpose: all recording
         # state lives in the wrapped tape.
         self.__dict__["_hvd_tape"] = tape
         self.__dict__["_hvd_allreduce_grads"] = allreduce_grads
         self.__dict__["_hvd_local_sources"] = set()
+        self.__dict__["process_set"] = process_set
+        self.__dict__["scale_local_gradients"] = scale_local_gradients
 
     def __getattr__(self, name):
         return getattr(self.__dict__["_hvd_tape"], name)
@@ -54,32 +86,51 @@ class _DistributedTapeMixin(object):
         return self._hvd_tape.batch_jacobian(*args, **kwargs)
 
     def register_local_source(self, source):
-        """Gradients of ``source`` (a variable) are not allreduced."""
-        self._hvd_local_sources.add(id(source))
+        """Marks ``source`` (a variable) as worker-local: its gradient is not
+        allreduced; with ``scale_local_gradients`` (Horovod's default) it is
+        divided by ``hvd.size()`` like the averaged ones."""
+        self._hvd_local_sources.add(_ref(source))
 
-    def gradient(self, target, sources, output_gradients=None,
+    def _is_local(self, source):
+        return bool(self._hvd_local_sources) and _ref(source) in self._hvd_local_sources
+
+    def gradient(self, target, sources, output_gradients=None, use_generic_names=False,
                  unconnected_gradients=tf.UnconnectedGradients.NONE):
         """The wrapped tape's gradients, allreduced over all ranks.
 
         ``sources`` may be any nested structure; the result has the same
-        structure. None gradients stay None.
+        structure. None gradients stay None. The gradients of local sources
+        (``register_local_source``) are not allreduced, and are divided by
+        ``hvd.size()`` when ``scale_local_gradients``. ``use_generic_names``
+        is Horovod's fourth parameter: the collectives here are always named
+        by position (``grad_<i>``), so it changes nothing.
         """
         grads = self._hvd_tape.gradient(
             target, sources, output_gradients=output_gradients,
             unconnected_gradients=unconnected_gradients)
         flat_sources = tf.nest.flatten(sources)
         flat_grads = tf.nest.flatten(grads)
-        local = self._hvd_local_sources
-        if local:
-            shared = [i for i, s in enumerate(flat_sources) if id(s) not in local]
-        else:
-            shared = list(range(len(flat_sources)))
-        reduced = self._hvd_allreduce_grads(
-            [flat_grads[i] for i in shared], [flat_sources[i] for i in shared])
-        out = list(flat_grads)
-        for i, r in zip(shared, reduced):
-            out[i] = r
+        out = reduce_skipping_local(self._hvd_allreduce_grads, flat_grads, flat_sources,
+                                    [self._is_local(s) for s in flat_sources],
+                                    self.scale_local_gradients)
         return tf.nest.pack_sequence_as(grads, out)
+
+    def get_local_and_global_gradients(self, target, sources, output_gradients=None,
+                                       use_generic_names=False):
+        """Horovod 0.28's split of :meth:`gradient`: ``(local_gradients,
+        global_gradients)``, the gradients of the local sources and of the
+        others (allreduced), each a list in the order of ``sources`` (a
+        flat list). For instance, to clip the shared part by its global norm::
+
+            local, shared = tape.get_local_and_global_gradients(loss, variables)
+            shared, _ = tf.clip_by_global_norm(shared, 1.0)
+        """
+        sources = list(sources)
+        grads = self.gradient(target, sources, output_gradients, use_generic_names)
+        local, shared = [], []
+        for source, grad in zip(sources, grads):
+            (local if self._is_local(source) else shared).append(grad)
+        return local, shared
 
 
 _TAPE_CLASSES = {}
@@ -98,7 +149,7 @@ def DistributedGradientTape(gradtape, device_dense='', device_sparse='',
                             compression=Compression.none,
                             sparse_as_dense=False, op=Average,
                             gradient_predivide_factor=1.0, num_groups=0,
-                            groups=None):
+                            groups=None, process_set=None, scale_local_gradients=True):
     """Wrap a ``tf.GradientTape`` so ``gradient()`` returns allreduced gradients.
 
     Works eagerly and inside ``tf.function``, with Keras 3 variables, persistent
@@ -108,14 +159,17 @@ def DistributedGradientTape(gradtape, device_dense='', device_sparse='',
     Args:
       gradtape: the tape that recorded the forward pass.
       device_dense, device_sparse, compression, sparse_as_dense, op,
-      gradient_predivide_factor, num_groups, groups: as for
-        ``DistributedOptimizer``.
+      gradient_predivide_factor, num_groups, groups, process_set,
+      scale_local_gradients: as for ``DistributedOptimizer`` (Horovod's
+        parameters, in Horovod's order).
     """
     if not isinstance(gradtape, tf.GradientTape):
         raise TypeError("DistributedGradientTape needs a tf.GradientTape, got %r"
                         % (type(gradtape),))
     if isinstance(gradtape, _DistributedTapeMixin):
         raise ValueError("the tape is already a DistributedGradientTape")
+    from tf_hvd.ops import _check_process_set
+    _check_process_set(process_set)
     groups = groups_from_num_groups(num_groups, groups)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != "
@@ -123,22 +177,30 @@ def DistributedGradientTape(gradtape, device_dense='', device_sparse='',
     allreduce_grads = make_allreduce_grads_fn(
         "DistributedGradientTape", device_dense, device_sparse, compression,
         sparse_as_dense, op, gradient_predivide_factor, groups)
-    return _distributed_tape_class(type(gradtape))(gradtape, allreduce_grads)
+    return _distributed_tape_class(type(gradtape))(gradtape, allreduce_grads, process_set,
+                                                   scale_local_gradients)
 
 
 def PartialDistributedGradientTape(gradtape, device_dense='', device_sparse='',
                                    compression=Compression.none,
                                    sparse_as_dense=False, op=Average,
                                    gradient_predivide_factor=1.0, num_groups=0,
-                                   groups=None, local_layers=None):
-    """A DistributedGradientTape that leaves the gradients of the variables of
-    ``local_layers`` (a Keras layer or a list of them) as this rank computed
-    them, without any allreduce."""
+                                   groups=None, process_set=None, local_layers=None,
+                                   scale_local_gradients=True):
+    """A DistributedGradientTape whose gradients of the variables of
+    ``local_layers`` (a Keras layer or a list of them) are not allreduced: each
+    rank keeps its own, divided by ``hvd.size()`` when ``scale_local_gradients``
+    (Horovod's default, so that they are on the scale of the averaged ones)::
+
+        tape = hvd.PartialDistributedGradientTape(tape, local_layers=[embedding])
+        grads = tape.gradient(loss, model.trainable_variables)
+    """
     tape = DistributedGradientTape(
         gradtape, device_dense=device_dense, device_sparse=device_sparse,
         compression=compression, sparse_as_dense=sparse_as_dense, op=op,
         gradient_predivide_factor=gradient_predivide_factor,
-        num_groups=num_groups, groups=groups)
+        num_groups=num_groups, groups=groups, process_set=process_set,
+        scale_local_gradients=scale_local_gradients)
     if local_layers is None:
         local_layers = []
     elif not isinstance(local_layers, (list, tuple)):

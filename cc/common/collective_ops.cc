@@ -69,9 +69,13 @@ Status CollectiveOps::Perform(const Response& r, std::vector<TensorTableEntry>& 
   return s;
 }
 
+// Average is a sum followed by one multiplication by postscale / size, as in
+// Horovod (so integer averages truncate toward zero, and a postscale factor
+// and the division round once, together).
 void CollectiveOps::PostScale(const Response& r, void* buf, size_t n) {
-  if (r.reduce_op == ReduceOp::AVERAGE) DivideBuffer(r.dtype, buf, n, topology_.size);
-  ScaleBuffer(r.dtype, buf, n, r.postscale);
+  double factor = r.postscale;
+  if (r.reduce_op == ReduceOp::AVERAGE) factor /= static_cast<double>(topology_.size);
+  ScaleBuffer(r.dtype, buf, n, factor);
 }
 
 // A fused response through shared memory: every tensor is read from its

@@ -309,7 +309,8 @@ Status CheckEntry(TensorTableEntry& entry) {
                                    ReduceOpName(q.reduce_op));
   }
   if (q.type == OpType::BROADCAST && (q.root_rank < 0 || q.root_rank >= size)) {
-    return Status::InvalidArgument("tensor '" + q.name + "': root_rank " +
+    // FailedPrecondition, as Horovod's coordinator reports it.
+    return Status::Precondition("tensor '" + q.name + "': root_rank " +
                                    std::to_string(q.root_rank) + " is out of range for " +
                                    std::to_string(size) + " ranks");
   }

@@ -114,21 +114,22 @@ bool HaveAvx2F16c() {
 }
 #endif
 
+// As Horovod scales on the CPU: every element multiplied by the factor in
+// double precision, then converted back to T (integers truncate toward zero,
+// as a C++ conversion does; float32 rounds once from the double product).
 template <typename T>
 void ScaleTyped(T* buf, size_t n, double factor) {
   for (size_t i = 0; i < n; ++i) {
-    if (std::numeric_limits<T>::is_integer) {
-      buf[i] = static_cast<T>(std::llround(static_cast<double>(buf[i]) * factor));
-    } else {
-      buf[i] = static_cast<T>(buf[i] * factor);
-    }
+    buf[i] = static_cast<T>(factor * static_cast<double>(buf[i]));
   }
 }
 
+// 16-bit floats are scaled in float32, with the factor rounded to float32
+// first, then rounded once to 16 bits (Horovod's float16 path).
 template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
 void Scale16(uint16_t* buf, size_t n, double factor) {
-  for (size_t i = 0; i < n; ++i)
-    buf[i] = FromF(static_cast<float>(ToF(buf[i]) * factor));
+  const float f = static_cast<float>(factor);
+  for (size_t i = 0; i < n; ++i) buf[i] = FromF(f * ToF(buf[i]));
 }
 
 template <typename T>

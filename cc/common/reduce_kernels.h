@@ -15,8 +15,9 @@ namespace tfhvd {
 void ReduceBuffers(DataType dtype, ReduceOp op, void* dst, const void* a,
                    const void* b, size_t n);
 
-// buf[i] *= factor, computed in double (float for 16-bit floats) and rounded
-// back; integers round to nearest.
+// buf[i] = factor * buf[i] as Horovod computes it: in double for every type
+// but the 16-bit floats (in float32, the factor rounded to float32), then
+// converted back; integers truncate toward zero.
 void ScaleBuffer(DataType dtype, void* buf, size_t n, double factor);
 
 // buf[i] /= divisor; integers truncate toward zero (C division).

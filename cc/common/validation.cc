@@ -47,11 +47,13 @@ std::string Num(double v) {
   return out.str();
 }
 
+// Submissions that disagree across ranks fail with PRECONDITION (TensorFlow's
+// FailedPreconditionError), the type Horovod raises for them.
 Response Error(const std::string& name, const std::string& message) {
   Response r;
   r.kind = Response::ERROR;
   r.names = {name};
-  r.error_code = Status::INVALID_ARGUMENT;
+  r.error_code = Status::PRECONDITION;
   r.error = message;
   return r;
 }

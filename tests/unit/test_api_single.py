@@ -111,11 +111,11 @@ def test_allgather_broadcast_alltoall(dtype):
     x = _vals(dtype, (3, 2)) if dtype != tf.bool else np.array([[True, False]] * 3)
     np.testing.assert_array_equal(hvd.allgather(x).numpy(), x)
     np.testing.assert_array_equal(hvd.broadcast(x, 0).numpy(), x)
-    out, splits = hvd.alltoall(x)
+    out = hvd.alltoall(x)  # without splits: the output alone, as Horovod
     np.testing.assert_array_equal(out.numpy(), x)
-    np.testing.assert_array_equal(splits.numpy(), [3])
     out, splits = hvd.alltoall(x, splits=[3])
     np.testing.assert_array_equal(out.numpy(), x)
+    np.testing.assert_array_equal(splits.numpy(), [3])
 
 
 def test_allgather_empty():
@@ -137,8 +137,30 @@ def test_join_and_barrier():
     assert hvd.barrier() is None
 
 
+def test_scale_factors_round_as_horovod():
+    # Integers: float64 product truncated toward zero; float16: in float32.
+    x = tf.constant([7, -7, 5, 3], tf.int32)
+    for fn in (lambda t, **k: hvd.allreduce(t, op=hvd.Sum, **k),
+               lambda t, **k: hvd.reducescatter(t, op=hvd.Sum, **k),
+               lambda t, **k: hvd.grouped_reducescatter([t], op=hvd.Sum, **k)[0],
+               lambda t, **k: hvd.grouped_allreduce([t], op=hvd.Sum, **k)[0]):
+        np.testing.assert_array_equal(fn(x, prescale_factor=0.5).numpy(), [3, -3, 2, 1])
+        np.testing.assert_array_equal(fn(x, postscale_factor=0.5).numpy(), [3, -3, 2, 1])
+        np.testing.assert_array_equal(
+            fn(tf.constant([3, -3], tf.int8), prescale_factor=2.6).numpy(), [7, -7])
+        h = fn(tf.constant([1.26, 1.299], tf.float16), postscale_factor=2.9).numpy()
+        assert h.view(np.uint16).tolist() == [0x434f, 0x4389]
+    # Average of integers is sum * (post / size), truncated.
+    np.testing.assert_array_equal(
+        hvd.allreduce(x, op=hvd.Average, postscale_factor=0.25).numpy(), [1, -1, 1, 0])
+
+
 def test_scalar_ops():
     assert int(hvd.size_op().numpy()) == 1
+    assert int(hvd.size_op(0).numpy()) == 1  # Horovod's order: process_set_id first
+    assert int(hvd.process_set_included_op().numpy()) == 1
+    with pytest.raises(NotImplementedError):
+        hvd.size_op(3)
     assert int(hvd.rank_op().numpy()) == 0
     assert int(hvd.local_size_op().numpy()) == 1
     assert int(hvd.local_rank_op().numpy()) == 0
@@ -151,10 +173,20 @@ def test_indexed_slices():
     assert isinstance(out, tf.IndexedSlices)
     np.testing.assert_allclose(tf.convert_to_tensor(out).numpy(),
                                [[1.0, 2.0], [0.0, 0.0], [3.0, 4.0]])
-    with pytest.raises(ValueError):
-        hvd.allreduce(s, op=hvd.Max)
-    with pytest.raises(NotImplementedError):
-        hvd.allreduce(s, op=hvd.Adasum)
+    for op in (hvd.Max, hvd.Min, hvd.Product, hvd.Adasum):
+        with pytest.raises(NotImplementedError):
+            hvd.allreduce(s, op=op)
+    with pytest.raises(NotImplementedError, match="prescale_factor"):
+        hvd.allreduce(s, op=hvd.Sum, prescale_factor=2.0)
+    with pytest.raises(NotImplementedError, match="postscale_factor"):
+        hvd.grouped_allreduce([s], postscale_factor=0.5)
+    # Integer values: Average divides with "/" (int32 -> float64), as Horovod.
+    si = tf.IndexedSlices(tf.constant([[3, 4]], tf.int32), tf.constant([1]),
+                          dense_shape=tf.constant([2, 2]))
+    out = hvd.allreduce(si, op=hvd.Average)
+    assert out.values.dtype == tf.float64
+    np.testing.assert_array_equal(out.values.numpy(), [[3.0, 4.0]])
+    assert hvd.allreduce(si, op=hvd.Sum).values.dtype == tf.int32
 
 
 def _grad(fn, x, w):
@@ -216,7 +248,7 @@ def test_graph_op_names():
         assert z.op.name == "my_gather"
         with tf.name_scope("outer"):
             b = hvd.broadcast(x, 0)
-            a, _ = hvd.alltoall(x)
+            a = hvd.alltoall(x)
             rs = hvd.reducescatter(x, ignore_name_scope=True)
         assert b.op.name == "outer/HorovodBroadcast_dense_kernel_0"
         assert a.op.name == "outer/HorovodAlltoall_dense_kernel_0"
@@ -241,6 +273,60 @@ def test_broadcast_variables_tf_and_keras():
     np.testing.assert_allclose(v.numpy(), [1.0, 2.0])
     np.testing.assert_allclose(k.numpy(), np.ones([2, 2]))
     assert hvd.broadcast_variables([], 0) is None
+
+
+def test_in_place_broadcast_and_object_fn():
+    v = tf.Variable([1.0, 2.0])
+    w = tf.Variable([[3]], dtype=tf.int64)
+    values = hvd.broadcast_([v, w], root_rank=0, name="inplace")
+    np.testing.assert_array_equal(values[0].numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(values[1].numpy(), [[3]])
+    assert hvd.broadcast_variables([v], 0, inplace=True) is None
+    got = tf.function(lambda: hvd.broadcast_([v], 0))()
+    np.testing.assert_array_equal(got[0].numpy(), [1.0, 2.0])
+    bcast = hvd.broadcast_object_fn(root_rank=0, name="cfg")
+    assert bcast({"lr": 0.1}) == {"lr": 0.1}
+    g = tf.Graph()
+    with g.as_default():
+        gv = tf.compat.v1.get_variable("gv", initializer=np.arange(3, dtype=np.float32))
+        vals = hvd.broadcast_([gv], 0)
+        op = hvd.broadcast_variables([gv], 0, inplace=True)
+        assert isinstance(op, tf.Operation)
+        with tf.compat.v1.Session(graph=g) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            np.testing.assert_allclose(sess.run(vals)[0], [0.0, 1.0, 2.0])
+            sess.run(op)
+            assert hvd.broadcast_object_fn(0)([1, 2]) == [1, 2]
+
+
+def test_average_helpers():
+    assert hvd.handle_average_backwards_compatibility(None, None) == hvd.Average
+    assert hvd.handle_average_backwards_compatibility(hvd.Max, None) == hvd.Max
+    with pytest.warns(DeprecationWarning):
+        assert hvd.handle_average_backwards_compatibility(None, False) == hvd.Sum
+    with pytest.raises(ValueError):
+        hvd.handle_average_backwards_compatibility(hvd.Sum, True)
+    assert [n for n in range(10) if hvd.check_num_rank_power_of_2(n)] == [1, 2, 4, 8]
+
+
+def test_local_sources_and_scaling_single_rank():
+    # One rank: local gradients divided by size() == 1, split in two lists.
+    a, b = tf.Variable(2.0), tf.Variable(3.0)
+    with tf.GradientTape() as tape:
+        loss = a * b
+    tape = hvd.DistributedGradientTape(tape, scale_local_gradients=True)
+    tape.register_local_source(b)
+    local, shared = tape.get_local_and_global_gradients(loss, [a, b])
+    assert [float(g) for g in local] == [2.0] and [float(g) for g in shared] == [3.0]
+    opt = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(1.0))
+    opt.register_local_var(b)
+    assert opt.scale_local_gradients is True
+    helper = hvd.LocalGradientAggregationHelperEager(
+        2, lambda g, v=None: [x * 10 for x in g], False, False, 4.0)
+    helper.register_local_var(b)
+    helper.compute_gradients([tf.constant(1.0), tf.constant(1.0)], [a, b])
+    out = helper.compute_gradients([tf.constant(1.0), tf.constant(1.0)], [a, b])
+    assert [float(x) for x in out] == [20.0, 0.5]  # shared allreduced, local / 4
 
 
 def test_broadcast_global_variables_refuses_eager():
@@ -284,7 +370,10 @@ def test_public_names():
                  "broadcast_object", "allgather_object", "Compression", "Average", "Sum",
                  "Adasum", "Min", "Max", "Product", "mpi_enabled", "gloo_enabled",
                  "nccl_built", "size_op", "rank_op", "local_size_op", "local_rank_op",
-                 "broadcast_global_variables", "start_timeline", "stop_timeline"):
+                 "broadcast_global_variables", "start_timeline", "stop_timeline",
+                 "broadcast_", "broadcast_object_fn", "process_set_included_op",
+                 "LocalGradientAggregationHelper", "LocalGradientAggregationHelperEager",
+                 "handle_average_backwards_compatibility", "check_num_rank_power_of_2"):
         assert hasattr(hvd, name), name
     assert "allreduce" in dir(hvd)
     with pytest.raises(AttributeError):

@@ -55,12 +55,21 @@ def const(x):
     return tf.constant(x)
 
 
+def _scale_int(a, factor):
+    """Horovod's integer scaling: multiplied in float64, truncated toward zero."""
+    if factor == 1.0:
+        return np.asarray(a, dtype=np.int64)
+    return np.trunc(np.asarray(a, dtype=np.float64) * factor).astype(np.int64)
+
+
 def reduce_expected(dtype, arrays, op, pre=1.0, post=1.0):
-    """What allreduce gives: post * R_r(pre * x_r); Average divides the sum by size."""
+    """What allreduce gives, as in Horovod: post * R_r(pre * x_r); Average is the
+    sum times post / size. Integers are scaled in float64 and truncated."""
     n = len(arrays)
     if dtype.is_integer:
-        wide = [np.asarray(a, dtype=np.int64) for a in arrays]
-        wide = [np.round(a * pre).astype(np.int64) for a in wide] if pre != 1.0 else wide
+        wide = [_scale_int(a, pre) for a in arrays]
+        if op == "Average":
+            return _scale_int(np.sum(wide, axis=0), post / n).astype(npdt(dtype))
     else:
         wide = [np.asarray(a, dtype=np.float64) * pre for a in arrays]
     if op == "Sum":
@@ -77,7 +86,7 @@ def reduce_expected(dtype, arrays, op, pre=1.0, post=1.0):
     else:
         raise ValueError(op)
     if post != 1.0:
-        res = np.round(res * post) if dtype.is_integer else res * post
+        res = _scale_int(res, post) if dtype.is_integer else res * post
     return np.asarray(res).astype(npdt(dtype))
 
 
@@ -112,6 +121,20 @@ def allreduce_cases(n, r):
             else:
                 add(dtype, shape, "Sum", pre=0.5, post=3.0)
                 add(dtype, shape, "Average", pre=0.5, post=2.0)
+    # Factors that round: integers truncate toward zero after a float64 product.
+    for dtype in (tf.int8, tf.uint8, tf.int32, tf.int64):
+        add(dtype, (7,), "Sum", pre=0.5, post=1.5)
+        add(dtype, (7,), "Average", pre=1.0, post=2.5)
+        add(dtype, (7,), "Max", pre=0.7, post=1.0)
+    # float16 is scaled in float32: 1.26 * 2.9 is 0x434f (a float64 product
+    # rounded twice would give 0x434e).
+    for pre, post in ((2.9, 1.0), (1.0, 2.9)):
+        h = np.array([1.26, 1.299, 1.338] if r == 0 else [0.0] * 3, np.float16)
+        cases.append(Case("allreduce float16 pre=%g post=%g rounds in float32" % (pre, post),
+                          lambda h=h, pre=pre, post=post: hvd.allreduce(
+                              const(h), op=hvd.Sum, prescale_factor=pre,
+                              postscale_factor=post),
+                          np.array([0x434f, 0x4389, 0x43c3], np.uint16).view(np.float16)))
     # Named ones (graph: op name; eager: tensor name).
     add(tf.float32, (3, 4), "Sum", name="named_allreduce_a")
     add(tf.int32, (5,), "Max", name="named_allreduce_b")
@@ -241,8 +264,8 @@ def alltoall_cases(n, r):
     x = _a2a_rows(tf.float32, r, 2 * n, width=3)
     exp = np.concatenate([_a2a_rows(tf.float32, p, 2 * n, width=3)[2 * r:2 * r + 2]
                           for p in range(n)])
-    cases.append(Case("alltoall even split", lambda: hvd.alltoall(const(x)),
-                      (exp, np.full([n], 2, np.int32))))
+    # Without splits the output alone is returned (as Horovod).
+    cases.append(Case("alltoall even split", lambda: hvd.alltoall(const(x)), exp))
     # splits as an int64 tensor, named.
     splits = [_a2a_splits(r, p) for p in range(n)]
     xs = _a2a_rows(tf.int32, r, sum(splits))
@@ -287,12 +310,41 @@ def reducescatter_cases(n, r):
                            "Average")
     cases.append(Case("reducescatter default op (Average)",
                       lambda: hvd.reducescatter(const(x)), full[offsets[r]:offsets[r] + counts[r]]))
+    # Integer scale factors as allreduce's (float64 product, truncated), for
+    # reducescatter and grouped_reducescatter.
+    for dtype, op, pre, post in ((tf.int32, "Sum", 0.5, 1.5), (tf.int8, "Average", 1.0, 2.5),
+                                 (tf.uint8, "Sum", 0.7, 1.0)):
+        xi = values(dtype, (d, 3), r)
+        full = reduce_expected(dtype, [values(dtype, (d, 3), q) for q in range(n)], op, pre,
+                               post)
+        hop = getattr(hvd, op)
+        cases.append(Case("reducescatter %s %s pre=%g post=%g" % (op, dtype.name, pre, post),
+                          lambda xi=xi, hop=hop, pre=pre, post=post: hvd.reducescatter(
+                              const(xi), op=hop, prescale_factor=pre, postscale_factor=post),
+                          full[offsets[r]:offsets[r] + counts[r]]))
+    xi = values(tf.int32, (d, 3), r)
+    xh = np.full((d, 1), 1.26 if r == 0 else 0.0, np.float16)
+    full_i = reduce_expected(tf.int32, [values(tf.int32, (d, 3), q) for q in range(n)], "Sum",
+                             0.5, 2.9)
+    # float16 in float32 at each step: f16(f32(2.9) * f16(f32(0.5) * f32(1.26))).
+    pre_h = np.float16(np.float32(0.5) * np.float32(np.float16(1.26)))
+    full_h = np.full((d, 1), np.float16(np.float32(2.9) * np.float32(pre_h)), np.float16)
+    cases.append(Case("grouped_reducescatter int32 and float16 scaled",
+                      lambda: tuple(hvd.grouped_reducescatter(
+                          [const(xi), const(xh)], op=hvd.Sum, prescale_factor=0.5,
+                          postscale_factor=2.9)),
+                      (full_i[offsets[r]:offsets[r] + counts[r]],
+                       full_h[offsets[r]:offsets[r] + counts[r]])))
     return cases
 
 
 # ---------------------------------------------------------------------------
-# Gradients: the job's loss is sum_r loss_r, loss_r = sum(y_r * w_r); the gradient
-# on rank q is d(sum_r loss_r)/d x_q.
+# Gradients: loss_r = sum(y_r * w_r) on rank r. Expected values follow Horovod
+# 0.28's gradient definitions: allreduce (Sum/Average) and grouped allreduce give
+# d(sum_r loss_r)/d x_q; allgather and broadcast average the incoming gradients
+# over ranks (allreduce with op=Average); reducescatter allgathers them (times
+# size() for Sum). Min/Max/Product (tf_hvd's own, Horovod's is not a
+# derivative) give d(sum_r loss_r)/d x_q.
 
 
 def _weights(r, shape, dtype=np.float32):
@@ -366,17 +418,20 @@ def gradient_cases(n, r):
     offs = [sum(rows[:q]) for q in range(n)]
     pattern = (1 + np.arange(total * 3).reshape(total, 3)).astype(np.float32)
     cs = [(q + 1) * pattern for q in range(n)]
-    exp = np.sum(cs, axis=0)[offs[r]:offs[r] + rows[r]]
-    cases.append(Case("grad allgather", lambda: _grad_through(
-        hvd.allgather, _distinct_values(r, (rows[r], 3)), cs[r]), exp))
+    exp = (np.sum(cs, axis=0, dtype=np.float64) / n)[offs[r]:offs[r] + rows[r]]
+    cases.append(Case("grad allgather (Horovod: averaged)", lambda: _grad_through(
+        hvd.allgather, _distinct_values(r, (rows[r], 3)), cs[r]), exp.astype(np.float32),
+        rtol=1e-6))
 
-    # broadcast from every root: the root gets the sum of all weights, others 0.
+    # broadcast from every root: the root gets the mean of all weights, others 0.
     for root in range(n):
         ws = [_weights(q, (4,)) for q in range(n)]
-        exp = np.sum(ws, axis=0) if r == root else np.zeros(4, np.float32)
-        cases.append(Case("grad broadcast root=%d" % root, lambda root=root, w=ws[r]:
+        exp = (np.sum(ws, axis=0, dtype=np.float64) / n if r == root
+               else np.zeros(4)).astype(np.float32)
+        cases.append(Case("grad broadcast root=%d (Horovod: averaged)" % root,
+                          lambda root=root, w=ws[r]:
                           _grad_through(lambda t: hvd.broadcast(t, root),
-                                        _distinct_values(r, (4,)), w), exp))
+                                        _distinct_values(r, (4,)), w), exp, rtol=1e-6))
 
     # alltoall with uneven splits: the gradient of each row sent to p is p's weight
     # for the row where p received it.
@@ -402,9 +457,11 @@ def gradient_cases(n, r):
     counts, offsets = row_split(d, n)
     ws = [_weights(q, (counts[q], 2)) for q in range(n)]
     full_w = np.concatenate(ws, axis=0)
-    for op, pre, post in (("Sum", 1.0, 1.0), ("Average", 1.0, 1.0), ("Sum", 0.5, 3.0)):
+    for op, pre, post in (("Sum", 1.0, 1.0), ("Average", 1.0, 1.0), ("Sum", 0.5, 3.0),
+                          ("Average", 2.0, 0.25)):
         hop = getattr(hvd, op)
-        exp = full_w * pre * post / (n if op == "Average" else 1)
+        # Horovod: allgather(g), times size() for Sum.
+        exp = full_w * pre * post * (n if op == "Sum" else 1)
         cases.append(Case("grad reducescatter %s pre=%g post=%g" % (op, pre, post),
                           lambda hop=hop, pre=pre, post=post: _grad_through(
                               lambda t: hvd.reducescatter(t, op=hop, prescale_factor=pre,
@@ -443,6 +500,15 @@ def indexed_slices_cases(n, r):
                           (all_vals / np.float32(div), all_idx,
                            (dense / np.float32(div)).astype(np.float32))))
 
+    # Integer values: Average divides with "/" as Horovod (int32 -> float64).
+    def int_average():
+        s = tf.IndexedSlices(tf.constant(vals_r.astype(np.int32)), tf.constant(idx_r),
+                             dense_shape=tf.constant([5, 2], tf.int64))
+        out = hvd.allreduce(s, op=hvd.Average)
+        return (out.values, out.indices)
+    cases.append(Case("allreduce IndexedSlices Average int32 values", int_average,
+                      (all_vals.astype(np.float64) / n, all_idx)))
+
     # The IndexedSlices gradient of tf.gather, reduced like DistributedGradientTape does.
     params = np.arange(12, dtype=np.float32).reshape(6, 2)
     idxs = [np.array([q % 6, (q + 1) % 6, 0], np.int32) for q in range(n)]
@@ -468,6 +534,8 @@ def indexed_slices_cases(n, r):
 def misc_cases(n, r):
     cases = [
         Case("size_op", lambda: hvd.size_op(), np.int32(n)),
+        Case("size_op(0) (process set id first)", lambda: hvd.size_op(0), np.int32(n)),
+        Case("process_set_included_op", lambda: hvd.process_set_included_op(), np.int32(1)),
         Case("rank_op", lambda: hvd.rank_op(), np.int32(r)),
         Case("local_size_op", lambda: hvd.local_size_op(), np.int32(n)),
         Case("local_rank_op", lambda: hvd.local_rank_op(), np.int32(r)),

@@ -120,7 +120,7 @@ def check_graph_specifics(ck, n, r):
             # A mismatch error in a session, then the next run works.
             def mismatched():
                 return sess.run(bad)
-            ck.raises("shape mismatch in a session", mismatched, tf.errors.InvalidArgumentError,
+            ck.raises("shape mismatch in a session", mismatched, tf.errors.FailedPreconditionError,
                       ["graph_bad", shape_forms([2, 3]), shape_forms([3, 3])])
             ck.close("allreduce after the error", sess.run(s, feed_dict={
                 ph: np.ones([2, 3], np.float32)}), np.full([2, 3], n, np.float32))

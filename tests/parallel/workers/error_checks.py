@@ -1,8 +1,8 @@
 """Validation errors triggered on purpose; every rank checks the error it gets.
 
 Rank 1 submits something different from the other ranks. The core must fail
-the collective on every rank with tf.errors.InvalidArgumentError whose
-message names the tensor and what the ranks sent (checked leniently: the name,
+the collective on every rank with tf.errors.FailedPreconditionError (the type
+Horovod raises) whose message names the tensor and what the ranks sent (checked leniently: the name,
 and the differing values in some usual spelling). After each error the next
 collective must work.
 """
@@ -16,6 +16,7 @@ import checklib
 from checklib import shape_forms
 
 IAE = tf.errors.InvalidArgumentError
+FPE = tf.errors.FailedPreconditionError
 
 
 def _after(ck, label, n, r):
@@ -28,7 +29,7 @@ def _after(ck, label, n, r):
 def run_all(ck, n, r):
     odd = r == 1
 
-    def mismatch(label, fn, contains, exc=IAE):
+    def mismatch(label, fn, contains, exc=FPE):
         e = ck.raises("error %s" % label, fn, exc, contains)
         if r == 0 and e is not None:
             ck.log("error %-32s -> %s: %s" % (label, type(e).__name__,
@@ -94,9 +95,24 @@ def run_all(ck, n, r):
     ck.raises("unknown reduce op", lambda: hvd.allreduce(tf.zeros([2]), op=42), ValueError)
     ck.raises("op and average", lambda: hvd.allreduce(tf.zeros([2]), op=hvd.Sum, average=True),
               ValueError)
-    ck.raises("IndexedSlices with Max",
-              lambda: hvd.allreduce(tf.IndexedSlices(tf.zeros([1, 2]), tf.constant([0])),
-                                    op=hvd.Max), ValueError)
+    # Unsupported as in Horovod: NotImplementedError.
+    for op in ("Max", "Min", "Product"):
+        ck.raises("IndexedSlices with %s" % op,
+                  lambda op=op: hvd.allreduce(tf.IndexedSlices(tf.zeros([1, 2]),
+                                                               tf.constant([0])),
+                                              op=getattr(hvd, op)),
+                  NotImplementedError, ["sum", "average"])
+    for pre, post in ((2.0, 1.0), (1.0, 0.5)):
+        ck.raises("IndexedSlices with pre=%g post=%g" % (pre, post),
+                  lambda pre=pre, post=post: hvd.allreduce(
+                      tf.IndexedSlices(tf.zeros([1, 2]), tf.constant([0])), op=hvd.Sum,
+                      prescale_factor=pre, postscale_factor=post),
+                  NotImplementedError, ["prescale_factor"])
+        ck.raises("grouped IndexedSlices with pre=%g post=%g" % (pre, post),
+                  lambda pre=pre, post=post: hvd.grouped_allreduce(
+                      [tf.IndexedSlices(tf.zeros([1, 2]), tf.constant([0]))],
+                      prescale_factor=pre, postscale_factor=post),
+                  NotImplementedError, ["prescale_factor"])
     _after(ck, "python errors", n, r)
 
     # Invalid arguments detected on every rank alike.
@@ -109,4 +125,4 @@ def run_all(ck, n, r):
              lambda: hvd.alltoall(tf.zeros([n + 1, 2])), [], exc=IAE)
     mismatch("broadcast root out of range",
              lambda: hvd.broadcast(tf.zeros([2]), n, name="root_range"),
-             ["root"], exc=(IAE, ValueError))
+             ["root"], exc=FPE)

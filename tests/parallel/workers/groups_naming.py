@@ -4,7 +4,7 @@ Run under the launcher (see collective_launch.py); sections:
 * groups: exact results of groups of mixed dtypes and shapes; a group whose
   members reach the core at different times on different ranks; a group with
   one member mismatching on one rank fails as a whole, on every rank, with one
-  InvalidArgumentError naming the group, the tensor and what differed;
+  FailedPreconditionError naming the group, the tensor and what differed;
 * naming: rank 1 issues one extra unnamed allreduce that fails on rank 1 only;
   then 20 unnamed eager allreduces give exact sums on every rank (no stall);
   several unnamed allreduces in flight at once on one rank complete in order.
@@ -21,7 +21,7 @@ import tf_hvd as hvd
 
 import checklib
 
-IAE = tf.errors.InvalidArgumentError
+FPE = tf.errors.FailedPreconditionError  # mismatches across ranks, as Horovod
 
 
 def _member_values(n, r, i, dtype, shape):
@@ -63,7 +63,7 @@ def check_groups(ck, n, r):
         return hvd.grouped_allreduce(
             [tf.ones([2]), tf.ones([3] if odd else [4]), tf.ones([2], tf.int32)],
             op=hvd.Sum, name="bad_group")
-    e = ck.raises("group member mismatch", bad_group, IAE,
+    e = ck.raises("group member mismatch", bad_group, FPE,
                   ["bad_group", "bad_group_1", "none of its tensors ran",
                    checklib.shape_forms([4]), checklib.shape_forms([3])])
     if e is not None:
@@ -73,7 +73,7 @@ def check_groups(ck, n, r):
         return hvd.grouped_allreduce(
             [tf.constant(x) for x in xs[:-1]] + [tf.zeros([7] if odd else [2, 3, 1])],
             op=hvd.Sum, name="mixed_group")
-    ck.raises("cached group changed on one rank", cached_changed, IAE,
+    ck.raises("cached group changed on one rank", cached_changed, FPE,
               ["mixed_group", "mixed_group_6"])
     outs = hvd.grouped_allreduce([tf.constant(x) for x in xs], op=hvd.Sum, name="mixed_group")
     for i, (out, w) in enumerate(zip(outs, want)):
@@ -94,7 +94,7 @@ def check_naming(ck, n, r):
         try:
             hvd.allreduce(tf.constant(["not a number"]))
             ck.fail("extra failing allreduce", "did not raise")
-        except (IAE, TypeError, ValueError, tf.errors.NotFoundError):
+        except (tf.errors.InvalidArgumentError, TypeError, ValueError, tf.errors.NotFoundError):
             ck.passed()
     for step in range(20):
         out = hvd.allreduce(tf.fill([1024], float(r + step)), op=hvd.Sum)

@@ -326,6 +326,32 @@ TEST(ReduceKernels, IntegersScalingAndIdentities) {
   EXPECT_EQ(iid[0], 1);
 }
 
+// Scale factors give Horovod's numbers: integers are multiplied in double and
+// truncated toward zero; float16 in float32 with the factor rounded to float32
+// (a double product rounded twice would give 0x434e below, not 0x434f).
+TEST(ReduceKernels, ScalingMatchesHorovodElementByElement) {
+  int32_t ints[4] = {7, -7, 5, 100};
+  ScaleBuffer(DataType::INT32, ints, 4, 0.5);
+  EXPECT_EQ(std::vector<int32_t>(ints, ints + 4), (std::vector<int32_t>{3, -3, 2, 50}));
+  int8_t i8[3] = {3, -3, 10};
+  ScaleBuffer(DataType::INT8, i8, 3, 2.6);
+  EXPECT_EQ(std::vector<int8_t>(i8, i8 + 3), (std::vector<int8_t>{7, -7, 26}));
+  uint8_t u8[2] = {9, 200};
+  ScaleBuffer(DataType::UINT8, u8, 2, 1.0 / 3.0);
+  EXPECT_EQ(u8[0], 3);  // 9 * (1/3) rounds to exactly 3.0 in double
+  EXPECT_EQ(u8[1], 66);
+  int64_t big[1] = {(int64_t{1} << 53) + 1};  // not representable in double
+  ScaleBuffer(DataType::INT64, big, 1, 2.0);
+  EXPECT_EQ(big[0], int64_t{1} << 54);
+  uint16_t h[2] = {0x3d0a, 0x3d32};  // 1.26, 1.299
+  ScaleBuffer(DataType::FLOAT16, h, 2, 2.9);
+  EXPECT_EQ(h[0], 0x434f);
+  EXPECT_EQ(h[1], 0x4389);
+  float f[1] = {3.0f};
+  ScaleBuffer(DataType::FLOAT32, f, 1, 0.1);
+  EXPECT_EQ(f[0], static_cast<float>(0.1 * 3.0));
+}
+
 // The vectorised 16-bit paths must agree bit for bit with the scalar
 // definition (widen, combine in float, round to nearest even once).
 TEST(ReduceKernels, WideSixteenBitReductionsMatchScalar) {
@@ -495,7 +521,7 @@ TEST(Groups, OneMismatchedMemberFailsTheWholeGroupOnce) {
   auto ready = coord.TakeReadyResponses();
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].kind, Response::ERROR);
-  EXPECT_EQ(ready[0].error_code, Status::INVALID_ARGUMENT);
+  EXPECT_EQ(ready[0].error_code, Status::PRECONDITION);  // FailedPreconditionError, as Horovod
   EXPECT_EQ(ready[0].names, (std::vector<std::string>{"h_0", "h_1"}));
   EXPECT_PRED2(Contains, ready[0].error, "grouped allreduce 'h'");
   EXPECT_PRED2(Contains, ready[0].error, "none of its tensors ran");
