@@ -49,6 +49,10 @@ _OPTIONAL_EXPORTS = {
                                     "LocalGradientAggregationHelperEager"),
 }
 
+# Names made on first use (the layer class needs Keras, which plain TF scripts
+# need not import).
+_LAZY_EXPORTS = {"SyncBatchNormalization": "tf_hvd.sync_batch_norm"}
+
 _SUBPACKAGES = ("keras", "runner", "optimizer", "tape", "hooks", "gradient_aggregation",
                 "allreduce_grads", "basics", "ops", "compression", "functions")
 
@@ -91,6 +95,9 @@ def __getattr__(name):
         raise AttributeError(name)
     if name in _SUBPACKAGES:
         return importlib.import_module("%s.%s" % (__name__, name))
+    if name in _LAZY_EXPORTS:
+        _load_api()
+        return getattr(importlib.import_module(_LAZY_EXPORTS[name]), name)
     _load_api()
     if name in globals():
         return globals()[name]
@@ -99,4 +106,4 @@ def __getattr__(name):
 
 def __dir__():
     _load_api()
-    return sorted(globals())
+    return sorted(set(globals()) | set(_LAZY_EXPORTS))

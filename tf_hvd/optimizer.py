@@ -163,11 +163,9 @@ class _DistributedOptimizer(_LegacyOptimizer):
 
 
 def _is_keras_optimizer(optimizer):
-    try:
-        import keras
-    except ImportError:  # pragma: no cover - keras ships with TF 2.21
-        return False
-    return isinstance(optimizer, keras.optimizers.Optimizer)
+    # Keras 3 or tf-keras 2 (new or legacy) optimizers.
+    from tf_hvd.keras.flavors import optimizer_kind
+    return optimizer_kind(optimizer) is not None
 
 
 def DistributedOptimizer(optimizer, name=None, use_locking=False,

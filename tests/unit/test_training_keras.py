@@ -300,16 +300,22 @@ def test_metric_average_and_broadcast_in_one_process():
 
 
 def test_best_model_checkpoint(tmp_path):
-    with pytest.raises(ValueError, match="filepath"):
-        hk.callbacks.BestModelCheckpoint()
     x, y = _data(16)
     model = _model()
     model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.01)), loss="mse")
+    # Horovod's signature: filepath may come later, save_weights_only is third.
+    unset = hk.callbacks.BestModelCheckpoint("loss", 0, False)
+    assert unset.filepath is None and unset.save_best_only
+    with pytest.raises(ValueError, match="filepath"):
+        model.fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[unset])
     path = tmp_path / "best.keras"
     cb = hk.callbacks.BestModelCheckpoint(monitor="loss", filepath=str(path))
-    assert cb.save_best_only
     model.fit(x, y, batch_size=4, epochs=2, verbose=0, callbacks=[cb])
     assert path.exists()
+    late = hk.callbacks.BestModelCheckpoint(monitor="loss", save_weights_only=True)
+    late.filepath = str(tmp_path / "best.weights.h5")
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[late])
+    assert (tmp_path / "best.weights.h5").exists()
 
 
 # ---------------------------------------------------------------------------
@@ -336,8 +342,30 @@ def test_keras_module_exports():
     for name in ["init", "shutdown", "size", "rank", "local_size", "local_rank",
                  "cross_size", "cross_rank", "Compression", "Average", "Sum",
                  "DistributedOptimizer", "broadcast_global_variables", "allreduce",
-                 "allgather", "broadcast", "load_model", "callbacks"]:
+                 "allgather", "broadcast", "load_model", "callbacks",
+                 "PartialDistributedOptimizer", "SyncBatchNormalization",
+                 "start_timeline", "stop_timeline", "mpi_threads_supported",
+                 "ddl_built", "ccl_built", "rocm_built", "cuda_built",
+                 "is_initialized", "reducescatter"]:
         assert hasattr(hk, name), name
+    assert hk.SyncBatchNormalization is hvd.SyncBatchNormalization
+    assert issubclass(hk.SyncBatchNormalization, keras.layers.BatchNormalization)
+    # Horovod's positional order of DistributedOptimizer's parameters.
+    import inspect
+    params = list(inspect.signature(hk.DistributedOptimizer).parameters)
+    assert params == ["optimizer", "name", "device_dense", "device_sparse",
+                      "compression", "sparse_as_dense",
+                      "gradient_predivide_factor", "op",
+                      "backward_passes_per_step",
+                      "average_aggregated_gradients", "num_groups", "groups",
+                      "process_set", "scale_local_gradients"]
+    params = list(inspect.signature(hk.PartialDistributedOptimizer).parameters)
+    assert params[-3:] == ["process_set", "local_layers", "scale_local_gradients"]
+    params = list(inspect.signature(hk.load_model).parameters)
+    assert params == ["filepath", "custom_optimizers", "custom_objects",
+                      "compression", "legacy_opts"]
+    with pytest.raises(ValueError, match="tf-keras"):
+        hk.load_model("unused.keras", legacy_opts=True)
     for name in ["BroadcastGlobalVariablesCallback", "MetricAverageCallback",
                  "LearningRateWarmupCallback", "LearningRateScheduleCallback",
                  "BestModelCheckpoint"]:

@@ -1,4 +1,11 @@
-"""tf_hvd.keras: Horovod's ``horovod.tensorflow.keras`` API for Keras 3.
+"""tf_hvd.keras: Horovod's ``horovod.tensorflow.keras`` (and ``horovod.keras``) API.
+
+Works with Keras 3 and, for scripts written for Keras 2, with tf-keras 2.21
+(``pip install tf-keras==2.21.0`` and ``TF_USE_LEGACY_KERAS=1``, which makes
+``tf.keras`` tf-keras): optimizers, layers, models and callbacks of either
+Keras are accepted; classes this module makes (callbacks, the
+SyncBatchNormalization layer) follow ``tf.keras``. docs/parity-keras.md lists
+every Horovod name and its status here.
 
     import tf_hvd.keras as hvd
     hvd.init()
@@ -12,14 +19,17 @@
 import tensorflow as tf
 
 from tf_hvd import (init, shutdown, is_initialized, size, rank, local_size,
-                    local_rank, cross_size, cross_rank, mpi_built, mpi_enabled,
-                    gloo_built, gloo_enabled, nccl_built, cuda_built,
+                    local_rank, cross_size, cross_rank, is_homogeneous,
+                    mpi_built, mpi_enabled, mpi_threads_supported, gloo_built,
+                    gloo_enabled, nccl_built, ddl_built, ccl_built, cuda_built,
+                    rocm_built, start_timeline, stop_timeline,
                     broadcast_object, allgather_object)
 from tf_hvd import functions as _functions
 from tf_hvd import ops as _ops
 from tf_hvd.compression import Compression
 from tf_hvd.basics import Average, Sum, Adasum, Min, Max, Product
 from tf_hvd.keras import callbacks
+from tf_hvd.keras import flavors as _flavors
 from tf_hvd.keras.optimizer import (create_distributed_optimizer,
                                     distributed_optimizer_class,
                                     is_distributed_optimizer)
@@ -30,13 +40,23 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
                          gradient_predivide_factor=1.0, op=Average,
                          backward_passes_per_step=1,
                          average_aggregated_gradients=False, num_groups=0,
-                         groups=None):
-    """Wrap a Keras 3 optimizer so that gradients are averaged over all ranks.
+                         groups=None, process_set=None,
+                         scale_local_gradients=True):
+    """Wrap a Keras optimizer so that gradients are averaged over all ranks.
 
-    Returns a new optimizer of a subclass of ``type(optimizer)`` with the same
-    configuration (and state, if the given one was built). See
-    ``tf_hvd.DistributedOptimizer`` for the arguments and
-    ``tf_hvd.keras.optimizer`` for what differs from Horovod's tf.keras wrapper.
+    Takes a Keras 3 optimizer, a tf-keras 2 optimizer
+    (``tf_keras.optimizers.*``) or a tf-keras legacy one
+    (``tf_keras.optimizers.legacy.*``, what Horovod's examples use). Returns a
+    new optimizer of a subclass of ``type(optimizer)`` with the same
+    configuration (and, for Keras 3, state, if the given one was built). The
+    parameters are Horovod's, in Horovod's order (see
+    ``tf_hvd.DistributedOptimizer``); ``process_set`` takes only the global
+    set (None). The result has ``register_local_var(var)``: that variable's
+    gradient stays local (divided by ``size()`` when
+    ``scale_local_gradients``, as in Horovod). ``tf_hvd.keras.optimizer`` and
+    ``tf_hvd.keras.tf_keras_optimizer`` say where each kind reduces.
+
+        opt = hvd.DistributedOptimizer(keras.optimizers.Adam(1e-3 * hvd.size()))
     """
     from tf_hvd.allreduce_grads import groups_from_num_groups
     groups = groups_from_num_groups(num_groups, groups)
@@ -47,15 +67,62 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
         gradient_predivide_factor=gradient_predivide_factor,
         backward_passes_per_step=backward_passes_per_step,
         average_aggregated_gradients=average_aggregated_gradients,
-        groups=groups)
+        groups=groups, process_set=process_set,
+        scale_local_gradients=scale_local_gradients)
+
+
+def _is_layer(obj):
+    import keras
+    if isinstance(obj, keras.layers.Layer):
+        return True
+    return _flavors.is_tf_keras(obj) and isinstance(
+        obj, _flavors.tf_keras_module().layers.Layer)
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense='',
+                                device_sparse='', compression=Compression.none,
+                                sparse_as_dense=False,
+                                gradient_predivide_factor=1.0, op=Average,
+                                backward_passes_per_step=1,
+                                average_aggregated_gradients=False, groups=None,
+                                process_set=None, local_layers=None,
+                                scale_local_gradients=True):
+    """A DistributedOptimizer that keeps the gradients of ``local_layers``
+    (a layer or a list of layers, e.g. a model-parallel part) on each rank.
+
+    Every trainable weight of those layers is registered with
+    ``register_local_var``; the other arguments are DistributedOptimizer's.
+
+        opt = hvd.PartialDistributedOptimizer(keras.optimizers.SGD(0.1),
+                                              local_layers=[model.layers[-1]])
+    """
+    if local_layers is None:
+        local_layers = []
+    elif _is_layer(local_layers):
+        local_layers = [local_layers]
+    else:
+        local_layers = list(local_layers)
+        bad = [type(l).__name__ for l in local_layers if not _is_layer(l)]
+        if bad:
+            raise ValueError("All local layers must be Keras layers; got %s"
+                             % ", ".join(bad))
+    opt = DistributedOptimizer(
+        optimizer, name=name, device_dense=device_dense,
+        device_sparse=device_sparse, compression=compression,
+        sparse_as_dense=sparse_as_dense,
+        gradient_predivide_factor=gradient_predivide_factor, op=op,
+        backward_passes_per_step=backward_passes_per_step,
+        average_aggregated_gradients=average_aggregated_gradients,
+        groups=groups, process_set=process_set,
+        scale_local_gradients=scale_local_gradients)
+    for layer in local_layers:
+        for var in layer.trainable_weights:
+            opt.register_local_var(var)
+    return opt
 
 
 def _model_variables(model):
-    variables = list(model.variables)
-    opt = getattr(model, "optimizer", None)
-    if opt is not None and getattr(opt, "built", False):
-        variables += list(opt.variables)
-    return variables
+    return _flavors.model_and_optimizer_variables(model)
 
 
 def broadcast_variables(variables, root_rank):
@@ -115,38 +182,65 @@ def reducescatter(value, name=None, op=Average):
     return _ops.reducescatter(_to_tensor(value), name=name, op=op)
 
 
-def _optimizer_classes():
-    import keras
+def _optimizer_classes(optimizers_module, base):
     found = {}
-    for attr in dir(keras.optimizers):
-        obj = getattr(keras.optimizers, attr)
-        if (isinstance(obj, type) and issubclass(obj, keras.optimizers.Optimizer)
-                and obj is not keras.optimizers.Optimizer):
+    for attr in dir(optimizers_module):
+        obj = getattr(optimizers_module, attr)
+        if isinstance(obj, type) and issubclass(obj, base) and obj is not base:
             found[obj.__name__] = obj
     return found
 
 
-def load_model(filepath, custom_optimizers=None, custom_objects=None,
-               compression=Compression.none):
-    """Load a saved Keras model with its optimizer wrapped in a
-    DistributedOptimizer (with the given ``compression``).
-
-    Args:
-      filepath: a ``.keras`` (or legacy ``.h5``) file.
-      custom_optimizers: optional list of custom optimizer classes to wrap too.
-      custom_objects: optional dict of other custom objects.
-    """
-    import keras
-    classes = _optimizer_classes()
-    for cls in custom_optimizers or []:
-        classes[cls.__name__] = cls
+def _wrapped_optimizer_objects(classes, compression, registered_name):
     objects = {}
     for name, cls in classes.items():
         wrapped = distributed_optimizer_class(cls, compression=compression)
         # Keras looks objects up by their registered name ("package>Name"
         # for registered custom classes), plain or lower-case class name.
-        for key in (name, name.lower(), keras.saving.get_registered_name(cls)):
+        for key in (name, name.lower(), registered_name(cls)):
             objects[key] = wrapped
+    return objects
+
+
+def load_model(filepath, custom_optimizers=None, custom_objects=None,
+               compression=Compression.none, legacy_opts=False):
+    """Load a saved Keras model with its optimizer wrapped in a
+    DistributedOptimizer (with the given ``compression``), so training goes on
+    from the saved optimizer state.
+
+    The model is loaded with ``tf.keras``' Keras: Keras 3 (``.keras`` files,
+    or legacy ``.h5``), or tf-keras 2 when ``TF_USE_LEGACY_KERAS=1``
+    (``.h5``, ``.keras`` or SavedModel directories).
+
+    Args:
+      filepath: the saved model.
+      custom_optimizers: optional list of custom optimizer classes to wrap too.
+      custom_objects: optional dict of other custom objects.
+      compression: gradient compression of the wrapped optimizer.
+      legacy_opts: the model was trained with ``tf.keras.optimizers.legacy``
+        optimizers (tf-keras only; Keras 3 has none: ValueError).
+
+        model = hvd.load_model("model.keras")   # optimizer is distributed
+    """
+    keras_module = _flavors.default_keras()
+    from tf_hvd.sync_batch_norm import sync_batch_norm_class
+    sync_bn = sync_batch_norm_class(keras_module)
+    if _flavors.is_tf_keras(keras_module.optimizers.Optimizer):
+        return _load_tf_keras_model(keras_module, filepath, custom_optimizers,
+                                    custom_objects, compression, legacy_opts,
+                                    sync_bn)
+    if legacy_opts:
+        raise ValueError(
+            "load_model(legacy_opts=True) needs tf-keras 2 (Keras 3 has no "
+            "legacy optimizers): install tf-keras and set "
+            "TF_USE_LEGACY_KERAS=1 before importing TensorFlow")
+    import keras
+    classes = _optimizer_classes(keras.optimizers, keras.optimizers.Optimizer)
+    for cls in custom_optimizers or []:
+        classes[cls.__name__] = cls
+    objects = _wrapped_optimizer_objects(classes, compression,
+                                         keras.saving.get_registered_name)
+    objects.setdefault("SyncBatchNormalization", sync_bn)
     if custom_objects:
         objects.update(custom_objects)
     # Classes registered with register_keras_serializable outrank any
@@ -163,13 +257,42 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None,
         registered.update(swapped)
 
 
+def _load_tf_keras_model(tf_keras, filepath, custom_optimizers, custom_objects,
+                         compression, legacy_opts, sync_bn):
+    if legacy_opts:
+        module, base = tf_keras.optimizers.legacy, tf_keras.optimizers.legacy.Optimizer
+    else:
+        module, base = tf_keras.optimizers, tf_keras.optimizers.Optimizer
+    classes = _optimizer_classes(module, base)
+    for cls in custom_optimizers or []:
+        classes[cls.__name__] = cls
+    objects = _wrapped_optimizer_objects(
+        classes, compression, tf_keras.utils.get_registered_name)
+    objects.setdefault("SyncBatchNormalization", sync_bn)
+    if custom_objects:
+        objects.update(custom_objects)
+    with tf_keras.utils.custom_object_scope(objects):
+        return tf_keras.models.load_model(filepath, custom_objects=objects)
+
+
+def __getattr__(name):
+    # The layer class is made for tf.keras' Keras on first use (so importing
+    # this module does not import tf-keras unless the script asked for it).
+    if name == "SyncBatchNormalization":
+        from tf_hvd.sync_batch_norm import SyncBatchNormalization
+        return SyncBatchNormalization
+    raise AttributeError("module 'tf_hvd.keras' has no attribute %r" % (name,))
+
+
 __all__ = [
     "init", "shutdown", "is_initialized", "size", "rank", "local_size",
-    "local_rank", "cross_size", "cross_rank", "mpi_built", "mpi_enabled",
-    "gloo_built", "gloo_enabled", "nccl_built", "cuda_built",
-    "broadcast_object", "allgather_object", "Compression", "Average", "Sum",
-    "Adasum", "Min", "Max", "Product", "DistributedOptimizer",
-    "broadcast_variables", "broadcast_global_variables", "allreduce",
-    "allgather", "broadcast", "reducescatter", "load_model", "callbacks",
-    "is_distributed_optimizer",
+    "local_rank", "cross_size", "cross_rank", "is_homogeneous", "mpi_built",
+    "mpi_enabled", "mpi_threads_supported", "gloo_built", "gloo_enabled",
+    "nccl_built", "ddl_built", "ccl_built", "cuda_built", "rocm_built",
+    "start_timeline", "stop_timeline", "broadcast_object", "allgather_object",
+    "Compression", "Average", "Sum", "Adasum", "Min", "Max", "Product",
+    "DistributedOptimizer", "PartialDistributedOptimizer",
+    "SyncBatchNormalization", "broadcast_variables",
+    "broadcast_global_variables", "allreduce", "allgather", "broadcast",
+    "reducescatter", "load_model", "callbacks", "is_distributed_optimizer",
 ]

@@ -1,4 +1,8 @@
-"""Keras 3 callbacks for data-parallel training with tf_hvd.
+"""Keras callbacks for data-parallel training with tf_hvd.
+
+The classes derive from ``tf.keras``' Callback (Keras 3, or tf-keras 2 with
+``TF_USE_LEGACY_KERAS=1``) and also work in the other Keras' ``model.fit``;
+they read and set optimizer state of either Keras' optimizers.
 
 Put ``MetricAverageCallback`` before callbacks that read epoch metrics
 (checkpointing, early stopping, learning-rate reduction) so they see the
@@ -7,7 +11,6 @@ the local ones of the printing rank; ``History`` (added last) records the
 averages.
 """
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -15,26 +18,77 @@ import tf_hvd
 from tf_hvd import functions as _functions
 from tf_hvd import ops as _ops
 from tf_hvd.basics import Average
+from tf_hvd.keras import flavors
+from tf_hvd.keras.optimizer import _var_key
+
+_keras = flavors.default_keras()
+_IS_TF_KERAS = flavors.is_tf_keras(_keras.callbacks.Callback)
+
+
+class _CallbackBase(_keras.callbacks.Callback):
+    """tf.keras' Callback, plus what the other Keras' callback list asks of a
+    callback (tf-keras' hook flags; Keras 3 needs nothing more)."""
+
+    _supports_tf_logs = False
+    _chief_worker_only = None
+
+    def _implements_train_batch_hooks(self):
+        return True
+
+    def _implements_test_batch_hooks(self):
+        return True
+
+    def _implements_predict_batch_hooks(self):
+        return True
+
+
+def _value(x):
+    if hasattr(x, "numpy"):
+        return float(np.asarray(x.numpy()))
+    return float(x)
 
 
 def _get_lr(optimizer):
-    return float(keras.ops.convert_to_numpy(optimizer.learning_rate))
-
-
-def _set_lr(optimizer, value):
-    lr = getattr(optimizer, "_learning_rate", None)
-    if not isinstance(lr, keras.Variable):
+    try:
+        return _value(optimizer.learning_rate)
+    except (TypeError, ValueError):
         raise ValueError("the optimizer's learning rate is a schedule or a "
                          "callable; learning-rate callbacks need a float "
                          "learning rate")
-    lr.assign(value)
+
+
+def _set_lr(optimizer, value):
+    kind = flavors.optimizer_kind(optimizer)
+    if kind == flavors.KERAS3:
+        import keras
+        lr = getattr(optimizer, "_learning_rate", None)
+        ok = isinstance(lr, keras.Variable)
+    elif kind == flavors.TF_KERAS:
+        ok = isinstance(getattr(optimizer, "_learning_rate", None), tf.Variable)
+    else:
+        lr = optimizer._hyper.get("learning_rate")
+        ok = not callable(lr) or isinstance(lr, tf.Variable)
+    if not ok:
+        raise ValueError("the optimizer's learning rate is a schedule or a "
+                         "callable; learning-rate callbacks need a float "
+                         "learning rate")
+    if kind == flavors.KERAS3:
+        optimizer._learning_rate.assign(value)
+    else:
+        optimizer.learning_rate = value
 
 
 def _momentum_buffers(optimizer):
     """The velocity variables that a momentum correction scales."""
-    momentum = getattr(optimizer, "momentum", 0.0)
+    try:
+        momentum = _value(getattr(optimizer, "momentum", 0.0))
+    except (TypeError, ValueError):
+        return []
     if not momentum:
         return []
+    if flavors.optimizer_kind(optimizer) == flavors.TF_KERAS_LEGACY:
+        return [slots["momentum"] for slots in optimizer._slots.values()
+                if "momentum" in slots]
     for attr in ("momentums", "_momentums"):
         buffers = getattr(optimizer, attr, None)
         if buffers:
@@ -42,7 +96,13 @@ def _momentum_buffers(optimizer):
     return []
 
 
-class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
+def _read(variable):
+    # Keras 3 variables have a ``value`` property, tf.Variables a method.
+    value = getattr(variable, "value", variable)
+    return tf.convert_to_tensor(value() if callable(value) else value)
+
+
+class BroadcastGlobalVariablesCallback(_CallbackBase):
     """Broadcast the model's and the optimizer's variables from ``root_rank``
     after the first training batch (so the optimizer's state exists), making
     every rank continue from the same state.
@@ -50,27 +110,35 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     Args:
       root_rank: the rank whose variables everyone takes.
       device: device for the broadcasts ('' = default).
+      local_variables: variables (or one variable) that keep each rank's own
+        value (e.g. the weights of a model-parallel part).
+
+        callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
     """
 
-    def __init__(self, root_rank, device=''):
+    def __init__(self, root_rank, device='', local_variables=None):
         super(BroadcastGlobalVariablesCallback, self).__init__()
         self.root_rank = root_rank
         self.device = device
+        if local_variables is None:
+            local_variables = []
+        elif not isinstance(local_variables, (list, tuple, set)):
+            local_variables = [local_variables]
+        self.local_variables = list(local_variables)
         self.broadcast_done = False
 
     def on_train_batch_end(self, batch, logs=None):
         if self.broadcast_done:
             return
-        variables = list(self.model.variables)
-        opt = getattr(self.model, "optimizer", None)
-        if opt is not None and getattr(opt, "built", False):
-            variables += list(opt.variables)
+        local = set(_var_key(v) for v in self.local_variables)
+        variables = [v for v in flavors.model_and_optimizer_variables(self.model)
+                     if _var_key(v) not in local]
         with tf.device(self.device):
             _functions.broadcast_variables(variables, self.root_rank)
         self.broadcast_done = True
 
 
-class MetricAverageCallback(keras.callbacks.Callback):
+class MetricAverageCallback(_CallbackBase):
     """Replace the epoch-end metrics in ``logs`` by their average over ranks.
 
     Must come before callbacks that read the metrics. Every rank must produce
@@ -109,7 +177,7 @@ def _is_number(value):
     return False
 
 
-class LearningRateScheduleCallback(keras.callbacks.Callback):
+class LearningRateScheduleCallback(_CallbackBase):
     """Set the learning rate to ``initial_lr * multiplier`` between epochs
     ``start_epoch`` (inclusive) and ``end_epoch`` (exclusive).
 
@@ -165,7 +233,7 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
         if self.momentum_correction and old_lr > 0 and new_lr != old_lr:
             ratio = new_lr / old_lr
             for buf in _momentum_buffers(opt):
-                buf.assign(buf.value * ratio)
+                buf.assign(_read(buf) * ratio)
 
     def in_range(self, epoch):
         if epoch < self.start_epoch:
@@ -228,24 +296,41 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
                   % (epoch + 1, _get_lr(self.model.optimizer)))
 
 
-class BestModelCheckpoint(keras.callbacks.ModelCheckpoint):
+class BestModelCheckpoint(_keras.callbacks.ModelCheckpoint):
     """Keep the best model seen so far (by ``monitor``), saved by rank 0 only.
 
-    Same arguments as Horovod's (``monitor``, ``verbose``, ``mode``,
-    ``save_freq``) plus ``filepath`` (Keras 3 needs it up front: ``.keras``,
-    or ``.weights.h5`` with ``save_weights_only=True``). Put
+    Horovod's arguments in Horovod's order, plus ``filepath``. As in Horovod
+    the file path may be set later (``cb.filepath = ...``, as Horovod's Spark
+    estimator does) but must be set when training starts; Keras 3 wants a
+    ``.keras`` file (``.weights.h5`` with ``save_weights_only=True``). Put
     ``MetricAverageCallback`` before it so the decision uses the averages.
+
+        cb = hvd.callbacks.BestModelCheckpoint(monitor="val_loss",
+                                               filepath="best.keras")
     """
 
-    def __init__(self, monitor='val_loss', verbose=0, mode='auto',
-                 save_freq='epoch', filepath=None, save_weights_only=False):
-        if filepath is None:
-            raise ValueError("BestModelCheckpoint needs filepath= (a .keras "
-                             "file, or .weights.h5 with save_weights_only)")
+    def __init__(self, monitor='val_loss', verbose=0, save_weights_only=False,
+                 mode='auto', save_freq='epoch', filepath=None):
+        placeholder = ("unset.weights.h5" if save_weights_only else "unset.keras")
         super(BestModelCheckpoint, self).__init__(
-            filepath=filepath, monitor=monitor, verbose=verbose,
-            save_best_only=True, save_weights_only=save_weights_only,
-            mode=mode, save_freq=save_freq)
+            filepath=placeholder if filepath is None else filepath,
+            monitor=monitor, verbose=verbose, save_best_only=True,
+            save_weights_only=save_weights_only, mode=mode,
+            save_freq=save_freq)
+        if filepath is None:
+            self.filepath = None
+
+    def on_train_begin(self, logs=None):
+        if self.filepath is None:
+            raise ValueError("BestModelCheckpoint has no filepath: pass "
+                             "filepath= or set .filepath before training")
+        if not _IS_TF_KERAS:
+            # Keras 3 checks the extension only in its constructor.
+            _keras.callbacks.ModelCheckpoint(
+                str(self.filepath), save_weights_only=self.save_weights_only)
+        parent = getattr(super(BestModelCheckpoint, self), "on_train_begin", None)
+        if parent is not None:
+            parent(logs)
 
     def _save_model(self, *args, **kwargs):
         if tf_hvd.rank() != 0:
