@@ -73,6 +73,13 @@ def test_knob_flags_parse():
     (["-np", "2", "--fusion-threshold-mb", "-1", "x"], "--fusion-threshold-mb"),
     (["-np", "2", "--cycle-time-ms", "fast", "x"], "number"),
     (["-np", "2", "--bogus-flag", "x"], "bogus"),
+    (["-np", "2", "--mpi-args=-x FOO", "x"], "--mpi-args applies to MPI jobs"),
+    (["-np", "2", "--binding-args=-bind-to core", "x"], "add --mpi"),
+    (["-np", "2", "--mpi", "--mpi-args=-x 'unclosed", "x"], "--mpi-args"),
+    (["-np", "2", "--gloo-timeout-seconds", "-1", "x"], "--gloo-timeout-seconds"),
+    (["-np", "2", "--network-interfaces", "eth0,,eth1", "x"], "empty interface"),
+    (["-np", "2", "--log-with-timestamp", "--log-without-timestamp", "x"], "not allowed"),
+    (["-np", "2", "--timeline-mark-cycles", "--no-timeline-mark-cycles", "x"], "not allowed"),
 ])
 def test_parse_errors(argv, fragment):
     with pytest.raises(cli.UsageError) as info:
@@ -165,3 +172,119 @@ def test_help_exits_zero():
     proc = _run_launcher(["--help"])
     assert proc.returncode == 0
     assert b"-np" in proc.stdout and b"--hostfile" in proc.stdout
+
+
+# -- horovodrun's other flags ------------------------------------------------------------
+
+def test_version_and_check_build():
+    proc = _run_launcher(["-v"])
+    assert proc.returncode == 0 and proc.stdout.decode().strip() == __import__("tf_hvd").__version__
+    proc = _run_launcher(["--check-build"], timeout=120)  # no -np needed
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    assert out.startswith("tf_hvd v%s:\n" % __import__("tf_hvd").__version__), out
+    for line in ("Available Frameworks:\n    [X] TensorFlow\n    [ ] PyTorch\n    [ ] MXNet",
+                 "Available Controllers:\n    [X] MPI\n    [X] Gloo",
+                 "Available Tensor Operations:\n    [ ] NCCL\n    [ ] DDL\n    [ ] CCL\n"
+                 "    [X] MPI\n    [X] Gloo"):
+        assert line in out, out
+
+
+def test_mpi_args_and_start_timeout():
+    a = cli.parse(["-np", "2", "--mpi", "--mpi-args=-genv A 1", "--binding-args",
+                   "-bind-to core", "x"])
+    assert a.mpi_args == "-genv A 1" and a.binding_args == "-bind-to core"
+    assert cli.start_timeout(cli.parse(["-np", "1", "x"]), {}) == 30.0
+    assert cli.start_timeout(cli.parse(["-np", "1", "x"]), {"HOROVOD_START_TIMEOUT": "12"}) == 12
+    assert cli.start_timeout(cli.parse(["-np", "1", "--start-timeout", "5", "x"]),
+                             {"HOROVOD_START_TIMEOUT": "12"}) == 5
+    with pytest.raises(cli.UsageError, match="HOROVOD_START_TIMEOUT"):
+        cli.start_timeout(cli.parse(["-np", "1", "x"]), {"HOROVOD_START_TIMEOUT": "soon"})
+
+
+CONFIG = """
+controller: mpi
+params:
+  fusion_threshold_mb: 32
+  cycle_time_ms: 2.5
+  cache_capacity: 256
+timeline:
+  filename: /tmp/tl.json
+  mark_cycles: true
+stall_check:
+  enabled: false
+  warning_time_seconds: 20
+library_options:
+  gloo_timeout_seconds: 50
+  mpi_threads_disable: true
+logging:
+  level: debug
+  with_timestamp: false
+"""
+
+
+def test_config_file_sets_flags_and_the_command_line_wins(tmp_path):
+    path = tmp_path / "hvd.yaml"
+    path.write_text(CONFIG)
+    a = cli.parse(["-np", "2", "--config-file", str(path), "x"])
+    assert (a.mode, a.fusion_threshold_mb, a.cycle_time_ms, a.cache_capacity) == (
+        "mpi", 32, 2.5, 256)
+    assert a.timeline_filename == "/tmp/tl.json" and a.timeline_mark_cycles is True
+    assert a.no_stall_check is True and a.stall_check_warning_time_seconds == 20
+    assert a.gloo_timeout_seconds == 50 and a.mpi_threads_disable is True
+    assert a.log_level == "DEBUG" and a.log_with_timestamp is False
+    # Flags given on the command line win, before or after --config-file.
+    a = cli.parse(["-np", "2", "--cycle-time-ms", "7", "--config-file", str(path), "--gloo",
+                   "--stall-check-warning-time-seconds", "9", "--log-with-timestamp",
+                   "--no-timeline-mark-cycles", "x"])
+    assert (a.mode, a.cycle_time_ms, a.fusion_threshold_mb) == ("gloo", 7, 32)
+    assert a.stall_check_warning_time_seconds == 9 and a.log_with_timestamp is True
+    assert a.timeline_mark_cycles is False
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("params: {fusion_threshold_mb: big}", "params.fusion_threshold_mb: expected a number"),
+    ("params: {fusion_treshold_mb: 3}", "params.fusion_treshold_mb: unknown key"),
+    ("paramz: {}", "unknown section 'paramz'"),
+    ("timeline: {mark_cycles: 3}", "expected true or false"),
+    ("controller: nccl", "expected gloo or mpi"),
+    ("logging: {level: LOUD}", "'LOUD' is not one of"),
+    ("library_options: {ccl_bgt_affinity: 1}", "not supported by this tfhvdrun"),
+    ("params: [1, 2]", "must be a mapping"),
+    ("- a\n- b", "expected a mapping of sections"),
+    ("params: {a: [", "not valid YAML"),
+])
+def test_config_file_errors(tmp_path, text, fragment):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(cli.UsageError) as info:
+        cli.parse(["-np", "1", "--config-file", str(path), "x"])
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(cli.UsageError, match="No such file"):
+        cli.parse(["-np", "1", "--config-file", str(tmp_path / "missing.yaml"), "x"])
+
+
+def test_launcher_cache_and_disable_cache(tmp_path):
+    from tf_hvd.runner.cache import LauncherCache
+    now = [1000.0]
+    calls = []
+
+    def check():
+        calls.append(1)
+        return "hydra"
+
+    path = str(tmp_path / "c" / "cache.json")
+    cache = LauncherCache(path, clock=lambda: now[0])
+    assert cache.get_or_compute(["k", 1], check) == "hydra"
+    assert LauncherCache(path, clock=lambda: now[0]).get_or_compute(["k", 1], check) == "hydra"
+    assert len(calls) == 1  # the second launcher reused the result
+    now[0] += 3601  # stale after 60 minutes
+    assert LauncherCache(path, clock=lambda: now[0]).get_or_compute(["k", 1], check) == "hydra"
+    assert len(calls) == 2
+    off = LauncherCache.for_args(cli.parse(["-np", "1", "--disable-cache", "x"]))
+    off.path = path
+    off.get_or_compute(["k", 1], check)
+    assert len(calls) == 3  # --disable-cache: the check runs again
+    # A failed check (None) is not remembered.
+    assert cache.get_or_compute(["fail"], lambda: None) is None
+    assert cache.get(["fail"]) == (False, None)

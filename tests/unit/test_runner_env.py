@@ -40,8 +40,9 @@ def test_knob_env_mapping():
         "HOROVOD_STALL_CHECK_DISABLE": "1",
         "HOROVOD_STALL_CHECK_TIME_SECONDS": "30",
         "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "90.5",
-        "HOROVOD_GLOO_TIMEOUT_SECONDS": "45",
+        "HOROVOD_START_TIMEOUT": "45",
         "HOROVOD_GLOO_IFACE": "eth0",
+        "NCCL_SOCKET_IFNAME": "eth0",
     }
 
 
@@ -51,7 +52,32 @@ def test_knob_env_fractional_mb_and_disable_cache():
     env = rank_env.knob_env(a)
     assert env["HOROVOD_FUSION_THRESHOLD"] == str(512 * 1024)
     assert env["HOROVOD_CYCLE_TIME"] == "1"
-    assert env["HOROVOD_CACHE_CAPACITY"] == "0"
+    # --disable-cache is the launcher's check cache (horovodrun), not the response cache
+    assert env["HOROVOD_CACHE_CAPACITY"] == "9"
+
+
+def test_knob_env_horovodrun_library_and_logging_flags():
+    a = cli.parse(["-np", "1", "--network-interfaces", "eth0,eth1", "--network-interface",
+                   "eth2", "--tcp", "--gloo-timeout-seconds", "40", "--thread-affinity", "2",
+                   "--mpi-threads-disable", "--log-without-timestamp",
+                   "--no-timeline-mark-cycles", "x"])
+    assert a.nics == ["eth0", "eth1", "eth2"] and a.network_interface == "eth0"
+    assert rank_env.knob_env(a) == {
+        "HOROVOD_GLOO_IFACE": "eth0", "NCCL_SOCKET_IFNAME": "eth0,eth1,eth2",
+        "NCCL_IB_DISABLE": "1", "HOROVOD_GLOO_TIMEOUT_SECONDS": "40",
+        "HOROVOD_THREAD_AFFINITY": "2", "HOROVOD_MPI_THREADS_DISABLE": "1",
+        "HOROVOD_LOG_HIDE_TIME": "1", "HOROVOD_TIMELINE_MARK_CYCLES": "0"}
+    a = cli.parse(["-np", "1", "--log-with-timestamp", "--timeline-mark-cycles", "x"])
+    assert rank_env.knob_env(a) == {"HOROVOD_LOG_HIDE_TIME": "0",
+                                    "HOROVOD_TIMELINE_MARK_CYCLES": "1"}
+
+
+def test_mpiexec_command_mpi_and_binding_args():
+    argv = mpi.mpiexec_command("mpiexec", mpi.HYDRA, 2, None, {}, ["p"], python="py",
+                               mpi_args="-genv A 'b c'", binding_args="-bind-to core",
+                               prefix_timestamp=True)
+    assert argv == ["mpiexec", "-n", "2", "-bind-to", "core", "-genv", "A", "b c", "py",
+                    mpi.WRAPPER_PATH, "--prefix-timestamp", "--", "p"]
 
 
 # -- Gloo rank environment ---------------------------------------------------------------
@@ -223,7 +249,7 @@ def test_mpiexec_command_openmpi_local():
     argv = mpi.mpiexec_command("mpiexec", mpi.OPENMPI, 2, None, {"HOROVOD_CONTROLLER": "mpi"},
                                ["./prog"], python="py")
     assert argv == ["mpiexec", "-n", "2", "-x", "HOROVOD_CONTROLLER=mpi",
-                    "py", mpi.WRAPPER_PATH, "--", "./prog"]
+                    "-bind-to", "none", "-map-by", "slot", "py", mpi.WRAPPER_PATH, "--", "./prog"]
     argv = mpi.mpiexec_command("mpiexec", mpi.OPENMPI, 2, "a:1,b:1", {}, ["p"], python="py")
     assert argv[3:5] == ["-H", "a:1,b:1"]
 

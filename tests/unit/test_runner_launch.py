@@ -161,11 +161,15 @@ def test_rank_environment(tmp_path):
                           if k.startswith("HOROVOD_") or k == "PYTHONUNBUFFERED"}))
     """)
     proc = run_launcher(["-np", "3", "--cycle-time-ms", "7", "--fusion-threshold-mb", "2",
-                         "--no-stall-check", "--start-timeout", "33", PY, script])
+                         "--no-stall-check", "--start-timeout", "33",
+                         "--prefix-output-with-timestamp", PY, script])
     assert proc.returncode == 0, proc.stderr
     import json
     envs = {}
+    stamped = re.compile(r"^\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\[")
     for line in proc.stdout.decode().splitlines():
+        assert stamped.match(line), line  # --prefix-output-with-timestamp
+        line = line[line.index("["):]
         head, _, body = line.partition(":")
         envs[int(head[1:head.index("]")])] = json.loads(body)
     assert sorted(envs) == [0, 1, 2]
@@ -181,7 +185,8 @@ def test_rank_environment(tmp_path):
         assert e["HOROVOD_CYCLE_TIME"] == "7"
         assert e["HOROVOD_FUSION_THRESHOLD"] == str(2 * 1024 * 1024)
         assert e["HOROVOD_STALL_CHECK_DISABLE"] == "1"
-        assert e["HOROVOD_GLOO_TIMEOUT_SECONDS"] == "33"
+        assert e["HOROVOD_START_TIMEOUT"] == "33"  # the start-up, not every collective
+        assert "HOROVOD_GLOO_TIMEOUT_SECONDS" not in e
         assert e["PYTHONUNBUFFERED"] == "1"
 
 

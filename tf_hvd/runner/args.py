@@ -8,8 +8,11 @@ it, ``launch.main`` prints it).
 import argparse
 import os
 import re
+import shlex
 import shutil
 import sys
+
+from .. import __version__
 
 PROG = "tfhvdrun"
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
@@ -39,6 +42,67 @@ def _number(text):
         raise argparse.ArgumentTypeError("expected a number, got %r" % text)
 
 
+class _NicsAction(argparse.Action):
+    """--network-interfaces eth0,eth1 (or repeated): an ordered list without repeats."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        nics = list(getattr(namespace, self.dest, None) or [])
+        for name in values.split(","):
+            name = name.strip()
+            if not name:
+                raise argparse.ArgumentError(self, "empty interface name in %r" % values)
+            if name not in nics:
+                nics.append(name)
+        setattr(namespace, self.dest, nics)
+
+
+def _add_horovodrun_flags(p):
+    """horovodrun's build, config, library and logging flags (same names and meanings)."""
+    p.add_argument("-cb", "--check-build", dest="check_build", action="store_true",
+                   help="show which frameworks, controllers and tensor operations this "
+                        "tf_hvd was built with, and exit")
+    p.add_argument("--disable-cache", dest="disable_cache", action="store_true",
+                   help="run the launcher's start-up checks every time instead of reusing "
+                        "results less than 60 minutes old (~/.tf_hvd/launcher_cache)")
+    p.add_argument("--config-file", dest="config_file", metavar="FILE",
+                   help="YAML file of horovodrun's parameter schema (params, timeline, "
+                        "stall_check, library_options, logging, autotune, controller); "
+                        "flags given on the command line win")
+    lib = p.add_argument_group("library arguments")
+    lib.add_argument("--mpi-args", dest="mpi_args", metavar="ARGS",
+                     help="extra arguments for mpiexec (with --mpi), e.g. "
+                          "--mpi-args=\"-genv FOO 1\"")
+    lib.add_argument("--binding-args", dest="binding_args", metavar="ARGS",
+                     help="process binding arguments for mpiexec, replacing the default "
+                          "(Open MPI: -bind-to none -map-by slot; MPICH: none)")
+    lib.add_argument("--tcp", dest="tcp_flag", action="store_true",
+                     help="use TCP only (ranks get NCCL_IB_DISABLE=1; Gloo is TCP anyway)")
+    lib.add_argument("--gloo-timeout-seconds", dest="gloo_timeout_seconds", type=_number,
+                     metavar="S", help="timeout of Gloo operations "
+                                       "(HOROVOD_GLOO_TIMEOUT_SECONDS)")
+    lib.add_argument("--thread-affinity", dest="thread_affinity", type=_integer,
+                     metavar="CPU", help="pin the background thread of local rank r to CPU "
+                                         "CPU + r (HOROVOD_THREAD_AFFINITY)")
+    threads = lib.add_mutually_exclusive_group()
+    threads.add_argument("--mpi-threads-disable", dest="mpi_threads_disable",
+                         action="store_const", const=True,
+                         help="initialize MPI without thread support "
+                              "(HOROVOD_MPI_THREADS_DISABLE=1)")
+    threads.add_argument("--no-mpi-threads-disable", dest="mpi_threads_disable",
+                         action="store_const", const=False, help=argparse.SUPPRESS)
+    logs = p.add_argument_group("logging arguments")
+    stamp = logs.add_mutually_exclusive_group()
+    stamp.add_argument("--log-with-timestamp", dest="log_with_timestamp",
+                       action="store_const", const=True,
+                       help="timestamps in the core's log lines (HOROVOD_LOG_HIDE_TIME=0)")
+    stamp.add_argument("--log-without-timestamp", dest="log_with_timestamp",
+                       action="store_const", const=False,
+                       help="no timestamps in the core's log lines (HOROVOD_LOG_HIDE_TIME=1)")
+    logs.add_argument("-prefix-timestamp", "--prefix-output-with-timestamp",
+                      dest="prefix_output_with_timestamp", action="store_true",
+                      help="start every output line of the ranks with the time")
+
+
 def build_parser():
     p = _Parser(
         prog=PROG,
@@ -46,8 +110,11 @@ def build_parser():
               "[options] command [args ...]",
         description="Run a tf_hvd (Horovod-style) training program on N processes. "
                     "Flags follow horovodrun.")
-    p.add_argument("-np", "--num-proc", dest="num_proc", type=_integer, required=True,
-                   metavar="N", help="number of processes (ranks) to start")
+    p.add_argument("-v", "--version", action="version", version=__version__,
+                   help="show tf_hvd's version and exit")
+    p.add_argument("-np", "--num-proc", dest="num_proc", type=_integer,
+                   metavar="N", help="number of processes (ranks) to start (required, "
+                                     "except with -cb)")
     hosts = p.add_mutually_exclusive_group()
     hosts.add_argument("-H", "--hosts", dest="hosts", metavar="HOSTS",
                        help="comma-separated host:slots list (default localhost:N)")
@@ -63,12 +130,14 @@ def build_parser():
     p.add_argument("-i", "--ssh-identity-file", dest="ssh_identity_file", metavar="FILE",
                    help="ssh identity (private key) file")
     p.add_argument("--start-timeout", dest="start_timeout", type=_number, metavar="SECONDS",
-                   help="seconds the ranks wait for each other while connecting "
-                        "(HOROVOD_GLOO_TIMEOUT_SECONDS)")
-    p.add_argument("--network-interface", "--network-interfaces", dest="network_interface",
-                   metavar="IFACE",
-                   help="network interface for the Gloo transport and the rendezvous "
-                        "address (HOROVOD_GLOO_IFACE)")
+                   help="the launcher's start-up timeout: its checks and starting the "
+                        "ranks, and the ranks meeting at hvd.init(), must finish within "
+                        "it (default $HOROVOD_START_TIMEOUT; ranks get HOROVOD_START_TIMEOUT)")
+    p.add_argument("--network-interfaces", "--network-interface", dest="nics",
+                   action=_NicsAction, metavar="IFACES",
+                   help="comma-separated network interfaces for communication (may be "
+                        "repeated); the first is the rendezvous address and Gloo's "
+                        "(HOROVOD_GLOO_IFACE)")
     p.add_argument("--rendezvous-port", dest="rendezvous_port", type=_integer, default=0,
                    metavar="PORT",
                    help="TCP port of the launcher's rendezvous server in Gloo mode "
@@ -84,13 +153,15 @@ def build_parser():
                        help="background loop cycle time (HOROVOD_CYCLE_TIME)")
     knobs.add_argument("--cache-capacity", dest="cache_capacity", type=_integer,
                        metavar="N", help="response cache entries (HOROVOD_CACHE_CAPACITY)")
-    knobs.add_argument("--disable-cache", dest="disable_cache", action="store_true",
-                       help="disable the response cache (HOROVOD_CACHE_CAPACITY=0)")
     knobs.add_argument("--timeline-filename", dest="timeline_filename", metavar="FILE",
                        help="write a Chrome-trace timeline (HOROVOD_TIMELINE)")
-    knobs.add_argument("--timeline-mark-cycles", dest="timeline_mark_cycles",
-                       action="store_true",
-                       help="mark cycles in the timeline (HOROVOD_TIMELINE_MARK_CYCLES)")
+    cycles = knobs.add_mutually_exclusive_group()
+    cycles.add_argument("--timeline-mark-cycles", dest="timeline_mark_cycles",
+                        action="store_const", const=True,
+                        help="mark cycles in the timeline (HOROVOD_TIMELINE_MARK_CYCLES)")
+    cycles.add_argument("--no-timeline-mark-cycles", dest="timeline_mark_cycles",
+                        action="store_const", const=False,
+                        help="do not mark cycles (HOROVOD_TIMELINE_MARK_CYCLES=0)")
     knobs.add_argument("--log-level", dest="log_level", type=str.upper, choices=LOG_LEVELS,
                        metavar="LEVEL", help="core log level: " + ", ".join(LOG_LEVELS))
     knobs.add_argument("--no-stall-check", dest="no_stall_check", action="store_true",
@@ -101,6 +172,7 @@ def build_parser():
     knobs.add_argument("--stall-check-shutdown-time-seconds",
                        dest="stall_check_shutdown_time_seconds", type=_number,
                        metavar="S", help="HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")
+    _add_horovodrun_flags(p)
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="the program to run on every rank, e.g. python train.py")
     p.set_defaults(mode="gloo")
@@ -150,15 +222,32 @@ def _check_nonnegative(value, flag):
         raise UsageError("%s must not be negative (got %s)" % (flag, value))
 
 
+def given_on_command_line(argv):
+    """The ``dest`` names of the flags that ``argv`` sets (for --config-file: these win)."""
+    p = build_parser()
+    p._defaults.clear()  # set_defaults(mode=...) would look given
+    for action in p._actions:
+        action.default = argparse.SUPPRESS
+    given, _ = p.parse_known_args(argv)
+    return set(vars(given))
+
+
 def parse(argv):
     """Parse and check ``argv`` (without the program name). Raises UsageError."""
     args = build_parser().parse_args(argv)
+    if args.config_file:
+        from . import config_file
+        config_file.apply(args, args.config_file, given_on_command_line(argv))
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
+    args.command = command
+    if args.check_build:
+        return args
+    if args.num_proc is None:
+        raise UsageError("the following arguments are required: -np/--num-proc")
     if not command:
         raise UsageError("no command given to run (e.g. %s -np 2 python train.py)" % PROG)
-    args.command = command
     if args.num_proc < 1:
         raise UsageError("-np must be at least 1 (got %d)" % args.num_proc)
     if args.start_timeout is not None and args.start_timeout <= 0:
@@ -175,7 +264,43 @@ def parse(argv):
                          % args.rendezvous_port)
     if args.ssh_port is not None and not 0 < args.ssh_port < 65536:
         raise UsageError("--ssh-port must be between 1 and 65535 (got %d)" % args.ssh_port)
+    _check_horovodrun_flags(args)
     return args
+
+
+def _check_horovodrun_flags(args):
+    _check_nonnegative(args.gloo_timeout_seconds, "--gloo-timeout-seconds")
+    _check_nonnegative(args.thread_affinity, "--thread-affinity")
+    for flag, value in (("--mpi-args", args.mpi_args), ("--binding-args", args.binding_args)):
+        if value is None:
+            continue
+        if args.mode != "mpi":
+            raise UsageError("%s applies to MPI jobs: add --mpi (tfhvdrun starts Gloo jobs "
+                             "by default)" % flag)
+        try:
+            shlex.split(value)
+        except ValueError as e:
+            raise UsageError("%s %r: %s" % (flag, value, e))
+    # The first interface names the rendezvous address (and Gloo's); kept under the
+    # name the rest of the launcher reads.
+    args.network_interface = args.nics[0] if args.nics else None
+
+
+def start_timeout(args, environ=None):
+    """The launcher's start-up timeout in seconds: --start-timeout, else
+    $HOROVOD_START_TIMEOUT, else 30 (horovodrun's default). Raises UsageError."""
+    if args.start_timeout is not None:
+        return args.start_timeout
+    text = (os.environ if environ is None else environ).get("HOROVOD_START_TIMEOUT", "")
+    if not text.strip():
+        return 30.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not value > 0:
+        raise UsageError("HOROVOD_START_TIMEOUT=%r is not a positive number of seconds" % text)
+    return value
 
 
 def check_command_runs_here(command, cwd=None):

@@ -27,14 +27,12 @@ def knob_env(args):
         env["HOROVOD_FUSION_THRESHOLD"] = str(int(round(args.fusion_threshold_mb * 1024 * 1024)))
     if args.cycle_time_ms is not None:
         env["HOROVOD_CYCLE_TIME"] = _number(args.cycle_time_ms)
-    if args.disable_cache:
-        env["HOROVOD_CACHE_CAPACITY"] = "0"
-    elif args.cache_capacity is not None:
+    if args.cache_capacity is not None:
         env["HOROVOD_CACHE_CAPACITY"] = str(args.cache_capacity)
     if args.timeline_filename is not None:
         env["HOROVOD_TIMELINE"] = args.timeline_filename
-    if args.timeline_mark_cycles:
-        env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
+    if args.timeline_mark_cycles is not None:
+        env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1" if args.timeline_mark_cycles else "0"
     if args.log_level is not None:
         env["HOROVOD_LOG_LEVEL"] = args.log_level
     if args.no_stall_check:
@@ -45,9 +43,28 @@ def knob_env(args):
         env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = _number(
             args.stall_check_shutdown_time_seconds)
     if args.start_timeout is not None:
-        env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = _number(args.start_timeout)
+        env["HOROVOD_START_TIMEOUT"] = _number(args.start_timeout)
     if args.network_interface:
         env["HOROVOD_GLOO_IFACE"] = args.network_interface
+    env.update(_library_env(args))
+    return env
+
+
+def _library_env(args):
+    """horovodrun's library and logging flags as the ranks' variables."""
+    env = {}
+    if args.nics:
+        env["NCCL_SOCKET_IFNAME"] = ",".join(args.nics)
+    if args.tcp_flag:
+        env["NCCL_IB_DISABLE"] = "1"
+    if args.gloo_timeout_seconds is not None:
+        env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = _number(args.gloo_timeout_seconds)
+    if args.thread_affinity is not None:
+        env["HOROVOD_THREAD_AFFINITY"] = str(args.thread_affinity)
+    if args.mpi_threads_disable is not None:
+        env["HOROVOD_MPI_THREADS_DISABLE"] = "1" if args.mpi_threads_disable else "0"
+    if args.log_with_timestamp is not None:
+        env["HOROVOD_LOG_HIDE_TIME"] = "0" if args.log_with_timestamp else "1"
     return env
 
 

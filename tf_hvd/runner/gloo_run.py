@@ -10,6 +10,7 @@ import errno
 import os
 import shlex
 import sys
+import time
 
 from . import auth
 from . import env as rank_env
@@ -83,9 +84,17 @@ def run(plan):
         verbose("rendezvous server on %s:%d (bound to %s; requests must be signed with "
                 "the job's secret, %s=%s)" % (rendezvous_addr, server.port, bind,
                                               auth.SECRET_ENV, auth.MASK))
+        start_deadline = time.monotonic() + getattr(plan, "start_timeout", 30.0)
         for slot, env in zip(plan.slots, envs):
             if signals.pending():
                 break  # stopped while starting: supervisor.wait() handles it
+            if time.monotonic() > start_deadline:
+                log_line("could not start rank(s) %s within the start-up timeout of %s s "
+                         "(--start-timeout / HOROVOD_START_TIMEOUT)"
+                         % (_rank_list(range(slot.rank, len(plan.slots))),
+                            rank_env._number(plan.start_timeout)))
+                supervisor.abort()
+                return 1
             argv, local = plan.rank_argv(slot, env, cwd, stdin_vars=(auth.SECRET_ENV,))
             verbose("rank %d on %s (local %d/%d, cross %d/%d): %s"
                     % (slot.rank, slot.hostname, slot.local_rank, slot.local_size,

@@ -30,7 +30,11 @@ def _usage_error(message):
 def prepare(argv):
     """Parse and check the command line; return a Plan. Raises UsageError/HostSpecError."""
     args = cli.parse(argv)
+    if args.check_build:
+        return args
+    start_timeout = cli.start_timeout(args)
     plan = Plan(args)
+    plan.start_timeout = start_timeout
     if plan.any_local:
         cli.check_command_runs_here(args.command)
     if args.output_filename:
@@ -52,6 +56,16 @@ def main(argv=None):
         plan = prepare(argv)
     except (cli.UsageError, host_spec.HostSpecError) as e:
         return _usage_error(str(e))
+    if not isinstance(plan, Plan):  # -cb: report and stop
+        from . import check_build
+        verbose_log = (lambda m: sys.stderr.write("tfhvdrun: %s\n" % m)) if plan.verbose else None
+        sys.stdout.write(check_build.report(check_build.built_features(verbose_log),
+                                            plan.verbose))
+        sys.stdout.flush()
+        return 0
+    if plan.args.prefix_output_with_timestamp:
+        from . import output
+        output.set_timestamps(True)
     if plan.args.mode == "mpi":
         from . import mpi_run
         return mpi_run.run(plan)

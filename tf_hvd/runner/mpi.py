@@ -10,6 +10,7 @@ which mpiexec alone does not do line by line.
 """
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -35,8 +36,22 @@ def find_mpiexec(bin_dir=None, path=None):
     return shutil.which("mpiexec", path=path)
 
 
-def mpi_flavor(mpiexec):
-    """HYDRA (MPICH, Intel MPI) or OPENMPI, from ``mpiexec --version``."""
+def mpi_flavor(mpiexec, cache=None):
+    """HYDRA (MPICH, Intel MPI) or OPENMPI, from ``mpiexec --version``.
+
+    ``cache`` (cache.LauncherCache) remembers the answer for this mpiexec file."""
+    if cache is not None:
+        try:
+            st = os.stat(mpiexec)
+            key = ["mpi_flavor", os.path.realpath(mpiexec), st.st_mtime_ns, st.st_size]
+        except OSError:
+            key = None
+        if key is not None:
+            return cache.get_or_compute(key, lambda: _detect_flavor(mpiexec))
+    return _detect_flavor(mpiexec)
+
+
+def _detect_flavor(mpiexec):
     try:
         out = subprocess.run([mpiexec, "--version"], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, timeout=20).stdout
@@ -49,12 +64,15 @@ def mpi_flavor(mpiexec):
 
 
 def mpiexec_command(mpiexec, flavor, num_proc, hosts_arg, env, command,
-                    output_dir=None, status_dir=None, python=None):
+                    output_dir=None, status_dir=None, python=None, mpi_args=None,
+                    binding_args=None, prefix_timestamp=False):
     """argv for subprocess.
 
     ``hosts_arg`` is ``"h1:2,h2:2"`` or None (all ranks local: let mpiexec place
     them). ``env`` are the variables every rank gets, passed explicitly so remote
-    ranks receive them too.
+    ranks receive them too. ``binding_args`` (a string, --binding-args) replaces the
+    default binding (Open MPI: ``-bind-to none -map-by slot``, as horovodrun; Hydra:
+    none); ``mpi_args`` (--mpi-args) go last, just before the program.
     """
     argv = [mpiexec, "-n", str(num_proc)]
     if flavor == OPENMPI:
@@ -67,10 +85,18 @@ def mpiexec_command(mpiexec, flavor, num_proc, hosts_arg, env, command,
             argv += ["-hosts", hosts_arg]
         for name in sorted(env):
             argv += ["-genv", name, env[name]]
+    if binding_args is not None:
+        argv += shlex.split(binding_args)
+    elif flavor == OPENMPI:
+        argv += ["-bind-to", "none", "-map-by", "slot"]
+    if mpi_args:
+        argv += shlex.split(mpi_args)
     argv += [python or sys.executable, WRAPPER_PATH]
     if output_dir:
         argv += ["--output-filename", output_dir]
     if status_dir:
         argv += ["--status-dir", status_dir]
+    if prefix_timestamp:
+        argv += ["--prefix-timestamp"]
     argv += ["--"] + list(command)
     return argv

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 
+from . import cache
 from . import env as rank_env
 from . import failures
 from . import mpi
@@ -172,13 +173,18 @@ def run(plan):
                          "PATH)\n" % os.path.dirname(sys.executable))
         sys.stderr.flush()
         return NOT_FOUND_EXIT
-    flavor = mpi.mpi_flavor(mpiexec)
+    launcher_cache = cache.LauncherCache.for_args(args)
+    flavor = mpi.mpi_flavor(mpiexec, cache=launcher_cache)
+    if args.verbose:
+        log_line("%s is %s%s" % (mpiexec, flavor, " (cached check)" if launcher_cache.hits else ""))
     env = dict(plan.knobs)
     env["HOROVOD_CONTROLLER"] = "mpi"
     status_dir = tempfile.mkdtemp(prefix="tfhvdrun-")
     argv = mpi.mpiexec_command(mpiexec, flavor, args.num_proc, plan.mpi_hosts_arg(), env,
                                args.command, output_dir=args.output_filename,
-                               status_dir=status_dir)
+                               status_dir=status_dir, mpi_args=args.mpi_args,
+                               binding_args=args.binding_args,
+                               prefix_timestamp=args.prefix_output_with_timestamp)
     if args.verbose:
         log_line(" ".join(shlex.quote(a) for a in argv))
     signals = SignalCatcher()

@@ -4,7 +4,10 @@ Every line a rank writes appears as ``[<rank>]<stdout>:<line>`` (or ``<stderr>``
 the format horovodrun uses. Each pipe is read by its own thread; a line is written
 with a single write under a lock shared by everyone writing to the same destination,
 so lines of different ranks never interleave mid-line. Optionally the raw, unprefixed
-bytes are also written to ``<output_dir>/rank.<rank>/<stdout|stderr>``.
+bytes are also written to ``<output_dir>/rank.<rank>/<stdout|stderr>``. With
+``set_timestamps(True)`` (``--prefix-output-with-timestamp``) each line starts with the
+local time it arrived, as horovodrun writes it:
+``Mon Nov 23 15:22:20 2026[1]<stdout>:...``.
 
 This module must stay importable on its own (only the standard library): the MPI
 rank wrapper imports it by file location.
@@ -12,9 +15,20 @@ rank wrapper imports it by file location.
 
 import os
 import threading
+import time
 
 _locks_guard = threading.Lock()
 _locks = {}
+_timestamps = [False]
+
+
+def set_timestamps(enabled):
+    """Start every forwarded line with the time (for lines forwarded from now on)."""
+    _timestamps[0] = bool(enabled)
+
+
+def timestamp():
+    return time.strftime("%a %b %d %H:%M:%S %Y").encode()
 
 
 def lock_for(stream):
@@ -42,7 +56,7 @@ def open_rank_file(output_dir, rank, stream_name):
 
 
 def _copy_lines(pipe, rank, stream_name, dest, dest_lock, copy_file, redact=None,
-                on_line=None):
+                on_line=None, stamped=False):
     head = prefix(rank, stream_name)
     try:
         while True:
@@ -65,7 +79,7 @@ def _copy_lines(pipe, rank, stream_name, dest, dest_lock, copy_file, redact=None
                     copy_file = None
             with dest_lock:
                 try:
-                    dest.write(head + line_out)
+                    dest.write((timestamp() if stamped else b"") + head + line_out)
                     dest.flush()
                 except (OSError, ValueError):
                     # Our own stdout went away (closed pipe); keep draining the rank's
@@ -95,7 +109,8 @@ def forward(pipe, rank, stream_name, dest, output_dir=None, redact=None, on_line
     copy_file = open_rank_file(output_dir, rank, stream_name) if output_dir else None
     thread = threading.Thread(
         target=_copy_lines,
-        args=(pipe, rank, stream_name, dest, lock_for(dest), copy_file, redact, on_line),
+        args=(pipe, rank, stream_name, dest, lock_for(dest), copy_file, redact, on_line,
+              _timestamps[0]),
         name="tf_hvd-rank%d-%s" % (rank, stream_name), daemon=True)
     thread.start()
     return thread

@@ -38,17 +38,24 @@ class Plan(object):
         self.all_local = all(self.local.values())
         self.any_local = any(self.local.values())
         self.knobs = rank_env.knob_env(args)
+        # The launcher's start-up timeout in seconds (launch.prepare sets it from
+        # --start-timeout / HOROVOD_START_TIMEOUT; args.start_timeout).
+        self.start_timeout = 30.0
 
     def launcher_address(self):
         """Address other hosts reach this machine at (127.0.0.1 when all is local)."""
         if self.all_local:
             return "127.0.0.1"
-        if self.args.network_interface:
-            try:
-                return network.interface_address(self.args.network_interface)
-            except OSError as e:
-                raise UsageError("--network-interface %s: no IPv4 address (%s)"
-                                 % (self.args.network_interface, e.strerror or e))
+        nics = getattr(self.args, "nics", None) or []
+        if nics:
+            problems = []
+            for nic in nics:  # the first interface that has an address
+                try:
+                    return network.interface_address(nic)
+                except OSError as e:
+                    problems.append("%s (%s)" % (nic, e.strerror or e))
+            raise UsageError("--network-interfaces %s: no IPv4 address on %s"
+                             % (",".join(nics), ", ".join(problems)))
         remote = [h for h in self.used_hosts if not self.local[h]]
         return network.address_towards(remote[0])
 

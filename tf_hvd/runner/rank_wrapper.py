@@ -65,12 +65,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="tf_hvd rank wrapper")
     parser.add_argument("--output-filename", dest="output_dir")
     parser.add_argument("--status-dir", dest="status_dir")
+    parser.add_argument("--prefix-timestamp", dest="prefix_timestamp", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command")
     rank = rank_from_env(os.environ)
+    output.set_timestamps(args.prefix_timestamp)
     status_dir = args.status_dir
     if status_dir and not os.path.isdir(status_dir):
         status_dir = None  # a remote host: the launcher's directory is not here
