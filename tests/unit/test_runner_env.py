@@ -165,17 +165,20 @@ def test_ssh_command_construction():
     assert argv[:4] == ["ssh", "-o", "BatchMode=yes", "node2"]
     assert len(argv) == 5
     remote = argv[4]
-    assert remote.startswith("cd '/work/my dir' && env ")
-    # What the remote shell will execute, word by word:
+    assert remote.startswith("cd '/work/my dir' && exec env ")
+    # What the remote shell will execute, word by word: the command under
+    # remote_rank.py (which stops the rank when the ssh session ends).
     words = shlex.split(remote)
-    assert words == ["cd", "/work/my dir", "&&", "env", "HOROVOD_RANK=2", "X=has space",
+    assert words == ["cd", "/work/my dir", "&&", "exec", "env", "HOROVOD_RANK=2",
+                     "X=has space", sys.executable, ssh.REMOTE_WRAPPER, "--",
                      "python", "train.py", "--name", "a b", "it's"]
 
 
 def test_ssh_command_port_and_identity():
     argv = ssh.ssh_command("me@h", ["prog"], {}, "/w", ssh_port=2222, identity_file="/k/id")
     assert argv[:8] == ["ssh", "-o", "BatchMode=yes", "-p", "2222", "-i", "/k/id", "me@h"]
-    assert shlex.split(argv[8]) == ["cd", "/w", "&&", "env", "prog"]
+    assert shlex.split(argv[8]) == ["cd", "/w", "&&", "exec", "env", sys.executable,
+                                    ssh.REMOTE_WRAPPER, "--", "prog"]
 
 
 def test_plan_rank_argv_local_and_remote(monkeypatch):
@@ -188,16 +191,19 @@ def test_plan_rank_argv_local_and_remote(monkeypatch):
     argv2, local2 = plan.rank_argv(plan.slots[2], envs[2], "/cwd",
                                    base_env={"PATH": "/venv/bin:/bin", "HOME": "/root"})
     assert not local2
+    assert argv2[:4] == [sys.executable, ssh.LOCAL_WRAPPER, "node2", "--"]
+    argv2 = argv2[4:]
     assert argv2[:6] == ["ssh", "-o", "BatchMode=yes", "-p", "2200", "node2"]
     words = shlex.split(argv2[6])
-    assert words[:4] == ["cd", "/cwd", "&&", "env"]
-    assignments = dict(w.split("=", 1) for w in words[4:-4])
+    assert words[:5] == ["cd", "/cwd", "&&", "exec", "env"]
+    assignments = dict(w.split("=", 1) for w in words[5:-7])
     assert assignments["HOROVOD_RANK"] == "2"
     assert assignments["HOROVOD_HOSTNAME"] == "node2"
     assert assignments["HOROVOD_GLOO_RENDEZVOUS_ADDR"] == "10.1.1.1"
     assert assignments["PATH"] == "/venv/bin:/bin"
     assert "HOME" not in assignments
-    assert words[-4:] == ["python", "t.py", "--lr", "0.1"]
+    assert words[-7:] == [sys.executable, ssh.REMOTE_WRAPPER, "--",
+                          "python", "t.py", "--lr", "0.1"]
 
 
 # -- mpiexec ----------------------------------------------------------------------------

@@ -7,7 +7,9 @@ computes every rank's topology from the host list, starts local ranks as child
 processes and remote ones over ssh, prefixes their output with the rank and supervises
 them. MPI mode (--mpi, mpi_run.py): mpiexec starts the ranks.
 
-Usage errors: one line ``tfhvdrun: error: ...`` and exit status 2.
+Usage errors: one line ``tfhvdrun: error: ...`` and exit status 2. Before starting
+anything, every remote host is tried with ``ssh HOST true``; a host that cannot be
+reached is named with ssh's message (exit status 255).
 Only the standard library is imported (no TensorFlow), so the launcher starts at once.
 """
 
@@ -16,9 +18,11 @@ import sys
 
 from . import args as cli
 from . import hosts as host_spec
+from . import ssh
 from .plan import Plan
 
 USAGE_EXIT = 2
+SSH_FAILED_EXIT = 255  # as ssh's own
 
 
 def _usage_error(message):
@@ -66,6 +70,14 @@ def main(argv=None):
     if plan.args.prefix_output_with_timestamp:
         from . import output
         output.set_timestamps(True)
+    failed = ssh.check_hosts(plan.remote_hosts(), plan.args.ssh_port,
+                             plan.args.ssh_identity_file)
+    if failed:
+        for host, message in failed:
+            sys.stderr.write("tfhvdrun: error: cannot reach host %s over ssh: %s\n"
+                             % (host, message))
+        sys.stderr.flush()
+        return SSH_FAILED_EXIT
     if plan.args.mode == "mpi":
         from . import mpi_run
         return mpi_run.run(plan)

@@ -80,17 +80,22 @@ class Plan(object):
         """(argv, is_local): how to start ``slot``'s rank from here.
 
         Local ranks run the command directly (``env`` goes into the process
-        environment); remote ranks run it through ssh with ``env`` on the command line
-        and the variables named in ``stdin_vars`` (secrets) read from ssh's stdin.
+        environment); remote ranks run it through ssh (ssh.py: under ssh_rank.py here
+        and remote_rank.py there) with ``env`` on the command line and the variables
+        named in ``stdin_vars`` (secrets) read from ssh's stdin.
         """
         if self.local[slot.hostname]:
             return list(self.args.command), True
         remote_env = rank_env.forwarded_env(os.environ if base_env is None else base_env, env)
         for name in stdin_vars:
             remote_env.pop(name, None)
-        return ssh.ssh_command(slot.hostname, self.args.command, remote_env, cwd,
-                               self.args.ssh_port, self.args.ssh_identity_file,
-                               stdin_vars=stdin_vars), False
+        return ssh.rank_command(slot.hostname, ssh.ssh_command(
+            slot.hostname, self.args.command, remote_env, cwd, self.args.ssh_port,
+            self.args.ssh_identity_file, stdin_vars=stdin_vars)), False
+
+    def remote_hosts(self):
+        """The hosts reached over ssh, in order."""
+        return [h for h in self.used_hosts if not self.local[h]]
 
     def mpi_hosts_arg(self):
         """``host:n,...`` for mpiexec, None when every rank is local."""
