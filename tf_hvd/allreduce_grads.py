@@ -214,12 +214,12 @@ def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
                         out[i] = r
             for i, g in enumerate(grads):
                 if _is_sparse(g):
-                    # Two allgathers (values, indices); Average divides.
+                    # Two allgathers (values, indices); Average divides by
+                    # size, which is what the predivide split amounts to
+                    # (allreduce of IndexedSlices takes no scale factors).
                     out[i] = ops.allreduce(
                         g, device_dense=device_dense,
                         device_sparse=device_sparse, op=op,
-                        prescale_factor=prescale_factor,
-                        postscale_factor=postscale_factor,
                         name=_graph_name("sparse_grad", i, labels[i]))
             return out
 

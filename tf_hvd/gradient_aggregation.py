@@ -124,7 +124,7 @@ class _AggregationBase(object):
                 updates.append(acc.assign_add(g))
         return updates
 
-    def compute_gradients(self, grads, variables=None):
+    def compute_gradients(self, grads, vars=None):  # noqa: A002 - Horovod's name
         """Add ``grads`` to the accumulators; every N-th call return the
         allreduced aggregate (otherwise the local aggregate, which the
         conditional apply ignores)."""
@@ -132,8 +132,8 @@ class _AggregationBase(object):
         self._init_state(grads)
         positions = [i for i, g in enumerate(grads) if g is not None]
         live_vars = None
-        if variables is not None:
-            variables = list(variables)
+        if vars is not None:
+            variables = list(vars)
             live_vars = [variables[i] for i in positions]
         live_accs = [self.accumulators[i] for i in positions]
         n = self.backward_passes_per_step
@@ -259,7 +259,7 @@ class LocalGradientAggregationHelper(_AggregationBase):
     def __init__(self, backward_passes_per_step, allreduce_func,
                  sparse_as_dense=False, average_aggregated_gradients=False,
                  rank=None, optimizer_type=None, process_set=None,
-                 scale_local_gradients=True, name="hvd_aggregation"):
+                 scale_local_gradients=True, name=""):
         from tf_hvd.ops import _check_process_set
         _check_process_set(process_set)
         super(LocalGradientAggregationHelper, self).__init__(

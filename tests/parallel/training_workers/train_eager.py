@@ -262,16 +262,27 @@ def tape_features():
                  "tape nested structure kept (%s)" % where)
         C.close("tape nested sources (%s)" % where,
                 to_np(grads["first"]) + to_np(grads["second"]), ref)
-    # PartialDistributedGradientTape: the local layer's gradients are not reduced.
+    # PartialDistributedGradientTape: the local layer's gradients are not reduced;
+    # as in Horovod they are divided by size() unless scale_local_gradients=False.
     with tf.GradientTape() as t:
         loss = mse(model, xs, ys)
     local_ref = to_np(t.gradient(loss, variables))
+    for scale in (True, False):
+        with tf.GradientTape() as t:
+            loss = mse(model, xs, ys)
+        t = hvd.PartialDistributedGradientTape(t, local_layers=[model.layers[1]],
+                                               scale_local_gradients=scale)
+        grads = to_np(t.gradient(loss, variables))
+        div = N if scale else 1
+        C.close("partial tape shared layer (scale=%s)" % scale, grads[:2], ref[:2])
+        C.close("partial tape local layer (scale=%s)" % scale, grads[2:],
+                [g / div for g in local_ref[2:]])
     with tf.GradientTape() as t:
         loss = mse(model, xs, ys)
-    t = hvd.PartialDistributedGradientTape(t, local_layers=[model.layers[1]])
-    grads = to_np(t.gradient(loss, variables))
-    C.close("partial tape shared layer", grads[:2], ref[:2])
-    C.close("partial tape local layer", grads[2:], local_ref[2:])
+    t = hvd.PartialDistributedGradientTape(t, local_layers=model.layers[1])
+    local, shared = t.get_local_and_global_gradients(loss, variables)
+    C.close("get_local_and_global_gradients", to_np(local) + to_np(shared),
+            [g / N for g in local_ref[2:]] + ref[:2])
 
 
 # ---------------------------------------------------------------------------

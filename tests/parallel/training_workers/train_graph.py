@@ -166,6 +166,22 @@ def gradient_features():
             sess.run(v1.global_variables_initializer())
             grads = sess.run([g for g, _ in gv], {x: xs, y: ys})
     C.close("tf1 compute_gradients groups=[[w0, w1]]", grads, ref)
+    # register_local_var: that variable's gradient is this rank's own, divided by
+    # size() unless scale_local_gradients=False (Horovod's default is True).
+    for scale in (True, False):
+        with tf.Graph().as_default():
+            x, y, variables, loss = build_mlp(0)
+            opt = hvd.DistributedOptimizer(OPTS["sgd"](), scale_local_gradients=scale)
+            opt.register_local_var(variables[-1])
+            gv = opt.compute_gradients(loss, var_list=variables)
+            own = tf.gradients(loss, variables[-1])[0]
+            with v1.Session() as sess:
+                sess.run(v1.global_variables_initializer())
+                grads, own = sess.run([[g for g, _ in gv], own], {x: xs, y: ys})
+        C.close("tf1 register_local_var shared (scale=%s)" % scale, grads[:-1], ref[:-1],
+                rtol=1e-5, atol=1e-6)
+        C.close("tf1 register_local_var local (scale=%s)" % scale, [grads[-1]],
+                [own / (N if scale else 1)], rtol=1e-6, atol=1e-7)
 
 
 VOCAB, SEQ, EMB = 20, 3, 4

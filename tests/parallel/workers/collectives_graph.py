@@ -99,8 +99,9 @@ def check_graph_specifics(ck, n, r):
             wsum = sum(np.arange(6, dtype=np.float32).reshape(2, 3) * (q + 1) for q in range(n))
             got_r, got_b = sess.run([gr, gb])
             ck.close("v1.gradients allreduce Average", got_r, wsum / n)
+            # Horovod's broadcast gradient: the average of the incoming gradients.
             ck.close("v1.gradients broadcast", got_b,
-                     wsum if r == 0 else np.zeros([2, 3], np.float32))
+                     wsum / n if r == 0 else np.zeros([2, 3], np.float32))
             sess.run(init)
             sess.run([bcast_all, bcast_local])
             ck.close("broadcast_global_variables float", sess.run(gv),
