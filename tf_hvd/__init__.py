@@ -87,6 +87,8 @@ def __getattr__(name):
         raise AttributeError(name)
     if name in _SUBPACKAGES:
         return importlib.import_module("%s.%s" % (__name__, name))
+    if name == "run":  # horovod.run: the launch API, without loading TensorFlow
+        return importlib.import_module(__name__ + ".runner").run
     _load_api()
     if name in globals():
         return globals()[name]
