@@ -95,6 +95,8 @@ def __getattr__(name):
         raise AttributeError(name)
     if name in _SUBPACKAGES:
         return importlib.import_module("%s.%s" % (__name__, name))
+    if name == "run":  # horovod.run: the launch API, without loading TensorFlow
+        return importlib.import_module(__name__ + ".runner").run
     if name in _LAZY_EXPORTS:
         _load_api()
         return getattr(importlib.import_module(_LAZY_EXPORTS[name]), name)

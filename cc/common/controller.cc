@@ -133,7 +133,8 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
     cached.push_back(cache_.Get(bit));
     cache_.Touch(bit);
   }
-  out->responses = FuseResponses(std::move(cached), params_.fusion_threshold_bytes);
+  out->responses = FuseResponses(std::move(cached), params_.fusion_threshold_bytes,
+                                 params_.disable_group_fusion);
 
   if (bits[0] & (kUncachedFlag | kJoinedFlag)) {
     RequestList mine;
@@ -153,7 +154,8 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
       }
       ResponseList negotiated;
       negotiated.responses = FuseResponses(coordinator_->TakeReadyResponses(&negotiated.shutdown),
-                                           params_.fusion_threshold_bytes);
+                                           params_.fusion_threshold_bytes,
+                                           params_.disable_group_fusion);
       encoded = SerializeResponseList(negotiated);
     }
     s = transport_->BroadcastBytes(&encoded, 0);

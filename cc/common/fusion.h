@@ -12,8 +12,11 @@
 
 namespace tfhvd {
 
-// threshold_bytes == 0 disables fusion.
-std::vector<Response> FuseResponses(std::vector<Response> responses, int64_t threshold_bytes);
+// threshold_bytes == 0 disables fusion. separate_groups
+// (HOROVOD_DISABLE_GROUP_FUSION): tensors of a grouped allreduce fuse only with
+// tensors of the same group.
+std::vector<Response> FuseResponses(std::vector<Response> responses, int64_t threshold_bytes,
+                                    bool separate_groups = false);
 
 }  // namespace tfhvd
 

@@ -34,13 +34,17 @@ const std::vector<KnobSpec>& Table() {
        "--cache-capacity", "Response cache entries; 0 disables the cache."},
       {"HOROVOD_TIMELINE", T::STRING, &P::timeline_path, "", 0, 0, "", kUser,
        "--timeline-filename",
-       "Rank 0 writes a Chrome-trace timeline to this file (`hvd.start_timeline`/"
-       "`stop_timeline` at run time); empty: off."},
+       "Rank 0 writes a Chrome-trace timeline to this file from `hvd.init()`; `DYNAMIC`: no "
+       "file until `hvd.start_timeline(path, mark_cycles)`; empty: off (`start_timeline` "
+       "works then too)."},
       {"HOROVOD_TIMELINE_MARK_CYCLES", T::BOOL, &P::timeline_mark_cycles, "0", 0, 0, "", kUser,
-       "--timeline-mark-cycles", "Marks background-loop cycles in the timeline."},
+       "--timeline-mark-cycles",
+       "Marks the start of each background-loop cycle in the timeline (`CYCLE_START`)."},
       {"HOROVOD_LOG_LEVEL", T::ENUM, &P::log_level, "warning", 0, 0,
        "trace,debug,info,warning,error,fatal", kUser, "--log-level",
        "Core log level (stderr, rank-prefixed)."},
+      {"HOROVOD_LOG_HIDE_TIME", T::BOOL, &P::log_hide_time, "0", 0, 0, "", kUser,
+       "--log-without-timestamp", "Leaves the date and time out of the core's log lines."},
       {"HOROVOD_STALL_CHECK_DISABLE", T::BOOL, &P::stall_check_disable, "0", 0, 0, "", kUser,
        "--no-stall-check", "Disables the stall inspector."},
       {"HOROVOD_STALL_CHECK_TIME_SECONDS", T::SECONDS, &P::stall_warning_s, "60", 0,
@@ -79,10 +83,36 @@ const std::vector<KnobSpec>& Table() {
        "unless the script set them with `tf.config.threading`) and turn off TensorFlow's "
        "thread spinning (spinning workers take the cores the collectives need). 0 leaves "
        "TensorFlow's defaults."},
+      // --- Horovod's CPU knobs ---
+      {"HOROVOD_THREAD_AFFINITY", T::STRING, &P::thread_affinity, "", 0, 0, "", kUser,
+       "--thread-affinity",
+       "Pins each rank's background thread to a CPU: a comma-separated list with one CPU id "
+       "per local rank (`0,2`: local rank 1 on CPU 2), or one id N (local rank r on CPU "
+       "N + r); empty: not pinned. A CPU this process may not use fails `hvd.init()`."},
+      {"HOROVOD_MPI_THREADS_DISABLE", T::BOOL, &P::mpi_threads_disable, "0", 0, 0, "", kUser,
+       "--mpi-threads-disable",
+       "MPI jobs: initialise MPI with `MPI_THREAD_SERIALIZED` (only the background thread "
+       "calls MPI) instead of `MPI_THREAD_MULTIPLE`, which other MPI users of the process "
+       "(mpi4py) need (`hvd.mpi_threads_supported()`). Has no effect when MPI was "
+       "initialised before `hvd.init()`."},
+      {"HOROVOD_CPU_OPERATIONS", T::ENUM, &P::cpu_operations, "(HOROVOD_CONTROLLER)", 0, 0,
+       "gloo,mpi,ccl", kUser, "",
+       "Library for collectives on CPU tensors. tf_hvd runs negotiation and CPU collectives "
+       "on one transport, so this picks the transport when `HOROVOD_CONTROLLER` is unset, "
+       "and must agree with it when set; `ccl` fails `hvd.init()` (no oneCCL in tf_hvd)."},
+      {"HOROVOD_DISABLE_GROUP_FUSION", T::BOOL, &P::disable_group_fusion, "0", 0, 0, "", kUser,
+       "", "Tensors of a grouped allreduce are fused only with each other, never with "
+       "tensors outside their group."},
+      {"HOROVOD_START_TIMEOUT", T::SECONDS, &P::start_timeout_s,
+       "(HOROVOD_GLOO_TIMEOUT_SECONDS, else 120)", 0, kMaxSeconds, "", kUser,
+       "--start-timeout",
+       "Seconds the ranks of a Gloo job wait at `hvd.init()` for all of them to check in; "
+       "also the launcher's own start-up timeout (default 30 there); 0: as the default."},
       // --- Gloo ---
-      {"HOROVOD_GLOO_TIMEOUT_SECONDS", T::SECONDS, &P::gloo_timeout_s, "(120 start-up, 30 per collective)",
-       0, kMaxSeconds, "", kUser, "--start-timeout",
-       "Bounds the rendezvous and every Gloo collective; 0: the defaults."},
+      {"HOROVOD_GLOO_TIMEOUT_SECONDS", T::SECONDS, &P::gloo_timeout_s, "(30 per collective)",
+       0, kMaxSeconds, "", kUser, "--gloo-timeout-seconds",
+       "Bounds every Gloo collective (and the rendezvous, unless `HOROVOD_START_TIMEOUT` is "
+       "set); 0: the defaults."},
       {"HOROVOD_GLOO_OP_TIMEOUT_SECONDS", T::SECONDS, &P::gloo_op_timeout_s,
        "(HOROVOD_GLOO_TIMEOUT_SECONDS, else 30)", 0, kMaxSeconds, "", kUser, "",
        "Bounds every Gloo collective alone (a frozen peer fails the job instead of hanging "

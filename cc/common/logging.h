@@ -16,6 +16,8 @@ void SetMinLogLevel(LogLevel level);
 // "trace" .. "fatal" (HOROVOD_LOG_LEVEL's values, lower case); anything else: WARNING.
 LogLevel LogLevelFromName(const std::string& name);
 void SetLogRank(int rank);
+// HOROVOD_LOG_HIDE_TIME: leave the date and time out of log lines.
+void SetLogHideTime(bool hide);
 
 class LogMessage : public std::basic_ostringstream<char> {
  public:

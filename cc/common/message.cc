@@ -118,6 +118,7 @@ std::string SerializeResponseList(const ResponseList& list) {
     w.Put<uint8_t>(r.cacheable);
     w.Put<uint8_t>(r.error_code);
     w.PutString(r.error);
+    w.PutString(r.group);
   }
   return w.Take();
 }
@@ -137,7 +138,7 @@ bool ParseResponseList(const std::string& bytes, ResponseList* list) {
     if (!r.GetInts(&q.sizes) || !r.GetInts(&q.row_elements) || !r.Get(&q.root_rank) ||
         !r.Get(&op) || !r.Get(&q.prescale) || !r.Get(&q.postscale) ||
         !r.Get(&q.last_joined_rank) || !r.Get(&cacheable) || !r.Get(&q.error_code) ||
-        !r.GetString(&q.error))
+        !r.GetString(&q.error) || !r.GetString(&q.group))
       return false;
     q.kind = static_cast<Response::Type>(kind);
     q.type = static_cast<OpType>(type);

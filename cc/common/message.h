@@ -53,6 +53,9 @@ struct Response {
   bool cacheable = false;
   uint8_t error_code = 0;  // Status::Code when kind == ERROR
   std::string error;
+  // The grouped allreduce its tensors belong to ("" for none, or tensors of
+  // several groups fused together); HOROVOD_DISABLE_GROUP_FUSION reads it.
+  std::string group;
 };
 
 struct ResponseList {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include "cc/common/logging.h"
 #include "cc/common/malloc_tuning.h"
 #include "cc/common/parameters.h"
+#include "cc/common/thread_affinity.h"
 #include "cc/common/timeline.h"
 #if HAVE_GLOO
 #include "cc/common/gloo/gloo_transport.h"
@@ -51,6 +53,7 @@ struct GlobalState {
   std::unique_ptr<Transport> transport;
   Topology topology;
   Parameters params;
+  std::atomic<int> pinned_cpu{-1};  // HOROVOD_THREAD_AFFINITY, as the thread sees it
 };
 
 GlobalState& State() {
@@ -63,8 +66,31 @@ bool EnvSet(const char* name) {
   return v != nullptr && *v != '\0';
 }
 
+// HOROVOD_CPU_OPERATIONS picks the transport too: tf_hvd negotiates and runs
+// CPU collectives on one transport, so it must agree with HOROVOD_CONTROLLER.
+Status ChooseController(const Parameters& params, std::string* choice) {
+  *choice = params.controller;
+  const std::string& ops = params.cpu_operations;
+  if (ops == "ccl") {
+    return Status::InvalidArgument(
+        "HOROVOD_CPU_OPERATIONS=ccl: tf_hvd has no oneCCL support (hvd.ccl_built() is False); "
+        "use gloo or mpi");
+  }
+  if (ops.empty()) return Status();
+  if (choice->empty()) {
+    *choice = ops;
+  } else if (*choice != ops) {
+    return Status::InvalidArgument(
+        "HOROVOD_CPU_OPERATIONS=" + ops + " but HOROVOD_CONTROLLER=" + *choice +
+        ": tf_hvd runs negotiation and CPU collectives on one transport, so they must agree");
+  }
+  return Status();
+}
+
 Status CreateTransport(const Parameters& params, std::unique_ptr<Transport>* out) {
-  std::string choice = params.controller;
+  std::string choice;
+  Status chosen = ChooseController(params, &choice);
+  if (!chosen.ok()) return chosen;
   // The MPI launchers' own variables (not knobs): started by mpirun/mpiexec.
   bool under_mpi = EnvSet("PMI_RANK") || EnvSet("PMI_SIZE") || EnvSet("OMPI_COMM_WORLD_RANK");
   bool launched_by_tfhvdrun = params.rank >= 0;
@@ -120,9 +146,22 @@ void SetStopped(GlobalState& st, const Status& s) {
 void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready) {
   Status s = st->transport->Init(&st->topology);
   if (s.ok()) SetLogRank(st->topology.rank);
+  if (s.ok()) {
+    int cpu = -1;
+    s = ThreadAffinityCpu(st->params.thread_affinity, st->topology.local_rank,
+                          st->topology.local_size, &cpu);
+    if (s.ok()) s = PinThisThread(cpu);
+    // What the thread's affinity mask says now (-1: not on a single CPU).
+    st->pinned_cpu = PinnedCpu();
+    if (s.ok() && cpu >= 0) {
+      TFHVD_LOG(DEBUG) << "background thread pinned to CPU " << cpu;
+    }
+  }
   AllreduceRunner allreduce(st->transport.get(), st->topology, st->params);
   if (s.ok()) s = allreduce.Open();
-  if (s.ok() && st->topology.rank == 0 && !st->params.timeline_path.empty()) {
+  // HOROVOD_TIMELINE=DYNAMIC: no file until hvd.start_timeline().
+  if (s.ok() && st->topology.rank == 0 && !st->params.timeline_path.empty() &&
+      !TimelineIsDynamic(st->params.timeline_path)) {
     std::string error;
     if (!GlobalTimeline().Start(st->params.timeline_path, st->params.timeline_mark_cycles,
                                 &error)) {
@@ -209,6 +248,7 @@ Status Initialize() {
   Status s = Parameters::FromEnvironment(&st.params);
   if (!s.ok()) return Status(s.code(), "Horovod initialization failed: " + s.message());
   SetMinLogLevel(LogLevelFromName(st.params.log_level));
+  SetLogHideTime(st.params.log_hide_time);
   WarnAboutUnknownKnobs();
   if (st.params.malloc_reuse) KeepLargeBuffersInHeap();
   st.queue.reset(new TensorQueue());
@@ -281,6 +321,24 @@ Status StopTimeline() {
   GlobalTimeline().Stop();
   return Status();
 }
+
+bool TimelineIsDynamic(const std::string& value) {
+  std::string v;
+  for (char c : value) v += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return v == "DYNAMIC";
+}
+
+bool MpiThreadsSupported() {
+#if HAVE_MPI
+  GlobalState& st = State();
+  if (!st.running || std::string(st.transport->name()) != "mpi") return false;
+  return MpiTransport::ThreadsMultiple();
+#else
+  return false;
+#endif
+}
+
+int BackgroundThreadCpu() { return State().pinned_cpu.load(); }
 
 const char* TransportName() {
   GlobalState& st = State();

@@ -29,6 +29,12 @@ const char* TransportName();  // "gloo", "mpi" or "local"
 // Timeline control at run time (rank 0 writes; other ranks ignore).
 Status StartTimeline(const std::string& path, bool mark_cycles);
 Status StopTimeline();
+// HOROVOD_TIMELINE=DYNAMIC (any case): no timeline until StartTimeline.
+bool TimelineIsDynamic(const std::string& value);
+// MPI job whose MPI provides MPI_THREAD_MULTIPLE (HOROVOD_MPI_THREADS_DISABLE).
+bool MpiThreadsSupported();
+// The CPU the background thread is pinned to (HOROVOD_THREAD_AFFINITY), or -1.
+int BackgroundThreadCpu();
 
 // Hands one tensor to the background thread. On error the callback is NOT
 // called; the caller completes the op with the returned status.

@@ -35,6 +35,15 @@ struct Parameters {
   bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
   int64_t shm_min_bytes = 256 * 1024;                  // HOROVOD_SHM_MIN_BYTES
   int64_t shm_slot_bytes = 1024 * 1024;                // HOROVOD_SHM_SLOT_BYTES (>= 4096)
+  // Horovod's CPU knobs (README, Knobs):
+  // CPU ids for the background thread, one per local rank ("0,2") or one base id
+  // (local rank r: base + r); "" = not pinned. Checked at init (thread_affinity.h).
+  std::string thread_affinity;                         // HOROVOD_THREAD_AFFINITY
+  bool mpi_threads_disable = false;                    // HOROVOD_MPI_THREADS_DISABLE
+  std::string cpu_operations;                          // HOROVOD_CPU_OPERATIONS; "" = auto
+  bool disable_group_fusion = false;                   // HOROVOD_DISABLE_GROUP_FUSION
+  bool log_hide_time = false;                          // HOROVOD_LOG_HIDE_TIME
+  double start_timeout_s = 0;                          // HOROVOD_START_TIMEOUT; 0 = as Gloo's
 
   // --- the job's shape, set by the launcher (tfhvdrun); -1 = not set ---
   int64_t rank = -1;        // HOROVOD_RANK (set: the Gloo transport is used)

@@ -137,6 +137,7 @@ Response BuildResponse(const std::string& name, const std::vector<Request>& requ
   r.reduce_op = first->reduce_op;
   r.prescale = first->prescale;
   r.postscale = first->postscale;
+  r.group = first->group;
   r.cacheable = !any_joined && type != OpType::BARRIER && type != OpType::JOIN;
   if (type == OpType::ALLREDUCE) {
     r.sizes = {NumElements(first->shape)};

@@ -149,6 +149,9 @@ PYBIND11_MODULE(_hvd, m) {
     if (!s.ok()) throw std::runtime_error(s.message());
   });
   m.def("transport", [] { return std::string(tfhvd::TransportName()); });
+  m.def("mpi_threads_supported", [] { return tfhvd::MpiThreadsSupported(); });
+  m.def("background_thread_cpu", [] { return tfhvd::BackgroundThreadCpu(); },
+        "The CPU the background thread is pinned to (HOROVOD_THREAD_AFFINITY), or -1.");
   m.def("mpi_built", [] { return HAVE_MPI + 0 == 1; });
   m.def("gloo_built", [] { return HAVE_GLOO + 0 == 1; });
 #if HAVE_NCCL

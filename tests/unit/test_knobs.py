@@ -207,3 +207,68 @@ def test_unknown_variable_warns_once_and_valid_knobs_take_effect(tmp_path):
     # HOROVOD_TIMELINE + HOROVOD_TIMELINE_MARK_CYCLES: rank 0 wrote both.
     text = timeline.read_text()
     assert "knob_probe" in text and "CYCLE_START" in text, text[:2000]
+
+
+def test_horovod_cpu_knobs_and_dynamic_timeline(tmp_path):
+    """HOROVOD_CPU_OPERATIONS, HOROVOD_THREAD_AFFINITY, HOROVOD_LOG_HIDE_TIME and
+    HOROVOD_TIMELINE=DYNAMIC with start_timeline/stop_timeline, in one process."""
+    cpu = max(os.sched_getaffinity(0))
+    out = _run("""
+        import json, os, re
+        import tensorflow as tf
+        import tf_hvd as hvd
+        from tf_hvd.basics import _lib
+
+        def init_error(**env):
+            os.environ.update(env)
+            try:
+                hvd.init()
+            except RuntimeError as e:
+                return str(e)
+            finally:
+                for k in env:
+                    del os.environ[k]
+            raise AssertionError("init accepted %%s" %% env)
+
+        msg = init_error(HOROVOD_CPU_OPERATIONS="ccl")
+        assert "no oneCCL support" in msg, msg
+        msg = init_error(HOROVOD_CPU_OPERATIONS="mpi", HOROVOD_CONTROLLER="gloo")
+        assert "HOROVOD_CPU_OPERATIONS=mpi but HOROVOD_CONTROLLER=gloo" in msg, msg
+        msg = init_error(HOROVOD_THREAD_AFFINITY="0,1")
+        assert "one CPU id per local rank (1)" in msg, msg
+        msg = init_error(HOROVOD_THREAD_AFFINITY="x")
+        assert "HOROVOD_THREAD_AFFINITY='x' is not a valid value" in msg, msg
+        print("ERRORS OK")
+
+        os.environ.update(HOROVOD_THREAD_AFFINITY="%(cpu)d", HOROVOD_CPU_OPERATIONS="gloo",
+                          HOROVOD_LOG_HIDE_TIME="1", HOROVOD_LOG_LEVEL="debug",
+                          HOROVOD_TIMELINE="DYNAMIC")
+        hvd.init()
+        assert _lib.background_thread_cpu() == %(cpu)d, _lib.background_thread_cpu()
+        assert not hvd.mpi_threads_supported()
+        hvd.allreduce(tf.constant([1.0]), name="before_start")
+        assert not os.path.exists("DYNAMIC"), "a file named DYNAMIC was written"
+        hvd.start_timeline("%(tl1)s", mark_cycles=True)
+        hvd.allreduce(tf.constant([2.0]), name="while_marked")
+        hvd.stop_timeline()
+        hvd.start_timeline("%(tl2)s")
+        hvd.allreduce(tf.constant([3.0]), name="while_plain")
+        hvd.stop_timeline()
+        hvd.allreduce(tf.constant([4.0]), name="after_stop")
+        hvd.shutdown()
+        for path, name, cycles in (("%(tl1)s", "while_marked", True),
+                                   ("%(tl2)s", "while_plain", False)):
+            text = open(path).read()
+            events = json.loads(text)  # a complete JSON array after stop_timeline
+            names = {e.get("args", {}).get("name") for e in events if e.get("ph") == "M"}
+            assert name in names, names
+            assert not names & {"before_start", "after_stop"}, names
+            assert ("CYCLE_START" in text) == cycles, (path, cycles)
+        print("TIMELINE OK")
+    """ % {"cpu": cpu, "tl1": tmp_path / "t1.json", "tl2": tmp_path / "t2.json"})
+    assert "ERRORS OK" in out and "TIMELINE OK" in out, out[-3000:]
+    logs = [l for l in out.splitlines() if "tf_hvd operations.cc" in l]
+    assert logs, out[-3000:]
+    for line in logs:  # HOROVOD_LOG_HIDE_TIME=1: no date or time
+        assert re.match(r"^\[\d\]\[(DEBUG|INFO|WARNING) tf_hvd ", line), line
+    assert "background thread pinned to CPU %d" % cpu in out, out[-3000:]

@@ -83,11 +83,14 @@ Status GlooTransport::Init(Topology* topology) {
         "HOROVOD_RANK/HOROVOD_SIZE are set but HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT are "
         "not; start the program with tfhvdrun");
   }
-  // HOROVOD_GLOO_TIMEOUT_SECONDS bounds both the rendezvous and every
-  // collective (a frozen peer fails the job instead of hanging it). Unset,
-  // start-up gets longer (ranks may still be importing TensorFlow).
+  // HOROVOD_GLOO_TIMEOUT_SECONDS bounds every collective (a frozen peer fails
+  // the job instead of hanging it) and, unless HOROVOD_START_TIMEOUT
+  // (--start-timeout) is set, the rendezvous. Unset, start-up gets longer
+  // (ranks may still be importing TensorFlow).
   int timeout_s = static_cast<int>(std::ceil(params_.gloo_timeout_s));
-  int start_timeout_s = timeout_s > 0 ? timeout_s : 120;
+  int start_timeout_s = params_.start_timeout_s > 0
+                            ? static_cast<int>(std::ceil(params_.start_timeout_s))
+                            : (timeout_s > 0 ? timeout_s : 120);
   int op_timeout_s = static_cast<int>(std::ceil(params_.gloo_op_timeout_s));
   if (op_timeout_s <= 0) op_timeout_s = timeout_s > 0 ? timeout_s : 30;
   std::string mesh_host;

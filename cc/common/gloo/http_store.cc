@@ -221,7 +221,7 @@ void HttpStore::wait(const std::vector<std::string>& keys,
                      const std::chrono::milliseconds& timeout) {
   // Gloo passes its context's timeout (the one for collectives, which may be
   // long); waiting for ranks to check in is governed by the start timeout
-  // (--start-timeout / HOROVOD_GLOO_TIMEOUT_SECONDS) alone.
+  // (--start-timeout / HOROVOD_START_TIMEOUT) alone.
   (void)timeout;
   auto limit = timeout_;
   auto deadline = std::chrono::steady_clock::now() + limit;
@@ -247,14 +247,14 @@ void HttpStore::wait(const std::vector<std::string>& keys,
               "timed out after " + seconds + " s waiting for the other ranks at the " +
               Where() + ": " + missing +
               "; they did not start, exited or hung before hvd.init(), or cannot reach "
-              "the server (raise --start-timeout / HOROVOD_GLOO_TIMEOUT_SECONDS if they "
+              "the server (raise --start-timeout / HOROVOD_START_TIMEOUT if they "
               "are just slow)");
         }
         throw gloo::IoException(
             "timed out after " + seconds + " s waiting for rendezvous key '" + key +
             "' at the " + Where() +
             "; some ranks did not start or call hvd.init() (raise --start-timeout / "
-            "HOROVOD_GLOO_TIMEOUT_SECONDS if they are just slow)");
+            "HOROVOD_START_TIMEOUT if they are just slow)");
       }
       std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, std::chrono::milliseconds(200));

@@ -60,15 +60,26 @@ constexpr int64_t kMaxChunk = INT_MAX / 8;
 
 }  // namespace
 
+bool MpiTransport::ThreadsMultiple() {
+  int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return false;
+  MPI_Query_thread(&provided);
+  return provided == MPI_THREAD_MULTIPLE;
+}
+
 Status MpiTransport::Init(Topology* topology) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
-    // SERIALIZED, not FUNNELED: after shutdown and a new init, a new
-    // background thread makes the calls (never two threads at once).
-    Status s = Check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided),
-                     "MPI_Init_thread");
+    // As Horovod: MULTIPLE, so that other MPI users of the process (mpi4py)
+    // may call MPI too; HOROVOD_MPI_THREADS_DISABLE=1 asks for SERIALIZED, the
+    // least the core needs (after shutdown and a new init, a new background
+    // thread makes the calls; never two at once), not FUNNELED.
+    int required = params_.mpi_threads_disable ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+    Status s = Check(MPI_Init_thread(nullptr, nullptr, required, &provided), "MPI_Init_thread");
     if (!s.ok()) return s;
     // MPI cannot be initialised twice in a process, so it is finalised once,
     // at exit, not at hvd.shutdown().

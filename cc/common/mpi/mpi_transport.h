@@ -34,6 +34,8 @@ class MpiTransport : public Transport {
   Status Alltoallv(const void* in, const std::vector<int64_t>& send_bytes, void* out,
                    const std::vector<int64_t>& recv_bytes) override;
   Status Barrier() override;
+  // True when MPI runs with MPI_THREAD_MULTIPLE (hvd.mpi_threads_supported()).
+  static bool ThreadsMultiple();
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -510,6 +510,34 @@ TEST(Groups, RunOnlyWhenEveryMemberIsReadyAndFusePerDtype) {
   EXPECT_EQ(fused[0].names, (std::vector<std::string>{"g_0", "g_2"}));
 }
 
+TEST(Groups, DisableGroupFusionKeepsAGroupApartFromOtherTensors) {
+  // HOROVOD_DISABLE_GROUP_FUSION: a group's members fuse with each other only.
+  auto make = [](const std::string& name, const std::string& group) {
+    Response r;
+    r.names = {name};
+    r.sizes = {4};
+    r.group = group;
+    return r;
+  };
+  std::vector<Response> in = {make("x", ""), make("g_0", "g"), make("y", ""), make("g_1", "g"),
+                              make("h_0", "h")};
+  auto mixed = FuseResponses(in, 1 << 20);
+  ASSERT_EQ(mixed.size(), 1u);
+  EXPECT_EQ(mixed[0].group, "");  // several groups fused: no single group
+  auto apart = FuseResponses(in, 1 << 20, /*separate_groups=*/true);
+  ASSERT_EQ(apart.size(), 3u);
+  EXPECT_EQ(apart[0].names, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(apart[1].names, (std::vector<std::string>{"g_0", "g_1"}));
+  EXPECT_EQ(apart[1].group, "g");
+  EXPECT_EQ(apart[2].names, (std::vector<std::string>{"h_0"}));
+  // The group travels in the response list (the cache keeps it for cached rounds).
+  ResponseList list;
+  list.responses = apart;
+  ResponseList back;
+  ASSERT_TRUE(ParseResponseList(SerializeResponseList(list), &back));
+  EXPECT_EQ(back.responses[1].group, "g");
+}
+
 TEST(Groups, OneMismatchedMemberFailsTheWholeGroupOnce) {
   Parameters params;
   Coordinator coord(2, params);
