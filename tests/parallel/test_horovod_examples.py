@@ -22,7 +22,7 @@ CASES = [
      r"finished gradual learning rate warmup|Epoch 2/2"),
     ("tensorflow2_mnist.py", [], {"EXAMPLE_STEPS": "12"}, r"Step #10\tLoss: [0-9.]+"),
     ("tensorflow2_synthetic_benchmark.py",
-     ["--model", "MobileNetV2", "--batch-size", "2", "--num-warmup-batches", "1",
+     ["--model", "MobileNetV3Small", "--batch-size", "2", "--num-warmup-batches", "1",
       "--num-batches-per-iter", "1", "--num-iters", "2", "--no-cuda"], {},
      r"Total img/sec on 2 CPU\(s\): [0-9.]+"),
 ]
@@ -35,7 +35,7 @@ def test_horovod_examples_np2(tmp_path):
         extra = dict(env, TF_USE_LEGACY_KERAS="1",
                      PYTHONPATH=EXAMPLES + os.pathsep + REPO)
         cmd = tfhvdrun_cmd(2) + [PYTHON, os.path.join(EXAMPLES, script)] + args
-        res = run_command(cmd, 300, env=base_env(extra), cwd=str(cwd))
+        res = run_command(cmd, 480, env=base_env(extra), cwd=str(cwd))
         if res.timed_out:
             pytest.fail(res.describe(text=res.output[-20000:]))
         out = res.output
