@@ -207,3 +207,10 @@ def test_unknown_variable_warns_once_and_valid_knobs_take_effect(tmp_path):
     # HOROVOD_TIMELINE + HOROVOD_TIMELINE_MARK_CYCLES: rank 0 wrote both.
     text = timeline.read_text()
     assert "knob_probe" in text and "CYCLE_START" in text, text[:2000]
+
+
+def test_a_stall_ends_after_ten_minutes_by_default(lib):
+    """No hang without an end: a stall becomes an error on every rank after 600 s unless
+    HOROVOD_STALL_SHUTDOWN_TIME_SECONDS says otherwise (0 turns it off)."""
+    assert float(lib.default_knob_values()["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"]) == 600
+    assert float(lib.parse_knob("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0")) == 0

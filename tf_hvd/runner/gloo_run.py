@@ -13,6 +13,7 @@ import sys
 
 from . import auth
 from . import env as rank_env
+from . import failures
 from .rendezvous import RendezvousServer
 from .signals import SignalCatcher
 from .supervisor import Supervisor, log_line
@@ -47,12 +48,47 @@ def _report_missing_ranks(server, size):
                  % (_rank_list(missing), server.bind_address, server.port))
 
 
+FAULT_PREFIX = "tf_hvd/fault/"
+
+
+def fault_records(store):
+    """rank -> failures.FaultRecord: what the ranks' cores reported when they stopped."""
+    records = {}
+    for key in store.keys():
+        if key.startswith(FAULT_PREFIX) and key[len(FAULT_PREFIX):].isdigit():
+            record = failures.parse_record(store.get(key) or b"")
+            if record is not None:
+                records[int(key[len(FAULT_PREFIX):])] = record
+    return records
+
+
 def _rank_list(ranks):
     return "[" + ",".join(str(r) for r in ranks) + "]"
 
 
+RESTART_ENV = "TF_HVD_RESTART_COUNT"  # how many times the job was restarted (0: first run)
+
+
 def run(plan):
-    """Run the job described by ``plan``; return the launcher's exit code."""
+    """Run the job described by ``plan``, restarting it after a rank's failure up to
+    ``--max-restarts`` times; return the launcher's exit code."""
+    limit = getattr(plan.args, "max_restarts", 0) or 0
+    restart = 0
+    while True:
+        code, restartable, why = _run_once(plan, restart)
+        if code == 0 or not restartable or limit == 0:
+            return code
+        if restart == limit:
+            log_line("giving up: the job failed %d time(s), more than --max-restarts %d "
+                     "allows (last failure: %s)" % (restart + 1, limit, why))
+            return code
+        restart += 1
+        log_line("restarting every rank with a fresh rendezvous (restart %d of %d) because "
+                 "%s" % (restart, limit, why))
+
+
+def _run_once(plan, restart):
+    """One run of the whole job: (exit code, whether a restart may help, why it failed)."""
     args = plan.args
     cwd = os.getcwd()
     bind = plan.rendezvous_bind_address()
@@ -69,10 +105,10 @@ def run(plan):
                             " (choose another --rendezvous-port, or 0 for any free port)"
                             if args.rendezvous_port else ""))
         sys.stderr.flush()
-        return USAGE_EXIT
+        return USAGE_EXIT, False, None
     signals = SignalCatcher()
     signals.install()
-    supervisor = Supervisor(signals)
+    supervisor = Supervisor(signals, fault_records=lambda: fault_records(server.store))
 
     def verbose(message):
         if args.verbose:
@@ -86,6 +122,8 @@ def run(plan):
         for slot, env in zip(plan.slots, envs):
             if signals.pending():
                 break  # stopped while starting: supervisor.wait() handles it
+            env = dict(env)
+            env[RESTART_ENV] = str(restart)
             argv, local = plan.rank_argv(slot, env, cwd, stdin_vars=(auth.SECRET_ENV,))
             verbose("rank %d on %s (local %d/%d, cross %d/%d): %s"
                     % (slot.rank, slot.hostname, slot.local_rank, slot.local_size,
@@ -106,11 +144,12 @@ def run(plan):
                 log_line("cannot start rank %d (%s): %s"
                          % (slot.rank, argv[0], e.strerror or e))
                 supervisor.abort()
-                return 127 if e.errno == errno.ENOENT else 126
+                return (127 if e.errno == errno.ENOENT else 126), False, None
         code = supervisor.wait()
         if code != 0:
             _report_missing_ranks(server, len(plan.slots))
-        return code
+        restartable = supervisor.failed is not None and supervisor.signalled is None
+        return code, restartable, supervisor.report
     finally:
         signals.restore()
         server.stop()

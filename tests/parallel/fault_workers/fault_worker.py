@@ -7,6 +7,9 @@ outlives the launcher) and reports what happened to it as JSON lines in
 DIR/rank<r>.events (also printed as ``FAULT {...}``). The scenario decides what the
 victim rank does wrong and what the others expect:
 
+leave               the victim leaves the job the --how way (exit: sys.exit(3), raise,
+                    kill: SIGKILL, shutdown: hvd.shutdown(), then exit 0 a moment later)
+                    after a few steps; the others train on and record their error
 kill / raise        the victim SIGKILLs itself / raises after a few training steps;
                     the others record the error their collectives get (they delay the
                     launcher's SIGTERM so that they can), and whether a later one fails too
@@ -50,6 +53,7 @@ parser.add_argument("--sleep", type=float, default=6.0)
 parser.add_argument("--max-seconds", type=float, default=60.0)
 parser.add_argument("--no-reinit", action="store_true")
 parser.add_argument("--first", default="function", choices=("function", "graph", "eager"))
+parser.add_argument("--how", default="exit", choices=("exit", "raise", "kill", "shutdown"))
 ARGS = parser.parse_args()
 
 RANK = int(os.environ.get("HOROVOD_RANK") or os.environ.get("PMI_RANK") or
@@ -192,6 +196,21 @@ def scenario_raise():
     def fail():
         raise RuntimeError("deliberate failure on rank %d" % RANK)
     train_until_failure(fail)
+    sys.exit(1)
+
+
+def scenario_leave():
+    def leave():
+        if ARGS.how == "exit":
+            sys.exit(3)
+        if ARGS.how == "raise":
+            raise RuntimeError("deliberate failure on rank %d" % RANK)
+        if ARGS.how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        hvd.shutdown()
+        time.sleep(1.0)
+        sys.exit(0)
+    train_until_failure(leave)
     sys.exit(1)
 
 
@@ -411,6 +430,7 @@ def scenario_init_only():
 
 SCENARIOS = {
     "kill": scenario_kill,
+    "leave": scenario_leave,
     "raise": scenario_raise,
     "stall": scenario_stall,
     "stall-shutdown": scenario_stall_shutdown,
