@@ -101,10 +101,30 @@ def build_parser():
     knobs.add_argument("--stall-check-shutdown-time-seconds",
                        dest="stall_check_shutdown_time_seconds", type=_number,
                        metavar="S", help="HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")
+    _add_fault_tolerance_flags(p)
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="the program to run on every rank, e.g. python train.py")
     p.set_defaults(mode="gloo")
     return p
+
+
+# -- fault tolerance: restarts (and elastic runs) -------------------------------------------
+
+def _add_fault_tolerance_flags(p):
+    ft = p.add_argument_group("fault tolerance")
+    ft.add_argument("--max-restarts", dest="max_restarts", type=_integer, default=0,
+                    metavar="N",
+                    help="when a rank fails, stop every rank and start the whole job again "
+                         "(fresh rendezvous), up to N times; scripts resume from their own "
+                         "checkpoints (Gloo mode; default 0)")
+
+
+def _check_fault_tolerance(args):
+    if args.max_restarts < 0:
+        raise UsageError("--max-restarts must not be negative (got %d)" % args.max_restarts)
+    if args.max_restarts and args.mode == "mpi":
+        raise UsageError("--max-restarts works in Gloo mode only (mpiexec starts the ranks "
+                         "under --mpi)")
 
 
 _PYTHON_RE = re.compile(r"^python(\d+(\.\d+)*)?$")
@@ -175,6 +195,7 @@ def parse(argv):
                          % args.rendezvous_port)
     if args.ssh_port is not None and not 0 < args.ssh_port < 65536:
         raise UsageError("--ssh-port must be between 1 and 65535 (got %d)" % args.ssh_port)
+    _check_fault_tolerance(args)
     return args
 
 
