@@ -239,6 +239,18 @@ def test_launcher_and_survivors_name_the_rank_that_left(tmp_path, how):
         assert "not been initialized" not in later["message"], later
 
 
+def test_survivors_init_again_as_a_smaller_job_in_the_same_process(tmp_path):
+    """What elastic training builds on: after rank 1 of 3 left, ranks 0 and 2 shut down and
+    init again with a new HOROVOD_RANK/SIZE in the same process, and reduce as 2 ranks."""
+    job = run_job(tmp_path, 3, "gloo", "shrink", worker_args=["--victim", 1])
+    assert job.code == 0, job.describe()
+    for r, new_rank in ((0, 0), (2, 1)):
+        assert "rank 1 (on localhost) left the job" in \
+            job.require(r, "collective_failed")["message"]
+        reinit = job.require(r, "reinit")
+        assert (reinit["new_rank"], reinit["size"], reinit["value"]) == (new_rank, 2, 3.0), reinit
+
+
 # -- stalls -----------------------------------------------------------------------------------
 
 STALL_ENV = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "2"}

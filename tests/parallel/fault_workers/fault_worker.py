@@ -10,6 +10,9 @@ victim rank does wrong and what the others expect:
 leave               the victim leaves the job the --how way (exit: sys.exit(3), raise,
                     kill: SIGKILL, shutdown: hvd.shutdown(), then exit 0 a moment later)
                     after a few steps; the others train on and record their error
+shrink              the victim exits (status 0) after a warm-up; the others' next
+                    collective fails naming it, then they shut down and init again as a
+                    job of N-1 (new HOROVOD_RANK/SIZE in the same process) and reduce
 kill / raise        the victim SIGKILLs itself / raises after a few training steps;
                     the others record the error their collectives get (they delay the
                     launcher's SIGTERM so that they can), and whether a later one fails too
@@ -212,6 +215,30 @@ def scenario_leave():
         sys.exit(0)
     train_until_failure(leave)
     sys.exit(1)
+
+
+def scenario_shrink():
+    hvd.allreduce(tf.ones([2]), name="warmup")
+    if RANK == ARGS.victim:
+        emit("victim_acts")
+        sys.exit(0)
+    start = time.monotonic()
+    while time.monotonic() - start < 30:
+        try:
+            hvd.allreduce(tf.ones([2]), name="until_failure")
+        except Exception as e:  # noqa: BLE001
+            emit("collective_failed", **error_fields(e))
+            break
+        time.sleep(0.05)
+    hvd.shutdown()
+    new_rank = RANK if RANK < ARGS.victim else RANK - 1
+    for name, value in (("HOROVOD_RANK", new_rank), ("HOROVOD_SIZE", N - 1),
+                        ("HOROVOD_LOCAL_RANK", new_rank), ("HOROVOD_LOCAL_SIZE", N - 1)):
+        os.environ[name] = str(value)
+    hvd.init()
+    out = hvd.allreduce(tf.constant([float(hvd.rank() + 1)]), op=hvd.Sum, name="after_shrink")
+    emit("reinit", new_rank=hvd.rank(), size=hvd.size(), value=float(out.numpy()[0]))
+    hvd.shutdown()
 
 
 # -- stalls ---------------------------------------------------------------------------------
@@ -431,6 +458,7 @@ def scenario_init_only():
 SCENARIOS = {
     "kill": scenario_kill,
     "leave": scenario_leave,
+    "shrink": scenario_shrink,
     "raise": scenario_raise,
     "stall": scenario_stall,
     "stall-shutdown": scenario_stall_shutdown,
