@@ -117,11 +117,36 @@ def _add_fault_tolerance_flags(p):
                     help="when a rank fails, stop every rank and start the whole job again "
                          "(fresh rendezvous), up to N times; scripts resume from their own "
                          "checkpoints (Gloo mode; default 0)")
+    ft.add_argument("--min-np", dest="min_np", type=_integer, metavar="N",
+                    help="elastic run (tf_hvd.elastic): a failed rank does not end the job "
+                         "while at least N ranks are left")
+    ft.add_argument("--max-np", dest="max_np", type=_integer, metavar="N",
+                    help="elastic run: at most N ranks (default -np)")
+    ft.add_argument("--elastic-timeout", dest="elastic_timeout", type=_number, default=600,
+                    metavar="SECONDS",
+                    help="elastic run: how long fewer than --min-np ranks may be left, and "
+                         "how long survivors may take to re-form the job (default 600)")
+    ft.add_argument("--reset-limit", dest="reset_limit", type=_integer, metavar="N",
+                    help="elastic run: end the job after N resets (lost ranks)")
 
 
 def _check_fault_tolerance(args):
     if args.max_restarts < 0:
         raise UsageError("--max-restarts must not be negative (got %d)" % args.max_restarts)
+    if args.min_np is not None:
+        if not 1 <= args.min_np <= args.num_proc:
+            raise UsageError("--min-np must be between 1 and -np %d (got %d)"
+                             % (args.num_proc, args.min_np))
+        if args.max_np is not None and args.max_np < args.num_proc:
+            raise UsageError("--max-np %d is less than -np %d" % (args.max_np, args.num_proc))
+        if args.mode == "mpi" or args.max_restarts:
+            raise UsageError("--min-np (elastic) works in Gloo mode, without --max-restarts")
+    elif args.max_np is not None or args.reset_limit is not None:
+        raise UsageError("--max-np and --reset-limit need --min-np (an elastic run)")
+    if args.reset_limit is not None and args.reset_limit < 0:
+        raise UsageError("--reset-limit must not be negative (got %d)" % args.reset_limit)
+    if args.elastic_timeout <= 0:
+        raise UsageError("--elastic-timeout must be positive (got %s)" % args.elastic_timeout)
     if args.max_restarts and args.mode == "mpi":
         raise UsageError("--max-restarts works in Gloo mode only (mpiexec starts the ranks "
                          "under --mpi)")

@@ -6,6 +6,7 @@ remote ranks read it from ssh's stdin. It is never printed: the launcher's own l
 and the ranks' output have it masked.
 """
 
+import argparse
 import errno
 import os
 import shlex
@@ -108,7 +109,12 @@ def _run_once(plan, restart):
         return USAGE_EXIT, False, None
     signals = SignalCatcher()
     signals.install()
-    supervisor = Supervisor(signals, fault_records=lambda: fault_records(server.store))
+    elastic = None
+    if getattr(args, "min_np", None) is not None:
+        elastic = argparse.Namespace(min_np=args.min_np, timeout=args.elastic_timeout,
+                                     reset_limit=args.reset_limit)
+    supervisor = Supervisor(signals, fault_records=lambda: fault_records(server.store),
+                            elastic=elastic)
 
     def verbose(message):
         if args.verbose:
@@ -124,6 +130,9 @@ def _run_once(plan, restart):
                 break  # stopped while starting: supervisor.wait() handles it
             env = dict(env)
             env[RESTART_ENV] = str(restart)
+            if elastic is not None:
+                env["TF_HVD_ELASTIC_TIMEOUT"] = "%g" % elastic.timeout
+                env["TF_HVD_ELASTIC_MIN_NP"] = str(elastic.min_np)
             argv, local = plan.rank_argv(slot, env, cwd, stdin_vars=(auth.SECRET_ENV,))
             verbose("rank %d on %s (local %d/%d, cross %d/%d): %s"
                     % (slot.rank, slot.hostname, slot.local_rank, slot.local_size,

@@ -107,9 +107,15 @@ class RankProcess(object):
 
 class Supervisor(object):
     def __init__(self, signals=None, grace=3.0, poll_interval=0.05, log=None,
-                 fault_records=None):
+                 fault_records=None, elastic=None):
         """``fault_records()``: rank -> failures.FaultRecord reported by the ranks' cores
-        so far (none when not given)."""
+        so far (none when not given). ``elastic``: None, or an object with ``min_np``,
+        ``timeout`` and ``reset_limit`` (None: no limit): a failed rank then does not end
+        the job while at least min_np ranks are left (tf_hvd.elastic re-forms it)."""
+        self.elastic = elastic
+        self.resets = 0
+        self._elastic_failed = []
+        self._short_since = None
         self.grace = grace
         self._fault_records = fault_records or dict
         self.poll_interval = poll_interval
@@ -202,6 +208,8 @@ class Supervisor(object):
                 for proc in sorted(exited, key=lambda p: p.rank):
                     if (proc.returncode != 0 and self.failed is None
                             and self.signalled is None):
+                        if self.elastic is not None and self._elastic_goes_on(proc, running):
+                            continue
                         self.failed = proc
                         # A rank the others blame is ending by itself: let it.
                         named = failures.culprits_named(self._fault_records())
@@ -212,6 +220,15 @@ class Supervisor(object):
                         now = time.monotonic()
                         term_later_at = now + self.grace
                         deadline = now + self.grace * (2 if term_later else 1)
+                if (self._short_since is not None and self.failed is None and running and
+                        time.monotonic() - self._short_since >= self.elastic.timeout):
+                    self._log("stopping the job: only %d rank(s) left for %g s "
+                              "(--elastic-timeout), fewer than --min-np %d"
+                              % (len(running), self.elastic.timeout, self.elastic.min_np))
+                    self.failed = self._elastic_failed[0]
+                    for p in running:
+                        self._signal_proc(p, signal.SIGTERM)
+                    deadline = time.monotonic() + self.grace
                 if not running:
                     break
                 if term_later and time.monotonic() >= term_later_at:
@@ -225,11 +242,35 @@ class Supervisor(object):
                 time.sleep(self.poll_interval)
         finally:
             self.cleanup()
+        if (self.failed is None and self._elastic_failed and self.signalled is None and
+                not any(p.returncode == 0 for p in self.procs)):
+            self.failed = self._elastic_failed[0]  # every rank failed in the end
         if self.failed is not None:
             return self._report_failure()
         if self.signalled is not None:
             return 128 + int(self.signalled)
         return 0
+
+    def _elastic_goes_on(self, proc, running):
+        """An elastic run lost ``proc``: log it; False when the job must end now."""
+        self.resets += 1
+        self._elastic_failed.append(proc)
+        what = failures.describe(proc.outcome())
+        limit = self.elastic.reset_limit
+        if limit is not None and self.resets > limit:
+            self._log("%s; stopping the job: it has been reset %d time(s), more than "
+                      "--reset-limit %d allows" % (what, self.resets, limit))
+            return False
+        if len(running) < self.elastic.min_np:
+            if self._short_since is None:
+                self._short_since = time.monotonic()
+            self._log("%s; %d rank(s) left, fewer than --min-np %d: waiting up to %g s "
+                      "(--elastic-timeout)" % (what, len(running), self.elastic.min_np,
+                                               self.elastic.timeout))
+            return True
+        self._log("%s; the job goes on with the %d rank(s) left (elastic reset %d)"
+                  % (what, len(running), self.resets))
+        return True
 
     def _report_failure(self):
         """Name the rank whose failure came first and those that stopped in consequence
