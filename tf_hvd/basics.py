@@ -165,7 +165,11 @@ def init(comm=None, process_sets=None):
             "process set exists.")
     # Parses every HOROVOD_* knob (HOROVOD_TF_THREADS included) before joining
     # the job: a malformed one raises RuntimeError naming it.
-    _lib.init()
+    if os.environ.get("TF_HVD_ELASTIC_JOIN") == "1" and not _lib.is_initialized():
+        from tf_hvd import elastic  # started to join a running elastic job
+        elastic.join_before_init()
+    else:
+        _lib.init()
     tf_threads.configure(_lib.local_size())
     if not _atexit_registered:
         _register_atexit()

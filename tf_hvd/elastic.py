@@ -45,7 +45,11 @@ __all__ = ["run", "State", "ObjectState", "TensorFlowState", "TensorFlowKerasSta
 _LOST_RANK_ERRORS = (HorovodInternalError, tf.errors.UnavailableError, tf.errors.AbortedError,
                      tf.errors.DeadlineExceededError)
 SETTLE_SECONDS = 1.0  # survivors wait this long without a newcomer before forming the job
-ROUND_ENV = "TF_HVD_ELASTIC_ROUND"
+ROUND_ENV = "HOROVOD_ELASTIC_ROUND"   # the round of the job's current form (knob)
+ID_ENV = "TF_HVD_ELASTIC_ID"          # this process's id: its rank when the launcher started it
+JOIN_ENV = "TF_HVD_ELASTIC_JOIN"      # "1": started by the launcher to join a running job
+STORE = "tf_hvd/elastic/"             # keys in the launcher's rendezvous store
+_seen = {"hosts_version": None, "round": 0}
 
 
 class State(object):
@@ -67,7 +71,16 @@ class State(object):
         self.check_host_updates()
 
     def check_host_updates(self):
-        """Raises HostsUpdatedInterrupt when hosts joined or left (never, for now)."""
+        """Raises HostsUpdatedInterrupt on every rank (they agree through an allreduce)
+        when the launcher has started ranks on hosts its discovery script added."""
+        if "TF_HVD_ELASTIC_MIN_NP" not in os.environ:
+            return  # not started by an elastic launcher (tfhvdrun --min-np)
+        changed = _hosts_version() != _seen["hosts_version"]
+        from tf_hvd import ops
+        agreed = ops.allreduce(tf.constant(int(changed)), op=basics.Max,
+                               name="elastic.check_host_updates")
+        if int(agreed.numpy()):
+            raise HostsUpdatedInterrupt(skip_sync=False)
 
     def save(self):
         raise NotImplementedError
@@ -149,52 +162,85 @@ def _client():
     return RendezvousClient.from_env(os.environ, timeout=10)
 
 
-def _reform(old_rank, old_size):
-    """Agree with the other survivors on who is left; return (new rank, new size)."""
-    round_ = int(os.environ.get(ROUND_ENV, "0")) + 1
-    prefix = "tf_hvd/elastic/round%d/" % round_
+def _hosts_version():
     with _client() as store:
-        store.put(prefix + "alive/%d" % old_rank, b"1")
-        members_key = prefix + "members"
+        value = store.get(STORE + "hosts_version")
+    return value.decode() if value is not None else None
+
+
+def _ids(store):
+    value = store.get(STORE + "ids")  # the launcher publishes every process's id
+    return [int(i) for i in value.decode().split(",")] if value is not None else []
+
+
+def _reform(my_id, round_, announce=False):
+    """Agree with the other processes of round ``round_`` on who takes part; return
+    (rank, size): ranks in the order of the processes' ids."""
+    prefix = STORE + "round%d/" % round_
+    deadline = time.monotonic() + float(os.environ.get("TF_HVD_ELASTIC_TIMEOUT", "600"))
+    min_np = int(os.environ.get("TF_HVD_ELASTIC_MIN_NP", "1"))
+    with _client() as store:
+        store.put(prefix + "alive/%d" % my_id, b"1")
+        if announce:  # the running ranks see this at their next commit and come here
+            store.put(STORE + "hosts_version", ("joined %d" % my_id).encode())
         alive, stable_since = None, time.monotonic()
-        deadline = time.monotonic() + float(os.environ.get("TF_HVD_ELASTIC_TIMEOUT", "600"))
-        min_np = int(os.environ.get("TF_HVD_ELASTIC_MIN_NP", "1"))
         while True:
-            decided = store.get(members_key)
+            decided = store.get(prefix + "members")
             if decided is not None:
                 members = [int(r) for r in decided.decode().split(",")]
                 break
-            now_alive = [r for r in range(old_size)
-                         if store.get(prefix + "alive/%d" % r) is not None]
+            now_alive = [i for i in _ids(store) if store.get(prefix + "alive/%d" % i)]
             if now_alive != alive:
                 alive, stable_since = now_alive, time.monotonic()
-            elif (time.monotonic() - stable_since >= SETTLE_SECONDS and alive[0] == old_rank
+            elif (time.monotonic() - stable_since >= SETTLE_SECONDS and alive[0] == my_id
                   and len(alive) >= min_np):
-                store.put(members_key, ",".join(str(r) for r in alive).encode())
+                # The first process decides (the members key is the round's verdict).
+                store.put(prefix + "members", ",".join(str(i) for i in alive).encode())
+                store.put(STORE + "round", str(round_).encode())
                 members = alive
                 break
             if time.monotonic() > deadline:
-                raise HorovodInternalError("elastic reset: the survivors did not agree "
-                                           "within TF_HVD_ELASTIC_TIMEOUT")
+                raise HorovodInternalError("elastic reset: the job did not re-form within "
+                                           "--elastic-timeout")
             time.sleep(0.1)
-    if old_rank not in members:
-        raise HorovodInternalError("elastic reset: this rank (%d) reached the reset after "
-                                   "the others had formed the job without it" % old_rank)
-    os.environ[ROUND_ENV] = str(round_)
-    return members.index(old_rank), len(members)
+    if my_id not in members:
+        raise HorovodInternalError("elastic reset: this process (id %d) reached round %d "
+                                   "after the others had formed it without it"
+                                   % (my_id, round_))
+    return members.index(my_id), len(members)
 
 
-def _reset():
-    """Shut the core down and initialise again among the ranks that are left."""
-    old_rank, old_size = int(os.environ["HOROVOD_RANK"]), int(os.environ["HOROVOD_SIZE"])
-    basics.shutdown()
-    rank, size = _reform(old_rank, old_size)
+def _init_round(my_id, round_, announce=False):
+    """Set this process's rank/size for ``round_`` and initialise the core."""
+    rank, size = _reform(my_id, round_, announce)
+    version = _hosts_version()  # a joiner announces itself before the round is decided
     # One host (localhost) per job here: local = global, one cross rank.
     for name, value in (("HOROVOD_RANK", rank), ("HOROVOD_SIZE", size),
                         ("HOROVOD_LOCAL_RANK", rank), ("HOROVOD_LOCAL_SIZE", size),
-                        ("HOROVOD_CROSS_RANK", 0), ("HOROVOD_CROSS_SIZE", 1)):
+                        ("HOROVOD_CROSS_RANK", 0), ("HOROVOD_CROSS_SIZE", 1),
+                        (ROUND_ENV, round_)):
         os.environ[name] = str(value)
-    basics.init()
+    _seen["hosts_version"] = version
+    _seen["round"] = round_
+    basics._lib.init()
+
+
+def join_before_init():
+    """For a process the launcher started to join a running job (hvd.init() calls this):
+    meet the others in the next round instead of the job's first rendezvous."""
+    my_id = int(os.environ[ID_ENV])
+    del os.environ[JOIN_ENV]
+    with _client() as store:
+        current = store.get(STORE + "round")
+    _init_round(my_id, (int(current.decode()) if current else 0) + 1, announce=True)
+
+
+def _reset():
+    """Shut the core down and initialise again among the processes that are left (and
+    any that join)."""
+    my_id = int(os.environ.setdefault(ID_ENV, str(basics.rank())))
+    basics.shutdown()
+    _init_round(my_id, _seen["round"] + 1)
 
 
 def run(func):

@@ -124,6 +124,10 @@ const std::vector<KnobSpec>& Table() {
        kLauncher, "",
        "The host this rank runs on, as the launcher's host list names it; errors that name "
        "another rank say where it runs."},
+      {"HOROVOD_ELASTIC_ROUND", T::INT, &P::elastic_round, "(unset)", 0, 1 << 30, "",
+       kLauncher, "",
+       "Set by tf_hvd.elastic when it re-forms a job: the ranks of one round meet under "
+       "their own rendezvous prefix."},
       {"HOROVOD_GLOO_RENDEZVOUS_SECRET", T::STRING, &P::rendezvous_secret, "", 0, 0, "",
        kLauncher, "",
        "The job's secret: signs rendezvous requests and authenticates the ranks' "

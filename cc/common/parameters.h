@@ -47,6 +47,7 @@ struct Parameters {
   // --- Gloo ---
   std::string hostname = "127.0.0.1";  // HOROVOD_HOSTNAME
   std::string slot_hostname;           // HOROVOD_SLOT_HOSTNAME; "" = gethostname()
+  int64_t elastic_round = -1;          // HOROVOD_ELASTIC_ROUND; -1 = not elastic
   std::string gloo_iface;              // HOROVOD_GLOO_IFACE
   std::string rendezvous_addr;         // HOROVOD_GLOO_RENDEZVOUS_ADDR
   int64_t rendezvous_port = 0;         // HOROVOD_GLOO_RENDEZVOUS_PORT

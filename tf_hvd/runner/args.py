@@ -128,6 +128,17 @@ def _add_fault_tolerance_flags(p):
                          "how long survivors may take to re-form the job (default 600)")
     ft.add_argument("--reset-limit", dest="reset_limit", type=_integer, metavar="N",
                     help="elastic run: end the job after N resets (lost ranks)")
+    ft.add_argument("--host-discovery-script", dest="host_discovery_script", metavar="FILE",
+                    help="elastic run: executable printing the available hosts, one "
+                         "host[:slots] per line; ranks are added (up to --max-np) as slots "
+                         "appear, and join at the next commit (localhost only for now)")
+    ft.add_argument("--slots-per-host", dest="slots_per_host", type=_integer, default=1,
+                    metavar="N", help="elastic run: slots of a discovered host printed "
+                                      "without :slots (default 1)")
+    ft.add_argument("--blacklist-cooldown-range", dest="blacklist_cooldown_range",
+                    type=_integer, nargs=2, metavar=("MIN", "MAX"),
+                    help="elastic run: accepted for horovodrun compatibility; hosts are not "
+                         "blacklisted yet")
 
 
 def _check_fault_tolerance(args):
@@ -141,8 +152,12 @@ def _check_fault_tolerance(args):
             raise UsageError("--max-np %d is less than -np %d" % (args.max_np, args.num_proc))
         if args.mode == "mpi" or args.max_restarts:
             raise UsageError("--min-np (elastic) works in Gloo mode, without --max-restarts")
-    elif args.max_np is not None or args.reset_limit is not None:
-        raise UsageError("--max-np and --reset-limit need --min-np (an elastic run)")
+    elif (args.max_np is not None or args.reset_limit is not None or
+          args.host_discovery_script is not None):
+        raise UsageError("--max-np, --reset-limit and --host-discovery-script need --min-np "
+                         "(an elastic run)")
+    if args.slots_per_host < 1:
+        raise UsageError("--slots-per-host must be at least 1 (got %d)" % args.slots_per_host)
     if args.reset_limit is not None and args.reset_limit < 0:
         raise UsageError("--reset-limit must not be negative (got %d)" % args.reset_limit)
     if args.elastic_timeout <= 0:

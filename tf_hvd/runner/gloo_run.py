@@ -15,6 +15,7 @@ import sys
 from . import auth
 from . import env as rank_env
 from . import failures
+from . import network
 from .rendezvous import RendezvousServer
 from .signals import SignalCatcher
 from .supervisor import Supervisor, log_line
@@ -88,6 +89,66 @@ def run(plan):
                  "%s" % (restart, limit, why))
 
 
+def _elastic_env(elastic):
+    return {"TF_HVD_ELASTIC_TIMEOUT": "%g" % elastic.timeout,
+            "TF_HVD_ELASTIC_MIN_NP": str(elastic.min_np)}
+
+
+class _Joiner(object):
+    """Elastic runs: starts ranks on the slots the discovery script adds (localhost), up
+    to --max-np; they join the running ranks at their next commit (tf_hvd.elastic)."""
+
+    def __init__(self, plan, server, args):
+        from .discovery import HostDiscovery
+        self.plan, self.server, self.args = plan, server, args
+        self.discovery = HostDiscovery(args.host_discovery_script, args.slots_per_host,
+                                       log=log_line)
+        self.ids = [s.rank for s in plan.slots]
+        self.warned = set()
+
+    def tick(self, supervisor):
+        if any(p.returncode == 0 for p in supervisor.procs):
+            return  # the job is finishing: no rank joins any more
+        hosts = self.discovery.poll()
+        if hosts is None:
+            return
+        local = 0
+        for host, slots in hosts:
+            if network.is_local_host(host):
+                local += slots
+            elif host not in self.warned:
+                self.warned.add(host)
+                log_line("host discovery: %s is not this machine; only localhost ranks can "
+                         "join an elastic run for now" % host)
+        limit = self.args.max_np if self.args.max_np is not None else self.args.num_proc
+        running = [p for p in supervisor.procs if p.returncode is None]
+        started = []
+        for _ in range(min(local, limit) - len(running)):
+            new_id = max(self.ids) + 1
+            env = dict(self.plan.gloo_envs(self.plan.launcher_address(), self.server.port)[0])
+            env.update(_elastic_env(argparse.Namespace(timeout=self.args.elastic_timeout,
+                                                       min_np=self.args.min_np)))
+            env.update({"HOROVOD_RANK": str(new_id), "TF_HVD_ELASTIC_ID": str(new_id),
+                        "TF_HVD_ELASTIC_JOIN": "1", RESTART_ENV: "0",
+                        auth.SECRET_ENV: self.server.secret})
+            child_env = rank_env.process_env(os.environ, env)
+            try:
+                supervisor.spawn(new_id, "localhost", list(self.args.command), child_env,
+                                 os.getcwd(), self.args.output_filename,
+                                 redact=self.server.secret)
+            except OSError as e:
+                log_line("host discovery: cannot start a rank: %s" % (e.strerror or e))
+                break
+            self.ids.append(new_id)
+            started.append(new_id)
+        if started:
+            self.server.store.put("tf_hvd/elastic/ids",
+                                  ",".join(str(i) for i in self.ids).encode())
+            log_line("host discovery: %d slot(s) on localhost; started rank(s) %s, which "
+                     "join at the running ranks' next commit"
+                     % (local, ", ".join(str(i) for i in started)))
+
+
 def _run_once(plan, restart):
     """One run of the whole job: (exit code, whether a restart may help, why it failed)."""
     args = plan.args
@@ -113,8 +174,14 @@ def _run_once(plan, restart):
     if getattr(args, "min_np", None) is not None:
         elastic = argparse.Namespace(min_np=args.min_np, timeout=args.elastic_timeout,
                                      reset_limit=args.reset_limit)
+    joiner = None
+    if elastic is not None:
+        server.store.put("tf_hvd/elastic/ids",
+                         ",".join(str(s.rank) for s in plan.slots).encode())
+        if args.host_discovery_script:
+            joiner = _Joiner(plan, server, args)
     supervisor = Supervisor(signals, fault_records=lambda: fault_records(server.store),
-                            elastic=elastic)
+                            elastic=elastic, tick=joiner and (lambda: joiner.tick(supervisor)))
 
     def verbose(message):
         if args.verbose:
@@ -131,8 +198,7 @@ def _run_once(plan, restart):
             env = dict(env)
             env[RESTART_ENV] = str(restart)
             if elastic is not None:
-                env["TF_HVD_ELASTIC_TIMEOUT"] = "%g" % elastic.timeout
-                env["TF_HVD_ELASTIC_MIN_NP"] = str(elastic.min_np)
+                env.update(_elastic_env(elastic))
             argv, local = plan.rank_argv(slot, env, cwd, stdin_vars=(auth.SECRET_ENV,))
             verbose("rank %d on %s (local %d/%d, cross %d/%d): %s"
                     % (slot.rank, slot.hostname, slot.local_rank, slot.local_size,

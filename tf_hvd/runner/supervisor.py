@@ -107,12 +107,13 @@ class RankProcess(object):
 
 class Supervisor(object):
     def __init__(self, signals=None, grace=3.0, poll_interval=0.05, log=None,
-                 fault_records=None, elastic=None):
+                 fault_records=None, elastic=None, tick=None):
         """``fault_records()``: rank -> failures.FaultRecord reported by the ranks' cores
         so far (none when not given). ``elastic``: None, or an object with ``min_np``,
         ``timeout`` and ``reset_limit`` (None: no limit): a failed rank then does not end
         the job while at least min_np ranks are left (tf_hvd.elastic re-forms it)."""
         self.elastic = elastic
+        self._tick = tick  # called every poll while the job runs (elastic host discovery)
         self.resets = 0
         self._elastic_failed = []
         self._short_since = None
@@ -204,6 +205,9 @@ class Supervisor(object):
                     else:
                         self._signal_groups(signal.SIGKILL)
                         killed = True
+                if self._tick is not None and self.failed is None and \
+                        self.signalled is None:
+                    self._tick()
                 running, exited = self._poll()
                 for proc in sorted(exited, key=lambda p: p.rank):
                     if (proc.returncode != 0 and self.failed is None

@@ -111,6 +111,9 @@ Status GlooTransport::Init(Topology* topology) {
     static int generation = 0;
     std::string prefix = generation == 0 ? "global" : "global." + std::to_string(generation);
     ++generation;
+    // Elastic rounds: processes of one round have done different numbers of
+    // inits (a rank that joins has done none), so the round names the prefix.
+    if (params_.elastic_round >= 0) prefix = "elastic." + std::to_string(params_.elastic_round);
     gloo::rendezvous::PrefixStore prefixed(prefix, store);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
     context->setTimeout(std::chrono::seconds(op_timeout_s));
