@@ -103,20 +103,26 @@ _register_order_insensitive_ops()
 
 
 def _raise_not_running():
-    """Raises the error that says why collectives cannot run now."""
+    """Raises the error that says why collectives cannot run now (one message).
+
+    * never initialized, or this process called hvd.shutdown(): ValueError, as in
+      Horovod ("... not been initialized ..." / "... has been shut down ...");
+    * the core stopped because of another rank (it shut down, exited, died, or the
+      stall inspector ended the job): the TensorFlow error the pending collectives
+      got, whose message names the rank and its host.
+    """
     code, message = _lib.status() if hasattr(_lib, "status") else ("not_initialized", "")
-    if code == "aborted" and message.startswith("stall shutdown"):
-        # The stall inspector ended the job: the same error every rank got.
-        raise tf.errors.AbortedError(None, None, message)
-    if code == "aborted":
-        # As in Horovod, a shut-down Horovod is "not initialized" (ValueError);
-        # the message also says how it ended.
-        raise ValueError("%s. %s" % (message.rstrip("."), NOT_INITIALIZED_MESSAGE))
-    if code == "unavailable":
-        raise tf.errors.UnavailableError(None, None, message)
-    if code == "not_initialized" and message and "initialization failed" in message:
-        raise ValueError(message + " (call hvd.init() again once the cause is fixed)")
-    raise ValueError(NOT_INITIALIZED_MESSAGE)
+    if code == "not_initialized":
+        if message and "initialization failed" in message:
+            raise ValueError(message + " (call hvd.init() again once the cause is fixed)")
+        raise ValueError(message or NOT_INITIALIZED_MESSAGE)
+    error_class = {
+        "aborted": tf.errors.AbortedError,
+        "unavailable": tf.errors.UnavailableError,
+        "deadline_exceeded": tf.errors.DeadlineExceededError,
+        "invalid_argument": tf.errors.InvalidArgumentError,
+    }.get(code, tf.errors.UnknownError)
+    raise error_class(None, None, message)
 
 
 def _check_topology():
@@ -159,7 +165,11 @@ def init(comm=None, process_sets=None):
             "process set exists.")
     # Parses every HOROVOD_* knob (HOROVOD_TF_THREADS included) before joining
     # the job: a malformed one raises RuntimeError naming it.
-    _lib.init()
+    if os.environ.get("TF_HVD_ELASTIC_JOIN") == "1" and not _lib.is_initialized():
+        from tf_hvd import elastic  # started to join a running elastic job
+        elastic.join_before_init()
+    else:
+        _lib.init()
     tf_threads.configure(_lib.local_size())
     if not _atexit_registered:
         _register_atexit()
@@ -178,7 +188,7 @@ def _register_atexit():
 def _shutdown_at_exit():
     try:
         if _lib.is_initialized():
-            _lib.shutdown()
+            _lib.shutdown(exiting=True)
     except Exception:  # noqa: BLE001 - nothing useful to do at interpreter exit
         pass
 

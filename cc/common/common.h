@@ -56,10 +56,19 @@ class Status {
   bool ok() const { return code_ == OK; }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
+  // The rank a lost link or stalled transfer points at (-1: none), so that
+  // the core can name it in its fault report.
+  int peer() const { return peer_; }
+  Status WithPeer(int rank) const {
+    Status s = *this;
+    s.peer_ = rank;
+    return s;
+  }
 
  private:
   Code code_ = OK;
   std::string message_;
+  int peer_ = -1;
 };
 
 }  // namespace tfhvd

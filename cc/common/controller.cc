@@ -34,9 +34,11 @@ Controller::Controller(Transport* transport, const Topology& topology,
   if (topology.rank == 0) coordinator_.reset(new Coordinator(topology.size, params));
 }
 
-Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* out) {
+Status Controller::ComputeResponseList(Leaving leaving, ResponseList* out) {
   out->responses.clear();
   out->shutdown = false;
+  out->shutdown_called_by.clear();
+  out->exiting.clear();
 
   std::vector<Request> fresh;
   queue_->PopNewRequests(&fresh);
@@ -49,11 +51,17 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
   // to the coordinator. A hit that waited past the stall warning time is
   // invalidated so that the coordinator (which names missing ranks) sees it.
   const size_t words = cache_.words();
-  std::vector<uint64_t> bits(1 + 2 * words, 0);  // flags | invalid | not-hit
+  // flags | invalid | not-hit | ranks that called hvd.shutdown() | ranks exiting
+  const size_t rank_words = (static_cast<size_t>(topology_.size) + 63) / 64;
+  const size_t called_at = 1 + 2 * words, exiting_at = called_at + rank_words;
+  std::vector<uint64_t> bits(exiting_at + rank_words, 0);
   for (size_t i = 0; i < words; ++i) bits[1 + words + i] = ~uint64_t{0};
   std::vector<Request> uncached;
   std::vector<std::pair<Waiting, uint32_t>> hits;
   double stale_s = params_.stall_check ? params_.stall_warning_s : 1e30;
+  if (params_.stall_check && params_.stall_shutdown_s > 0) {
+    stale_s = std::min(stale_s, params_.stall_shutdown_s);
+  }
   std::vector<ResponseCache::State> states(candidates.size(), ResponseCache::State::MISS);
   std::vector<uint32_t> slot(candidates.size(), 0);
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -91,7 +99,11 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
       uncached.push_back(std::move(candidates[i].request));
     }
   }
-  if (shutdown_requested) bits[0] |= kShutdownFlag;
+  if (leaving != Leaving::NO) {
+    bits[0] |= kShutdownFlag;
+    SetBit(&bits, leaving == Leaving::EXITING ? exiting_at : called_at,
+           static_cast<uint32_t>(topology_.rank));
+  }
   for (const auto& q : uncached) joined_ |= q.type == OpType::JOIN;
   if (!uncached.empty()) bits[0] |= kUncachedFlag;
   if (joined_) bits[0] |= kJoinedFlag;
@@ -107,6 +119,10 @@ Status Controller::ComputeResponseList(bool shutdown_requested, ResponseList* ou
   if (!s.ok()) return s;
   if (bits[0] & kShutdownFlag) {
     out->shutdown = true;
+    for (int r = 0; r < topology_.size; ++r) {
+      if (GetBit(bits, called_at, static_cast<uint32_t>(r))) out->shutdown_called_by.push_back(r);
+      if (GetBit(bits, exiting_at, static_cast<uint32_t>(r))) out->exiting.push_back(r);
+    }
     return Status();
   }
 

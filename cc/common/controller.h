@@ -25,9 +25,12 @@ class Controller {
   Controller(Transport* transport, const Topology& topology, const Parameters& params,
              TensorQueue* queue);
 
+  // How this rank asks to end the job in a round.
+  enum class Leaving { NO = 0, SHUTDOWN_CALLED, EXITING };
   // Fills *out with the responses to perform now. out->shutdown is set when
-  // any rank asked to shut down.
-  Status ComputeResponseList(bool shutdown_requested, ResponseList* out);
+  // any rank asked to shut down, and out->shutdown_called_by / exiting name
+  // the ranks that did (so that the others' errors can name them).
+  Status ComputeResponseList(Leaving leaving, ResponseList* out);
   // Records a performed response in the response cache (all ranks, same order).
   void CacheResponse(const Response& response, const std::vector<Request>& own_requests);
 

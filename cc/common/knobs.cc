@@ -50,9 +50,11 @@ const std::vector<KnobSpec>& Table() {
       {"HOROVOD_STALL_CHECK_TIME_SECONDS", T::SECONDS, &P::stall_warning_s, "60", 0,
        kMaxSeconds, "", kUser, "--stall-check-warning-time-seconds",
        "Rank 0 warns about tensors that some ranks have not submitted, naming them."},
-      {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", T::SECONDS, &P::stall_shutdown_s, "0", 0,
+      {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", T::SECONDS, &P::stall_shutdown_s, "600", 0,
        kMaxSeconds, "", kUser, "--stall-check-shutdown-time-seconds",
-       "Turns such a stall into an error on every rank; 0: never."},
+       "Turns such a stall into an error on every rank after this long (10 minutes; unlike "
+       "Horovod, where it is off), so that a job never hangs without an end; the same bound "
+       "ends an MPI transfer that makes no progress. 0: never (the stall check must be on)."},
       {"HOROVOD_CONTROLLER", T::ENUM, &P::controller, "(auto)", 0, 0, "gloo,mpi", kUser, "",
        "The transport; by default MPI under mpirun/mpiexec, Gloo under tfhvdrun "
        "(HOROVOD_RANK set), else a job of one process. tfhvdrun sets it."},
@@ -147,6 +149,15 @@ const std::vector<KnobSpec>& Table() {
        kLauncher, "", "Address of the launcher's rendezvous server."},
       {"HOROVOD_GLOO_RENDEZVOUS_PORT", T::INT, &P::rendezvous_port, "0", 0, 65535, "",
        kLauncher, "", "Port of the launcher's rendezvous server."},
+      // --- fault tolerance (who failed, restarts, elastic) ---
+      {"HOROVOD_SLOT_HOSTNAME", T::STRING, &P::slot_hostname, "(the host name)", 0, 0, "",
+       kLauncher, "",
+       "The host this rank runs on, as the launcher's host list names it; errors that name "
+       "another rank say where it runs."},
+      {"HOROVOD_ELASTIC_ROUND", T::INT, &P::elastic_round, "(unset)", 0, 1 << 30, "",
+       kLauncher, "",
+       "Set by tf_hvd.elastic when it re-forms a job: the ranks of one round meet under "
+       "their own rendezvous prefix."},
       {"HOROVOD_GLOO_RENDEZVOUS_SECRET", T::STRING, &P::rendezvous_secret, "", 0, 0, "",
        kLauncher, "",
        "The job's secret: signs rendezvous requests and authenticates the ranks' "

@@ -61,6 +61,10 @@ struct Response {
 struct ResponseList {
   std::vector<Response> responses;
   bool shutdown = false;
+  // Filled by the controller (never sent): when shutdown is set, the ranks
+  // that asked for it, by how (hvd.shutdown() called / the process exiting).
+  std::vector<int> shutdown_called_by;
+  std::vector<int> exiting;
 };
 
 std::string SerializeRequestList(const RequestList& list);

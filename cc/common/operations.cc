@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include <unistd.h>  // environ
+#include <unistd.h>  // environ, gethostname
 
 #include "cc/common/algorithms/allreduce_runner.h"
 #include "cc/common/collective_ops.h"
@@ -40,7 +40,8 @@ struct GlobalState {
   std::mutex mutex;  // guards start/stop
   std::thread background;
   std::atomic<bool> running{false};
-  std::atomic<bool> shutdown_requested{false};
+  // Set by Shutdown(): Controller::Leaving (called, or the process exiting).
+  std::atomic<int> leaving{0};
   // From a successful init until this process calls Shutdown(): the topology
   // stays valid even after the core stopped because another rank exited.
   std::atomic<bool> topology_known{false};
@@ -54,6 +55,9 @@ struct GlobalState {
   Topology topology;
   Parameters params;
   std::atomic<int> pinned_cpu{-1};  // HOROVOD_THREAD_AFFINITY, as the thread sees it
+  // Every rank's host (HOROVOD_SLOT_HOSTNAME, else its hostname), exchanged
+  // at init so that errors can say where a rank runs.
+  std::vector<std::string> hosts;
 };
 
 GlobalState& State() {
@@ -142,6 +146,103 @@ void SetStopped(GlobalState& st, const Status& s) {
   st.stopped_status = s;
 }
 
+// "rank 2 (on node1)".
+std::string RankAt(const GlobalState& st, int rank) {
+  std::string text = "rank " + std::to_string(rank);
+  if (rank >= 0 && static_cast<size_t>(rank) < st.hosts.size()) {
+    text += " (on " + st.hosts[static_cast<size_t>(rank)] + ")";
+  }
+  return text;
+}
+
+std::string ThisHost(const Parameters& params) {
+  if (!params.slot_hostname.empty()) return params.slot_hostname;
+  char name[256] = {0};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "unknown host";
+  return name;
+}
+
+// Every rank learns every rank's host: rank 0 gathers them, joins them with
+// newlines and broadcasts the list.
+Status ExchangeHosts(GlobalState* st) {
+  std::vector<std::string> all;
+  Status s = st->transport->GatherBytes(ThisHost(st->params), &all);
+  if (!s.ok()) return s;
+  std::string joined;
+  for (size_t r = 0; r < all.size(); ++r) joined += (r ? "\n" : "") + all[r];
+  s = st->transport->BroadcastBytes(&joined, 0);
+  if (!s.ok()) return s;
+  std::vector<std::string> hosts;
+  size_t start = 0;
+  for (;;) {
+    size_t nl = joined.find('\n', start);
+    hosts.push_back(joined.substr(start, nl == std::string::npos ? nl : nl - start));
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  std::lock_guard<std::mutex> lock(st->status_mutex);
+  st->hosts = std::move(hosts);
+  return Status();
+}
+
+// The error of every collective on a rank whose peers asked to shut down,
+// naming them and how; *culprit is the first one named.
+Status LeftByOthers(const GlobalState& st, const ResponseList& list, int* culprit,
+                    std::string* kind) {
+  std::string who;
+  *culprit = -1;
+  for (int r : list.shutdown_called_by) {
+    if (r == st.topology.rank) continue;
+    who += (who.empty() ? "" : "; ") + RankAt(st, r) + " called hvd.shutdown()";
+    if (*culprit < 0) { *culprit = r; *kind = "shutdown"; }
+  }
+  for (int r : list.exiting) {
+    if (r == st.topology.rank) continue;
+    who += (who.empty() ? "" : "; ") + RankAt(st, r) + " left the job (its process is exiting)";
+    if (*culprit < 0) { *culprit = r; *kind = "exiting"; }
+  }
+  if (who.empty()) who = "another rank shut Horovod down";
+  return Status::Aborted(who + "; this collective did not run");
+}
+
+// The report the launcher reads: "culprit=<rank>\nkind=<kind>\n<message>".
+void ReportFault(GlobalState* st, int culprit, const std::string& kind, const Status& s) {
+  st->transport->ReportFault("culprit=" + std::to_string(culprit) + "\nkind=" + kind + "\n" +
+                             s.message());
+}
+
+// A link error names the peer rank: say where it runs, and if that rank had
+// itself stopped because of another one, name that one (its report says so);
+// then report the failure to the launcher.
+Status Failed(GlobalState* st, Status s) {
+  std::string kind = "error";
+  int culprit = -1;
+  if (s.message().rfind("stall shutdown", 0) == 0) kind = "stall";
+  const int peer = s.peer();
+  if (peer >= 0 && peer != st->topology.rank) {
+    kind = "lost";
+    culprit = peer;
+    std::string text = s.message() + " (" + RankAt(*st, peer) + ")";
+    std::string record;
+    if (st->transport->PeerFault(peer, &record)) {
+      // "culprit=<c>\nkind=<k>\n<message>"
+      size_t eq = record.find('='), nl1 = record.find('\n'),
+             nl2 = nl1 == std::string::npos ? nl1 : record.find('\n', nl1 + 1);
+      int theirs = eq != std::string::npos && nl1 != std::string::npos
+                       ? std::atoi(record.c_str() + eq + 1)
+                       : -1;
+      if (nl2 != std::string::npos && theirs >= 0 && theirs != st->topology.rank) {
+        culprit = theirs;
+        text = RankAt(*st, theirs) + " failed first; " + RankAt(*st, peer) +
+               " stopped because: " + record.substr(nl2 + 1) + " [here: " + s.message() + "]";
+      }
+    }
+    s = Status(s.code(), text).WithPeer(peer);
+  }
+  ReportFault(st, culprit, kind, s);
+  return s;
+}
+
 // The background loop: wait for work (or the cycle time), negotiate, perform.
 void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready) {
   Status s = st->transport->Init(&st->topology);
@@ -157,6 +258,7 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
       TFHVD_LOG(DEBUG) << "background thread pinned to CPU " << cpu;
     }
   }
+  if (s.ok()) s = ExchangeHosts(st);
   AllreduceRunner allreduce(st->transport.get(), st->topology, st->params);
   if (s.ok()) s = allreduce.Open();
   // HOROVOD_TIMELINE=DYNAMIC: no file until hvd.start_timeline().
@@ -179,8 +281,8 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   CollectiveOps ops(st->transport.get(), &allreduce, st->topology);
   auto cycle = std::chrono::microseconds(static_cast<int64_t>(st->params.cycle_time_ms * 1000));
   Status final_status = Status::Aborted(
-      "Horovod has been shut down (hvd.shutdown() was called or a rank exited); "
-      "this collective did not run");
+      "Horovod has been shut down in this process (hvd.shutdown(), or the process is "
+      "exiting); this collective did not run");
   // While this rank has tensors in flight it negotiates again at once, backing
   // off (up to the cycle time) only while rounds make no progress; an idle
   // rank sleeps up to the cycle time. Enqueue wakes the thread either way.
@@ -199,9 +301,11 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
     st->queue->WaitForWork(busy ? backoff : idle_wait);
     GlobalTimeline().MarkCycle();
     ResponseList list;
-    s = controller.ComputeResponseList(st->shutdown_requested.load(), &list);
+    s = controller.ComputeResponseList(static_cast<Controller::Leaving>(st->leaving.load()),
+                                       &list);
     if (!s.ok()) {
-      final_status = s;
+      final_status = Failed(st, s);
+      s = final_status;
       TFHVD_LOG(ERROR) << "negotiation failed, stopping: " << s.message();
       break;
     }
@@ -218,13 +322,21 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
       for (const auto& name : r.names) GlobalTimeline().QueueEnd(name);
       s = ops.Perform(r, entries, present);
       if (!s.ok()) {
-        final_status = s;
+        final_status = Failed(st, s);
+        s = final_status;
         fatal = true;
         TFHVD_LOG(ERROR) << "collective failed, stopping: " << s.message();
         break;
       }
     }
     if (!list.responses.empty()) GlobalTimeline().Flush();
+    if (!fatal && list.shutdown && st->leaving.load() == 0) {
+      // Another rank shut down or is exiting while this one still runs.
+      int culprit = -1;
+      std::string kind;
+      final_status = LeftByOthers(*st, list, &culprit, &kind);
+      ReportFault(st, culprit, kind, final_status);
+    }
     if (fatal || list.shutdown) break;
     backoff = list.responses.empty()
                   ? std::min(cycle, std::max(backoff * 2, std::chrono::microseconds(20)))
@@ -252,7 +364,11 @@ Status Initialize() {
   WarnAboutUnknownKnobs();
   if (st.params.malloc_reuse) KeepLargeBuffersInHeap();
   st.queue.reset(new TensorQueue());
-  st.shutdown_requested = false;
+  st.leaving = 0;
+  {
+    std::lock_guard<std::mutex> hosts_lock(st.status_mutex);
+    st.hosts.clear();
+  }
   s = CreateTransport(st.params, &st.transport);
   if (!s.ok()) return s;
   auto ready = std::make_shared<std::promise<Status>>();
@@ -272,22 +388,23 @@ Status Initialize() {
   // Stop the background thread before the process exits, even if nobody
   // called shutdown (registered after the transport's own exit handlers, so
   // it runs before them).
-  static bool exit_hook = (std::atexit([] { Shutdown(); }), true);
+  static bool exit_hook = (std::atexit([] { Shutdown(/*exiting=*/true); }), true);
   (void)exit_hook;
   return Status();
 }
 
-void Shutdown() {
+void Shutdown(bool exiting) {
   GlobalState& st = State();
   std::lock_guard<std::mutex> lock(st.mutex);
   st.topology_known = false;
   if (st.background.joinable()) {
-    st.shutdown_requested = true;
+    st.leaving = static_cast<int>(exiting ? Controller::Leaving::EXITING
+                                          : Controller::Leaving::SHUTDOWN_CALLED);
     st.queue->Notify();
     st.background.join();
   }
-  SetStopped(st, Status::Aborted(
-                     "Horovod has been shut down; call hvd.init() again to use collectives"));
+  SetStopped(st, Status::Precondition("Horovod has not been initialized: it was shut down by "
+                                      "hvd.shutdown(); use hvd.init()."));
 }
 
 bool IsInitialized() { return State().running.load(); }

@@ -15,8 +15,9 @@ namespace tfhvd {
 // Blocks until that is done; idempotent while running.
 Status Initialize();
 // Asks every rank to shut down, completes pending ops with an error, joins
-// the background thread.
-void Shutdown();
+// the background thread. The other ranks' errors say whether this rank
+// called hvd.shutdown() or is exiting (`exiting`: called at process exit).
+void Shutdown(bool exiting = false);
 bool IsInitialized();
 // True from a successful Initialize() until this process calls Shutdown(),
 // also after the core stopped because another rank exited.

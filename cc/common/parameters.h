@@ -21,7 +21,7 @@ struct Parameters {
   bool stall_check_disable = false;                    // HOROVOD_STALL_CHECK_DISABLE
   bool stall_check = true;                             // = !stall_check_disable
   double stall_warning_s = 60.0;                       // HOROVOD_STALL_CHECK_TIME_SECONDS
-  double stall_shutdown_s = 0.0;                       // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
+  double stall_shutdown_s = 600.0;                     // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
   bool malloc_reuse = true;                            // HOROVOD_MALLOC_REUSE (malloc_tuning.h)
   std::string timeline_path;                           // HOROVOD_TIMELINE; "" = off
   bool timeline_mark_cycles = false;                   // HOROVOD_TIMELINE_MARK_CYCLES
@@ -55,6 +55,8 @@ struct Parameters {
 
   // --- Gloo ---
   std::string hostname = "127.0.0.1";  // HOROVOD_HOSTNAME
+  std::string slot_hostname;           // HOROVOD_SLOT_HOSTNAME; "" = gethostname()
+  int64_t elastic_round = -1;          // HOROVOD_ELASTIC_ROUND; -1 = not elastic
   std::string gloo_iface;              // HOROVOD_GLOO_IFACE
   std::string rendezvous_addr;         // HOROVOD_GLOO_RENDEZVOUS_ADDR
   int64_t rendezvous_port = 0;         // HOROVOD_GLOO_RENDEZVOUS_PORT

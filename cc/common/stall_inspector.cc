@@ -16,7 +16,10 @@ bool StallInspector::Check(const std::string& name, const char* op, Clock::time_
                            const std::vector<bool>& submitted, std::string* message) {
   if (!params_.stall_check) return false;
   double waited = std::chrono::duration<double>(Clock::now() - first_seen).count();
-  if (waited < params_.stall_warning_s) return false;
+  const bool can_fail = params_.stall_shutdown_s > 0;
+  if (waited < params_.stall_warning_s && (!can_fail || waited < params_.stall_shutdown_s)) {
+    return false;
+  }
   std::ostringstream missing, ready;
   for (size_t r = 0, m = 0, k = 0; r < submitted.size(); ++r) {
     (submitted[r] ? ready : missing) << ((submitted[r] ? k++ : m++) ? "," : "") << r;
@@ -26,7 +29,7 @@ bool StallInspector::Check(const std::string& name, const char* op, Clock::time_
       << " s: submitted by ranks [" << ready.str() << "] but not yet by ranks ["
       << missing.str() << "]; the ranks may be running different code paths, or be stuck";
   *message = out.str();
-  bool fail = params_.stall_shutdown_s > 0 && waited >= params_.stall_shutdown_s;
+  bool fail = can_fail && waited >= params_.stall_shutdown_s;
   if (warn_this_round_ && !fail) {
     TFHVD_LOG(WARNING) << "Stall detected: " << *message;
     last_warning_ = Clock::now();

@@ -58,6 +58,18 @@ class Transport {
   virtual Status Alltoallv(const void* in, const std::vector<int64_t>& send_bytes,
                            void* out, const std::vector<int64_t>& recv_bytes) = 0;
   virtual Status Barrier() = 0;
+
+  // Tells the launcher why this rank's core stopped (the launcher names the
+  // rank whose failure came first); `record` is a short text (fault_report.h).
+  // Best effort, bounded in time; a transport without a launcher ignores it.
+  virtual void ReportFault(const std::string& record) { (void)record; }
+  // What `rank` reported, if it did within a moment (a rank that stopped
+  // because of a third one closes its links too: its report names that one).
+  virtual bool PeerFault(int rank, std::string* record) {
+    (void)rank;
+    (void)record;
+    return false;
+  }
 };
 
 }  // namespace tfhvd

@@ -107,14 +107,19 @@ PYBIND11_MODULE(_hvd, m) {
         return out;
       },
       "Every knob's value when nothing is set.");
-  m.def("shutdown", [] {
-    py::gil_scoped_release release;
-    tfhvd::Shutdown();
-  });
+  m.def(
+      "shutdown",
+      [](bool exiting) {
+        py::gil_scoped_release release;
+        tfhvd::Shutdown(exiting);
+      },
+      py::arg("exiting") = false,
+      "exiting: called as the process ends (the other ranks' errors say so).");
   m.def("is_initialized", [] { return tfhvd::IsInitialized(); });
   m.def("topology_known", [] { return tfhvd::TopologyKnown(); });
   // (code, message) of why collectives cannot run now: ("ok", "") while
-  // running; "not_initialized" before init; "aborted" after shutdown;
+  // running; "not_initialized" before init and after this process's
+  // shutdown; "aborted" after another rank shut down or left;
   // "unavailable" after a rank died; "invalid_argument" after a failed init.
   m.def("status", [] {
     tfhvd::Status s = tfhvd::CheckInitialized();

@@ -145,8 +145,9 @@ def _check_survivors(job, np_, victim):
         failed = job.require(r, "collective_failed")
         # transport failures surface as UnavailableError, in a tf.function too
         assert failed["type"] in ("UnavailableError", "AbortedError"), failed
-        assert "a rank may have exited or crashed" in failed["message"] or \
-            "shut down" in failed["message"], failed
+        # the error names the rank that left and its host (also when the link that
+        # broke was to another survivor, which had stopped because of it)
+        assert "rank %d (on localhost)" % victim in failed["message"], failed
         assert failed["seconds_since_last_ok"] < GLOO_TIMEOUT, failed
         later = job.require(r, "later_collective_failed")
         assert later["seconds"] < 5, later
@@ -199,6 +200,57 @@ def test_collective_after_a_rank_died_names_the_failure(tmp_path_factory):
         "shut down" in later["message"], later
 
 
+# -- the launcher and every survivor name the rank that left, whatever the way -----------
+
+LEAVE_CASES = {
+    # how: (launcher line after "rank 1 (on localhost) ", exit code, survivors' error)
+    "exit": (r"exited with code 3", 3, "rank 1 (on localhost) left the job (its process is "
+             "exiting); this collective did not run"),
+    "raise": (r"(exited with code 1 after raising an exception|raised an exception) \(its "
+              r"traceback is above\)( and was then stopped)?", 1,
+              "rank 1 (on localhost) left the job (its process is exiting); this collective "
+              "did not run"),
+    "kill": (r"was killed by signal 9 \(SIGKILL\)", 128 + 9, "rank 1 (on localhost)"),
+    "shutdown": (r"called hvd\.shutdown\(\) while the other ranks still ran collectives and "
+                 r"then exited with code 0", 1,
+                 "rank 1 (on localhost) called hvd.shutdown(); this collective did not run"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(LEAVE_CASES))
+def test_launcher_and_survivors_name_the_rank_that_left(tmp_path, how):
+    """np=3, rank 1 leaves while ranks 0 and 2 train on: the launcher's one line names
+    rank 1, how it ended, and the ranks that stopped in consequence, and exits with rank
+    1's code; every survivor's error (pending and later) names rank 1 and its host, in one
+    message."""
+    line, code, survivor_text = LEAVE_CASES[how]
+    job = run_job(tmp_path, 3, "gloo", "leave", worker_args=["--victim", 1, "--how", how])
+    assert job.launcher_lines() and re.match(
+        r"^tfhvdrun: rank 1 \(on localhost\) %s; ranks 0, 2 stopped in consequence$" % line,
+        job.launcher_lines()[0]), job.describe()
+    assert len(job.launcher_lines()) == 1, job.describe()
+    assert job.code == code, job.describe()
+    for r in (0, 2):
+        failed = job.require(r, "collective_failed")
+        assert survivor_text in failed["message"], failed
+        later = job.require(r, "later_collective_failed")
+        assert later["type"] == failed["type"] or how == "kill", (failed, later)
+        assert "rank 1 (on localhost)" in later["message"], later
+        assert "not been initialized" not in later["message"], later
+
+
+def test_survivors_init_again_as_a_smaller_job_in_the_same_process(tmp_path):
+    """What elastic training builds on: after rank 1 of 3 left, ranks 0 and 2 shut down and
+    init again with a new HOROVOD_RANK/SIZE in the same process, and reduce as 2 ranks."""
+    job = run_job(tmp_path, 3, "gloo", "shrink", worker_args=["--victim", 1])
+    assert job.code == 0, job.describe()
+    for r, new_rank in ((0, 0), (2, 1)):
+        assert "rank 1 (on localhost) left the job" in \
+            job.require(r, "collective_failed")["message"]
+        reinit = job.require(r, "reinit")
+        assert (reinit["new_rank"], reinit["size"], reinit["value"]) == (new_rank, 2, 3.0), reinit
+
+
 # -- stalls -----------------------------------------------------------------------------------
 
 STALL_ENV = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "2"}
@@ -228,7 +280,8 @@ def test_stall_warning_names_tensor_and_missing_ranks(tmp_path, np_, transport, 
                                                    (3, "gloo", 0), (2, "mpi", 1)])
 def test_stall_shutdown_fails_every_rank_and_ends_the_job(tmp_path, np_, transport, victim):
     _needs_mpi(transport)
-    env = dict(STALL_ENV, HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="4")
+    # the shutdown time alone, below the (default, 60 s) warning time: it still applies
+    env = {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "4"}
     job = run_job(tmp_path, np_, transport, "stall-shutdown",
                   worker_args=["--victim", victim, "--sleep", 8], env=env)
     assert job.code not in (0, None), job.describe()

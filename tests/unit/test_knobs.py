@@ -272,3 +272,8 @@ def test_horovod_cpu_knobs_and_dynamic_timeline(tmp_path):
     for line in logs:  # HOROVOD_LOG_HIDE_TIME=1: no date or time
         assert re.match(r"^\[\d\]\[(DEBUG|INFO|WARNING) tf_hvd ", line), line
     assert "background thread pinned to CPU %d" % cpu in out, out[-3000:]
+def test_a_stall_ends_after_ten_minutes_by_default(lib):
+    """No hang without an end: a stall becomes an error on every rank after 600 s unless
+    HOROVOD_STALL_SHUTDOWN_TIME_SECONDS says otherwise (0 turns it off)."""
+    assert float(lib.default_knob_values()["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"]) == 600
+    assert float(lib.parse_knob("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0")) == 0

@@ -93,6 +93,7 @@ def test_local_gloo_envs():
             "HOROVOD_LOCAL_RANK": str(r), "HOROVOD_LOCAL_SIZE": "3",
             "HOROVOD_CROSS_RANK": "0", "HOROVOD_CROSS_SIZE": "1",
             "HOROVOD_HOSTNAME": "127.0.0.1",
+            "HOROVOD_SLOT_HOSTNAME": "localhost",  # named in other ranks' errors
             "HOROVOD_GLOO_RENDEZVOUS_ADDR": "127.0.0.1",
             "HOROVOD_GLOO_RENDEZVOUS_PORT": "4242",
             "HOROVOD_CONTROLLER": "gloo",

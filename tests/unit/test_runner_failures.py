@@ -93,3 +93,52 @@ def test_launcher_names_the_rank_that_raised(tmp_path, mode):
     assert len(mine) == 1, err
     assert mine[0].startswith("tfhvdrun: rank 0 ") and "raised an exception" in mine[0], err
     assert proc.returncode == 7, err  # the first non-zero status seen
+
+
+# -- fault records: the ranks' cores say which rank made them stop ---------------------------
+
+def _rec(culprit, kind):
+    return failures.FaultRecord(culprit, kind, "")
+
+
+def test_parse_record():
+    assert failures.parse_record(b"culprit=1\nkind=exiting\nrank 1 (on h) left") == \
+        failures.FaultRecord(1, "exiting", "rank 1 (on h) left")
+    assert failures.parse_record("garbage") is None
+    assert failures.parse_record("culprit=x\nkind=lost\n") is None
+
+
+def test_records_name_the_rank_that_exited_although_the_others_ended_first():
+    # rank 1 sys.exit(3): its interpreter's teardown outlasts ranks 0 and 2, which raised
+    # (tracebacks) because rank 1 left the job
+    outcomes = [Outcome(0, "h", 1, 1.3, 1.1), Outcome(1, "h", 3, 2.0, None),
+                Outcome(2, "h", 1, 1.35, 1.12)]
+    records = {0: _rec(1, "exiting"), 2: _rec(1, "exiting")}
+    root, consequences, first_exit = failures.blame(outcomes, records)
+    assert root.rank == 1 and consequences == [0, 2]
+    assert failures.describe_blame(root, consequences, first_exit, records) == \
+        "rank 1 (on h) exited with code 3; ranks 0, 2 stopped in consequence"
+    assert failures.exit_code_of(root, 1, first_exit) == 3
+
+
+def test_records_are_followed_through_a_survivor_that_stopped_first():
+    # rank 2 lost its link to rank 0, which had stopped because rank 1 was SIGKILLed
+    outcomes = [Outcome(0, "h", -9, 2.0, None), Outcome(1, "h", -9, 1.0, None),
+                Outcome(2, "h", 1, 1.2, 1.1)]
+    records = {0: _rec(1, "lost"), 2: _rec(0, "lost")}
+    root, consequences, first_exit = failures.blame(outcomes, records)
+    assert root.rank == 1 and consequences == [0, 2]
+    assert failures.describe_blame(root, consequences, first_exit, records) == \
+        "rank 1 (on h) was killed by signal 9 (SIGKILL); ranks 0, 2 stopped in consequence"
+    assert failures.exit_code_of(root, -9, first_exit) == 128 + 9
+
+
+def test_a_rank_that_shut_down_early_is_named_although_it_exited_cleanly():
+    outcomes = [Outcome(0, "h", 1, 1.3, 1.1), Outcome(1, "h", 0, 2.0, None)]
+    records = {0: _rec(1, "shutdown")}
+    root, consequences, first_exit = failures.blame(outcomes, records)
+    assert failures.describe_blame(root, consequences, first_exit, records) == \
+        "rank 1 (on h) called hvd.shutdown() while the other ranks still ran collectives " \
+        "and then exited with code 0; rank 0 stopped in consequence"
+    assert failures.exit_code_of(root, 1, first_exit) == 1
+    assert failures.culprits_named(records) == {1}

@@ -173,10 +173,70 @@ def build_parser():
                        dest="stall_check_shutdown_time_seconds", type=_number,
                        metavar="S", help="HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")
     _add_horovodrun_flags(p)
+    _add_fault_tolerance_flags(p)
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="the program to run on every rank, e.g. python train.py")
     p.set_defaults(mode="gloo")
     return p
+
+
+# -- fault tolerance: restarts (and elastic runs) -------------------------------------------
+
+def _add_fault_tolerance_flags(p):
+    ft = p.add_argument_group("fault tolerance")
+    ft.add_argument("--max-restarts", dest="max_restarts", type=_integer, default=0,
+                    metavar="N",
+                    help="when a rank fails, stop every rank and start the whole job again "
+                         "(fresh rendezvous), up to N times; scripts resume from their own "
+                         "checkpoints (Gloo mode; default 0)")
+    ft.add_argument("--min-np", dest="min_np", type=_integer, metavar="N",
+                    help="elastic run (tf_hvd.elastic): a failed rank does not end the job "
+                         "while at least N ranks are left")
+    ft.add_argument("--max-np", dest="max_np", type=_integer, metavar="N",
+                    help="elastic run: at most N ranks (default -np)")
+    ft.add_argument("--elastic-timeout", dest="elastic_timeout", type=_number, default=600,
+                    metavar="SECONDS",
+                    help="elastic run: how long fewer than --min-np ranks may be left, and "
+                         "how long survivors may take to re-form the job (default 600)")
+    ft.add_argument("--reset-limit", dest="reset_limit", type=_integer, metavar="N",
+                    help="elastic run: end the job after N resets (lost ranks)")
+    ft.add_argument("--host-discovery-script", dest="host_discovery_script", metavar="FILE",
+                    help="elastic run: executable printing the available hosts, one "
+                         "host[:slots] per line; ranks are added (up to --max-np) as slots "
+                         "appear, and join at the next commit (localhost only for now)")
+    ft.add_argument("--slots-per-host", dest="slots_per_host", type=_integer, default=1,
+                    metavar="N", help="elastic run: slots of a discovered host printed "
+                                      "without :slots (default 1)")
+    ft.add_argument("--blacklist-cooldown-range", dest="blacklist_cooldown_range",
+                    type=_integer, nargs=2, metavar=("MIN", "MAX"),
+                    help="elastic run: accepted for horovodrun compatibility; hosts are not "
+                         "blacklisted yet")
+
+
+def _check_fault_tolerance(args):
+    if args.max_restarts < 0:
+        raise UsageError("--max-restarts must not be negative (got %d)" % args.max_restarts)
+    if args.min_np is not None:
+        if not 1 <= args.min_np <= args.num_proc:
+            raise UsageError("--min-np must be between 1 and -np %d (got %d)"
+                             % (args.num_proc, args.min_np))
+        if args.max_np is not None and args.max_np < args.num_proc:
+            raise UsageError("--max-np %d is less than -np %d" % (args.max_np, args.num_proc))
+        if args.mode == "mpi" or args.max_restarts:
+            raise UsageError("--min-np (elastic) works in Gloo mode, without --max-restarts")
+    elif (args.max_np is not None or args.reset_limit is not None or
+          args.host_discovery_script is not None):
+        raise UsageError("--max-np, --reset-limit and --host-discovery-script need --min-np "
+                         "(an elastic run)")
+    if args.slots_per_host < 1:
+        raise UsageError("--slots-per-host must be at least 1 (got %d)" % args.slots_per_host)
+    if args.reset_limit is not None and args.reset_limit < 0:
+        raise UsageError("--reset-limit must not be negative (got %d)" % args.reset_limit)
+    if args.elastic_timeout <= 0:
+        raise UsageError("--elastic-timeout must be positive (got %s)" % args.elastic_timeout)
+    if args.max_restarts and args.mode == "mpi":
+        raise UsageError("--max-restarts works in Gloo mode only (mpiexec starts the ranks "
+                         "under --mpi)")
 
 
 _PYTHON_RE = re.compile(r"^python(\d+(\.\d+)*)?$")
@@ -265,6 +325,7 @@ def parse(argv):
     if args.ssh_port is not None and not 0 < args.ssh_port < 65536:
         raise UsageError("--ssh-port must be between 1 and 65535 (got %d)" % args.ssh_port)
     _check_horovodrun_flags(args)
+    _check_fault_tolerance(args)
     return args
 
 

@@ -83,6 +83,7 @@ def gloo_rank_env(slot, hostname, rendezvous_addr, rendezvous_port, knobs):
         "HOROVOD_CROSS_RANK": str(slot.cross_rank),
         "HOROVOD_CROSS_SIZE": str(slot.cross_size),
         "HOROVOD_HOSTNAME": hostname,
+        "HOROVOD_SLOT_HOSTNAME": slot.hostname.split("@", 1)[-1],
         "HOROVOD_GLOO_RENDEZVOUS_ADDR": rendezvous_addr,
         "HOROVOD_GLOO_RENDEZVOUS_PORT": str(rendezvous_port),
         "HOROVOD_CONTROLLER": "gloo",

@@ -78,3 +78,111 @@ def describe(outcome, first_exit_time=None):
     if outcome.traceback_time is not None and outcome.returncode > 0:
         text += " after raising an exception (its traceback is above)"
     return text
+
+
+# -- what the ranks' cores reported ----------------------------------------------------------
+#
+# A rank whose core stopped because of another rank (it called hvd.shutdown(), its process
+# was exiting, its connection closed, ...) tells the launcher which one, through the
+# rendezvous store (cc/common/operations.cc, ReportFault): the text
+# "culprit=<rank>\nkind=<kind>\n<its error message>". Following these records from any
+# failed rank leads to the rank that failed by itself, whatever the timing.
+
+FaultRecord = collections.namedtuple("FaultRecord", ["culprit", "kind", "message"])
+
+STILL_RAN = "while the other ranks still ran collectives"
+
+
+def parse_record(data):
+    """A FaultRecord from a rank's report (bytes or str), or None if malformed."""
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "replace")
+    head = data.split("\n", 2)
+    if len(head) < 2 or not head[0].startswith("culprit=") or not head[1].startswith("kind="):
+        return None
+    try:
+        culprit = int(head[0][len("culprit="):])
+    except ValueError:
+        return None
+    return FaultRecord(culprit, head[1][len("kind="):], head[2] if len(head) > 2 else "")
+
+
+def follow_records(rank, records):
+    """From ``rank``, follow "stopped because of rank c" to the rank that failed by itself."""
+    seen = {rank}
+    while True:
+        rec = records.get(rank)
+        if rec is None or rec.culprit < 0 or rec.culprit in seen:
+            return rank
+        rank = rec.culprit
+        seen.add(rank)
+
+
+def blamed_by(rank, records):
+    """The kind of the first record that names ``rank`` as its culprit ('' if none)."""
+    for r in sorted(records):
+        if records[r].culprit == rank:
+            return records[r].kind
+    return ""
+
+
+def culprits_named(records):
+    """Ranks that other ranks' records name as the cause of their failure."""
+    return {rec.culprit for r, rec in records.items() if rec.culprit >= 0 and rec.culprit != r}
+
+
+def blame(outcomes, records):
+    """(root, consequences, first_exit): the Outcome of the rank whose failure came first,
+    the ranks that failed or were stopped because of it, and the first failing exit time.
+
+    ``outcomes``: every rank's Outcome (returncode None: never ended); ``records``: rank ->
+    FaultRecord. None when no rank failed.
+    """
+    start = first_failure(outcomes)
+    if start is None:
+        return None
+    failed_exits = [o.exit_time for o in outcomes
+                    if o.returncode not in (0, None) and o.exit_time is not None]
+    first_exit = min(failed_exits)
+    by_rank = {o.rank: o for o in outcomes}
+    root_rank = follow_records(start.rank, records)
+    root = by_rank.get(root_rank, start)
+    consequences = sorted(o.rank for o in outcomes
+                          if o.rank != root.rank and o.returncode not in (0, None))
+    return root, consequences, first_exit
+
+
+def rank_list(ranks):
+    """'rank 2' / 'ranks 0, 2'."""
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+
+
+def describe_blame(root, consequences, first_exit, records):
+    """One line: how the root rank failed, and which ranks stopped in consequence."""
+    kind = blamed_by(root.rank, records)
+    torn_down = root.returncode is not None and root.returncode < 0 and \
+        root.exit_time is not None and root.exit_time > first_exit
+    who = "rank %d" % root.rank + (" (on %s)" % root.host if root.host else "")
+    if kind == "shutdown":
+        text = "%s called hvd.shutdown() %s" % (who, STILL_RAN)
+        if torn_down or root.returncode is None:
+            text += " and was then stopped"
+        else:
+            text += " and then %s" % describe_status(root.returncode)
+    elif kind == "exiting" and root.returncode == 0:
+        text = "%s exited with code 0 %s" % (who, STILL_RAN)
+    else:
+        text = describe(root, first_exit)
+    if consequences:
+        text += "; %s stopped in consequence" % rank_list(consequences)
+    return text
+
+
+def exit_code_of(root, first_failed_code, first_exit):
+    """The launcher's exit status: the root rank's own code, else the first failure's."""
+    code = root.returncode
+    own = code is not None and (code > 0 or (code < 0 and root.exit_time is not None and
+                                             root.exit_time <= first_exit))
+    if not own:
+        code = first_failed_code
+    return code if code >= 0 else 128 - code

@@ -6,6 +6,7 @@ remote ranks read it from ssh's stdin. It is never printed: the launcher's own l
 and the ranks' output have it masked.
 """
 
+import argparse
 import errno
 import os
 import shlex
@@ -14,6 +15,8 @@ import time
 
 from . import auth
 from . import env as rank_env
+from . import failures
+from . import network
 from .rendezvous import RendezvousServer
 from .signals import SignalCatcher
 from .supervisor import Supervisor, log_line
@@ -48,12 +51,107 @@ def _report_missing_ranks(server, size):
                  % (_rank_list(missing), server.bind_address, server.port))
 
 
+FAULT_PREFIX = "tf_hvd/fault/"
+
+
+def fault_records(store):
+    """rank -> failures.FaultRecord: what the ranks' cores reported when they stopped."""
+    records = {}
+    for key in store.keys():
+        if key.startswith(FAULT_PREFIX) and key[len(FAULT_PREFIX):].isdigit():
+            record = failures.parse_record(store.get(key) or b"")
+            if record is not None:
+                records[int(key[len(FAULT_PREFIX):])] = record
+    return records
+
+
 def _rank_list(ranks):
     return "[" + ",".join(str(r) for r in ranks) + "]"
 
 
+RESTART_ENV = "TF_HVD_RESTART_COUNT"  # how many times the job was restarted (0: first run)
+
+
 def run(plan):
-    """Run the job described by ``plan``; return the launcher's exit code."""
+    """Run the job described by ``plan``, restarting it after a rank's failure up to
+    ``--max-restarts`` times; return the launcher's exit code."""
+    limit = getattr(plan.args, "max_restarts", 0) or 0
+    restart = 0
+    while True:
+        code, restartable, why = _run_once(plan, restart)
+        if code == 0 or not restartable or limit == 0:
+            return code
+        if restart == limit:
+            log_line("giving up: the job failed %d time(s), more than --max-restarts %d "
+                     "allows (last failure: %s)" % (restart + 1, limit, why))
+            return code
+        restart += 1
+        log_line("restarting every rank with a fresh rendezvous (restart %d of %d) because "
+                 "%s" % (restart, limit, why))
+
+
+def _elastic_env(elastic):
+    return {"TF_HVD_ELASTIC_TIMEOUT": "%g" % elastic.timeout,
+            "TF_HVD_ELASTIC_MIN_NP": str(elastic.min_np)}
+
+
+class _Joiner(object):
+    """Elastic runs: starts ranks on the slots the discovery script adds (localhost), up
+    to --max-np; they join the running ranks at their next commit (tf_hvd.elastic)."""
+
+    def __init__(self, plan, server, args):
+        from .discovery import HostDiscovery
+        self.plan, self.server, self.args = plan, server, args
+        self.discovery = HostDiscovery(args.host_discovery_script, args.slots_per_host,
+                                       log=log_line)
+        self.ids = [s.rank for s in plan.slots]
+        self.warned = set()
+
+    def tick(self, supervisor):
+        if any(p.returncode == 0 for p in supervisor.procs):
+            return  # the job is finishing: no rank joins any more
+        hosts = self.discovery.poll()
+        if hosts is None:
+            return
+        local = 0
+        for host, slots in hosts:
+            if network.is_local_host(host):
+                local += slots
+            elif host not in self.warned:
+                self.warned.add(host)
+                log_line("host discovery: %s is not this machine; only localhost ranks can "
+                         "join an elastic run for now" % host)
+        limit = self.args.max_np if self.args.max_np is not None else self.args.num_proc
+        running = [p for p in supervisor.procs if p.returncode is None]
+        started = []
+        for _ in range(min(local, limit) - len(running)):
+            new_id = max(self.ids) + 1
+            env = dict(self.plan.gloo_envs(self.plan.launcher_address(), self.server.port)[0])
+            env.update(_elastic_env(argparse.Namespace(timeout=self.args.elastic_timeout,
+                                                       min_np=self.args.min_np)))
+            env.update({"HOROVOD_RANK": str(new_id), "TF_HVD_ELASTIC_ID": str(new_id),
+                        "TF_HVD_ELASTIC_JOIN": "1", RESTART_ENV: "0",
+                        auth.SECRET_ENV: self.server.secret})
+            child_env = rank_env.process_env(os.environ, env)
+            try:
+                supervisor.spawn(new_id, "localhost", list(self.args.command), child_env,
+                                 os.getcwd(), self.args.output_filename,
+                                 redact=self.server.secret)
+            except OSError as e:
+                log_line("host discovery: cannot start a rank: %s" % (e.strerror or e))
+                break
+            self.ids.append(new_id)
+            started.append(new_id)
+        if started:
+            self.server.store.put("tf_hvd/elastic/ids",
+                                  ",".join(str(i) for i in self.ids).encode())
+            log_line("host discovery: %d slot(s) on localhost; started rank(s) %s, which "
+                     "join at the running ranks' next commit"
+                     % (local, ", ".join(str(i) for i in started)))
+
+
+def _run_once(plan, restart):
+    """One run of the whole job: (exit code, whether a restart may help, why it failed)."""
     args = plan.args
     cwd = os.getcwd()
     bind = plan.rendezvous_bind_address()
@@ -70,10 +168,21 @@ def run(plan):
                             " (choose another --rendezvous-port, or 0 for any free port)"
                             if args.rendezvous_port else ""))
         sys.stderr.flush()
-        return USAGE_EXIT
+        return USAGE_EXIT, False, None
     signals = SignalCatcher()
     signals.install()
-    supervisor = Supervisor(signals)
+    elastic = None
+    if getattr(args, "min_np", None) is not None:
+        elastic = argparse.Namespace(min_np=args.min_np, timeout=args.elastic_timeout,
+                                     reset_limit=args.reset_limit)
+    joiner = None
+    if elastic is not None:
+        server.store.put("tf_hvd/elastic/ids",
+                         ",".join(str(s.rank) for s in plan.slots).encode())
+        if args.host_discovery_script:
+            joiner = _Joiner(plan, server, args)
+    supervisor = Supervisor(signals, fault_records=lambda: fault_records(server.store),
+                            elastic=elastic, tick=joiner and (lambda: joiner.tick(supervisor)))
 
     def verbose(message):
         if args.verbose:
@@ -95,6 +204,10 @@ def run(plan):
                             rank_env._number(plan.start_timeout)))
                 supervisor.abort()
                 return 1
+            env = dict(env)
+            env[RESTART_ENV] = str(restart)
+            if elastic is not None:
+                env.update(_elastic_env(elastic))
             argv, local = plan.rank_argv(slot, env, cwd, stdin_vars=(auth.SECRET_ENV,))
             verbose("rank %d on %s (local %d/%d, cross %d/%d): %s"
                     % (slot.rank, slot.hostname, slot.local_rank, slot.local_size,
@@ -115,11 +228,12 @@ def run(plan):
                 log_line("cannot start rank %d (%s): %s"
                          % (slot.rank, argv[0], e.strerror or e))
                 supervisor.abort()
-                return 127 if e.errno == errno.ENOENT else 126
+                return (127 if e.errno == errno.ENOENT else 126), False, None
         code = supervisor.wait()
         if code != 0:
             _report_missing_ranks(server, len(plan.slots))
-        return code
+        restartable = supervisor.failed is not None and supervisor.signalled is None
+        return code, restartable, supervisor.report
     finally:
         signals.restore()
         server.stop()

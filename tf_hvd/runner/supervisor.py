@@ -8,9 +8,11 @@ Policy (the same as horovodrun's, stated precisely):
 * SIGINT/SIGTERM/SIGHUP received by the launcher are forwarded to every rank's group;
   a second signal kills them (SIGKILL);
 * when a rank exits with a non-zero status (and we are not already stopping), the
-  others get SIGTERM and, ``grace`` seconds later, SIGKILL; once all are gone, one line
-  names the rank that failed first and how (failures.py: a rank whose Python traceback
-  came first is named even if another rank's process ended before it);
+  others get SIGTERM and, ``grace`` seconds later, SIGKILL -- except the ranks that the
+  failed ranks' cores named as the cause (fault records, failures.py), which are given
+  ``grace`` seconds to end by themselves first, so that their own exit status is known;
+  once all are gone, one line names the rank whose failure came first, how it ended, and
+  the ranks that stopped in consequence (failures.blame);
 * when all ranks are gone, whatever is left in their process groups is killed, so no
   process survives the launcher;
 * exit code: the failed rank's code (128+N for a rank killed by signal N; the first
@@ -104,14 +106,26 @@ class RankProcess(object):
 
 
 class Supervisor(object):
-    def __init__(self, signals=None, grace=3.0, poll_interval=0.05, log=None):
+    def __init__(self, signals=None, grace=3.0, poll_interval=0.05, log=None,
+                 fault_records=None, elastic=None, tick=None):
+        """``fault_records()``: rank -> failures.FaultRecord reported by the ranks' cores
+        so far (none when not given). ``elastic``: None, or an object with ``min_np``,
+        ``timeout`` and ``reset_limit`` (None: no limit): a failed rank then does not end
+        the job while at least min_np ranks are left (tf_hvd.elastic re-forms it)."""
+        self.elastic = elastic
+        self._tick = tick  # called every poll while the job runs (elastic host discovery)
+        self.resets = 0
+        self._elastic_failed = []
+        self._short_since = None
         self.grace = grace
+        self._fault_records = fault_records or dict
         self.poll_interval = poll_interval
         self._log = log or log_line
         self.signals = signals if signals is not None else SignalCatcher()
         self.procs = []
         self.failed = None          # RankProcess that failed first
         self.signalled = None       # signal number that stopped the launcher
+        self.report = None          # the line naming the failure, once logged
 
     # -- starting --------------------------------------------------------------
     def spawn(self, rank, host, argv, env, cwd=None, output_dir=None, stdin_data=None,
@@ -144,6 +158,13 @@ class Supervisor(object):
         return proc
 
     # -- signalling -----------------------------------------------------------
+    @staticmethod
+    def _signal_proc(proc, signum):
+        try:
+            os.killpg(proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def _signal_groups(self, signum, only_running=True):
         for proc in self.procs:
             if only_running and proc.returncode is not None:
@@ -171,7 +192,7 @@ class Supervisor(object):
         """Block until every rank is gone; return the launcher's exit code."""
         deadline = None
         killed = False
-        terminated = 0
+        term_later, term_later_at = [], None
         try:
             while True:
                 for signum in self.signals.pop_all():
@@ -184,42 +205,89 @@ class Supervisor(object):
                     else:
                         self._signal_groups(signal.SIGKILL)
                         killed = True
+                if self._tick is not None and self.failed is None and \
+                        self.signalled is None:
+                    self._tick()
                 running, exited = self._poll()
                 for proc in sorted(exited, key=lambda p: p.rank):
                     if (proc.returncode != 0 and self.failed is None
                             and self.signalled is None):
+                        if self.elastic is not None and self._elastic_goes_on(proc, running):
+                            continue
                         self.failed = proc
-                        terminated = len(running)
-                        self._signal_groups(signal.SIGTERM)
-                        deadline = time.monotonic() + self.grace
+                        # A rank the others blame is ending by itself: let it.
+                        named = failures.culprits_named(self._fault_records())
+                        term_later = [p for p in running if p.rank in named]
+                        for p in running:
+                            if p not in term_later:
+                                self._signal_proc(p, signal.SIGTERM)
+                        now = time.monotonic()
+                        term_later_at = now + self.grace
+                        deadline = now + self.grace * (2 if term_later else 1)
+                if (self._short_since is not None and self.failed is None and running and
+                        time.monotonic() - self._short_since >= self.elastic.timeout):
+                    self._log("stopping the job: only %d rank(s) left for %g s "
+                              "(--elastic-timeout), fewer than --min-np %d"
+                              % (len(running), self.elastic.timeout, self.elastic.min_np))
+                    self.failed = self._elastic_failed[0]
+                    for p in running:
+                        self._signal_proc(p, signal.SIGTERM)
+                    deadline = time.monotonic() + self.grace
                 if not running:
                     break
+                if term_later and time.monotonic() >= term_later_at:
+                    for p in term_later:
+                        if p.returncode is None:
+                            self._signal_proc(p, signal.SIGTERM)
+                    term_later = []
                 if deadline is not None and not killed and time.monotonic() >= deadline:
                     self._signal_groups(signal.SIGKILL)
                     killed = True
                 time.sleep(self.poll_interval)
         finally:
             self.cleanup()
+        if (self.failed is None and self._elastic_failed and self.signalled is None and
+                not any(p.returncode == 0 for p in self.procs)):
+            self.failed = self._elastic_failed[0]  # every rank failed in the end
         if self.failed is not None:
-            return self._report_failure(terminated)
+            return self._report_failure()
         if self.signalled is not None:
             return 128 + int(self.signalled)
         return 0
 
-    def _report_failure(self, terminated):
-        """Name the rank that failed first (failures.py); return the exit code."""
+    def _elastic_goes_on(self, proc, running):
+        """An elastic run lost ``proc``: log it; False when the job must end now."""
+        self.resets += 1
+        self._elastic_failed.append(proc)
+        what = failures.describe(proc.outcome())
+        limit = self.elastic.reset_limit
+        if limit is not None and self.resets > limit:
+            self._log("%s; stopping the job: it has been reset %d time(s), more than "
+                      "--reset-limit %d allows" % (what, self.resets, limit))
+            return False
+        if len(running) < self.elastic.min_np:
+            if self._short_since is None:
+                self._short_since = time.monotonic()
+            self._log("%s; %d rank(s) left, fewer than --min-np %d: waiting up to %g s "
+                      "(--elastic-timeout)" % (what, len(running), self.elastic.min_np,
+                                               self.elastic.timeout))
+            return True
+        self._log("%s; the job goes on with the %d rank(s) left (elastic reset %d)"
+                  % (what, len(running), self.resets))
+        return True
+
+    def _report_failure(self):
+        """Name the rank whose failure came first and those that stopped in consequence
+        (failures.py); return the exit code."""
         outcomes = [p.outcome() for p in self.procs if p.returncode is not None]
-        culprit = failures.first_failure(outcomes) or self.failed.outcome()
-        first_exit = min(o.exit_time for o in outcomes
-                         if o.returncode != 0 and o.exit_time is not None)
-        message = failures.describe(culprit, first_exit)
-        if terminated:
-            message += "; the other %d running rank(s) were terminated" % terminated
-        self._log(message)
-        code = culprit.returncode
-        if code < 0 and culprit.exit_time is not None and culprit.exit_time > first_exit:
-            code = self.failed.returncode  # the named rank was stopped by the teardown
-        return exit_code_for(code)
+        records = self._fault_records()
+        found = failures.blame(outcomes, records)
+        if found is None:  # cannot happen (self.failed exited non-zero); be safe
+            found = (self.failed.outcome(), [], self.failed.exit_time)
+        root, consequences, first_exit = found
+        self.report = failures.describe_blame(root, consequences, first_exit, records)
+        self._log(self.report)
+        return failures.exit_code_of(root, self.failed.returncode, first_exit)
 
     def abort(self):
         """Stop the ranks started so far (used when a later one cannot start)."""

@@ -344,7 +344,8 @@ Status ShmAllreduce::WaitFor(int which, uint64_t target, int peer) {
       if (kill(pid, 0) != 0 && errno == ESRCH) {
         return Status::Unavailable("rank " + std::to_string(r) + " (pid " +
                                    std::to_string(pid) +
-                                   ") exited during a shared-memory allreduce");
+                                   ") exited during a shared-memory allreduce")
+            .WithPeer(static_cast<int>(r));
       }
       uint64_t seen = header(r)->counters[which].value.load(std::memory_order_relaxed);
       if (seen != last_seen) {
@@ -354,7 +355,8 @@ Status ShmAllreduce::WaitFor(int which, uint64_t target, int peer) {
         return Status::Unavailable(
             "no progress with rank " + std::to_string(r) + " for " +
             std::to_string(kNoProgressLimit.count()) +
-            " s in a shared-memory allreduce: that rank is stalled");
+            " s in a shared-memory allreduce: that rank is stalled")
+            .WithPeer(static_cast<int>(r));
       }
     }
   }

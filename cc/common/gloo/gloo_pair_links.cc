@@ -21,7 +21,8 @@ Status Lost(const char* what, int peer, const std::exception& e) {
   return Status::Unavailable(std::string(what) + " rank " + std::to_string(peer) +
                              " failed (gloo: " + e.what() +
                              "): a rank may have exited or crashed, or stopped after another "
-                             "rank's failure");
+                             "rank's failure")
+      .WithPeer(peer);
 }
 
 }  // namespace

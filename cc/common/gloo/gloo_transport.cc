@@ -114,6 +114,9 @@ Status GlooTransport::Init(Topology* topology) {
     static int generation = 0;
     std::string prefix = generation == 0 ? "global" : "global." + std::to_string(generation);
     ++generation;
+    // Elastic rounds: processes of one round have done different numbers of
+    // inits (a rank that joins has done none), so the round names the prefix.
+    if (params_.elastic_round >= 0) prefix = "elastic." + std::to_string(params_.elastic_round);
     gloo::rendezvous::PrefixStore prefixed(prefix, store);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
     context->setTimeout(std::chrono::seconds(op_timeout_s));
@@ -198,6 +201,33 @@ Status GlooTransport::Alltoallv(const void* in, const std::vector<int64_t>& send
     opts.setOutput(static_cast<char*>(NonNull(out)), recv_bytes);
     gloo::alltoallv(opts);
   });
+}
+
+void GlooTransport::ReportFault(const std::string& record) {
+  if (params_.rendezvous_addr.empty() || params_.rendezvous_port <= 0) return;
+  try {
+    // A short bound: the launcher may already be tearing the job down.
+    HttpStore store(params_.rendezvous_addr, static_cast<int>(params_.rendezvous_port), "tf_hvd",
+                    std::chrono::seconds(2), params_.rendezvous_secret, size_);
+    store.set("fault/" + std::to_string(rank_), std::vector<char>(record.begin(), record.end()));
+  } catch (const std::exception& e) {
+    TFHVD_LOG(DEBUG) << "could not report the fault to the launcher: " << e.what();
+  }
+}
+
+bool GlooTransport::PeerFault(int rank, std::string* record) {
+  if (params_.rendezvous_addr.empty() || params_.rendezvous_port <= 0) return false;
+  try {
+    // The peer reports before it closes its links, so a report that exists is
+    // there by now; a rank that died reports nothing: do not wait long.
+    HttpStore store(params_.rendezvous_addr, static_cast<int>(params_.rendezvous_port), "tf_hvd",
+                    std::chrono::milliseconds(300), params_.rendezvous_secret, size_);
+    std::vector<char> value = store.get("fault/" + std::to_string(rank));
+    record->assign(value.begin(), value.end());
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 Status GlooTransport::Barrier() {

@@ -226,7 +226,8 @@ Status TcpMesh::Transfer(int to, const char* send, size_t send_bytes, int from, 
         send_bytes -= static_cast<size_t>(k);
       } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         return Status::Unavailable("lost the connection to rank " + std::to_string(to) + " (" +
-                                   Errno("send") + "): " + kGone);
+                                   Errno("send") + "): " + kGone)
+            .WithPeer(to);
       }
     }
     if (recv_bytes > 0) {
@@ -236,10 +237,12 @@ Status TcpMesh::Transfer(int to, const char* send, size_t send_bytes, int from, 
         recv_bytes -= static_cast<size_t>(k);
       } else if (k == 0) {
         return Status::Unavailable("rank " + std::to_string(from) +
-                                   " closed its connection: " + kGone);
+                                   " closed its connection: " + kGone)
+            .WithPeer(from);
       } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         return Status::Unavailable("lost the connection to rank " + std::to_string(from) + " (" +
-                                   Errno("recv") + "): " + kGone);
+                                   Errno("recv") + "): " + kGone)
+            .WithPeer(from);
       }
     }
     if (send_bytes == 0 && recv_bytes == 0) break;
@@ -259,7 +262,8 @@ Status TcpMesh::Transfer(int to, const char* send, size_t send_bytes, int from, 
       return Status::Unavailable(
           "no progress with rank " + std::to_string(peer) + " for " +
           std::to_string(op_timeout_.count() / 1000) +
-          " s (HOROVOD_GLOO_TIMEOUT_SECONDS): that rank is stalled, dead or unreachable");
+          " s (HOROVOD_GLOO_OP_TIMEOUT_SECONDS): that rank is stalled, dead or unreachable")
+          .WithPeer(peer);
     }
     int rc = ::poll(p, n, static_cast<int>(left.count()));
     if (rc < 0 && errno != EINTR) return Status::Unavailable(Errno("TCP mesh poll"));

@@ -35,14 +35,21 @@ Status MpiCheck(int rc, const std::string& what) {
   return Status::Unavailable("MPI " + what + " failed: " + std::string(text, len));
 }
 
-Status MpiWait(MPI_Request* requests, int n, int64_t spin_us, const std::string& what) {
+Status MpiWait(MPI_Request* requests, int n, int64_t spin_us, const std::string& what,
+               double limit_s) {
   using Clock = std::chrono::steady_clock;
-  const auto spin_until = Clock::now() + std::chrono::microseconds(spin_us);
+  const auto start = Clock::now();
+  const auto spin_until = start + std::chrono::microseconds(spin_us);
   auto nap = std::chrono::microseconds(20);
   for (;;) {
     int done = 0;
     Status s = MpiCheck(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE), what);
     if (!s.ok() || done) return s;
+    if (limit_s > 0 && Clock::now() - start > std::chrono::duration<double>(limit_s)) {
+      return Status::DeadlineExceeded(
+          "MPI " + what + " made no progress for " + std::to_string(static_cast<int>(limit_s)) +
+          " s (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS): that rank is stalled or dead");
+    }
     if (Clock::now() < spin_until) {
       sched_yield();
     } else {
@@ -84,7 +91,8 @@ Status MpiLinks::Exchange(int to, const void* send, size_t send_bytes, int from,
     std::string what = ks == 0   ? Peer("receive from", from)
                        : kr == 0 ? Peer("send to", to)
                                  : Peer("send to", to) + " / " + Peer("receive from", from);
-    Status s = Lost(MpiWait(requests, n, spin_us_, what));
+    Status s = Lost(MpiWait(requests, n, spin_us_, what, limit_s_))
+                   .WithPeer(kr > 0 ? from : to);
     if (!s.ok()) return s;
     done_s += ks;
     done_r += kr;

@@ -20,17 +20,21 @@ namespace tfhvd {
 Status MpiCheck(int rc, const std::string& what);
 
 // Completes n requests: retries for spin_us (yielding the core), then naps
-// between tests (growing to 1 ms; progress needs MPI_Test calls).
-Status MpiWait(MPI_Request* requests, int n, int64_t spin_us, const std::string& what);
+// between tests (growing to 1 ms; progress needs MPI_Test calls). Fails with
+// DEADLINE_EXCEEDED after limit_s seconds (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS;
+// 0: waits forever), so a collective whose peer is stuck ends.
+Status MpiWait(MPI_Request* requests, int n, int64_t spin_us, const std::string& what,
+               double limit_s = 0);
 
 class MpiLinks : public Links {
  public:
   MpiLinks() = default;
-  void Reset(MPI_Comm comm, int rank, int size, int64_t spin_us) {
+  void Reset(MPI_Comm comm, int rank, int size, int64_t spin_us, double limit_s) {
     comm_ = comm;
     rank_ = rank;
     size_ = size;
     spin_us_ = spin_us;
+    limit_s_ = limit_s;
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -42,6 +46,7 @@ class MpiLinks : public Links {
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
+  double limit_s_ = 0;
   int64_t spin_us_ = 0;
 };
 

@@ -115,7 +115,7 @@ Status MpiTransport::Init(Topology* topology) {
   MPI_Type_contiguous(2, MPI_BYTE, &bfloat16_type_);
   MPI_Type_commit(&bfloat16_type_);
 
-  links_.Reset(comm_, rank_, size_, params_.spin_us);
+  links_.Reset(comm_, rank_, size_, params_.spin_us, params_.stall_shutdown_s);
   return Status();
 }
 
@@ -172,7 +172,9 @@ Status MpiTransport::BitwiseOr(uint64_t* words, size_t n) {
   Status s = Check(MPI_Iallreduce(MPI_IN_PLACE, words, static_cast<int>(n), MPI_UINT64_T,
                                   MPI_BOR, comm_, &request),
                    "MPI_Iallreduce (bit vector)");
-  return s.ok() ? MpiWait(&request, 1, params_.spin_us, "MPI_Iallreduce (bit vector)") : s;
+  return s.ok() ? MpiWait(&request, 1, params_.spin_us, "MPI_Iallreduce (bit vector)",
+                                params_.stall_shutdown_s)
+                      : s;
 }
 
 Status MpiTransport::BackendAllreduce(const void* input, void* output, int64_t count,

@@ -7,6 +7,12 @@ outlives the launcher) and reports what happened to it as JSON lines in
 DIR/rank<r>.events (also printed as ``FAULT {...}``). The scenario decides what the
 victim rank does wrong and what the others expect:
 
+leave               the victim leaves the job the --how way (exit: sys.exit(3), raise,
+                    kill: SIGKILL, shutdown: hvd.shutdown(), then exit 0 a moment later)
+                    after a few steps; the others train on and record their error
+shrink              the victim exits (status 0) after a warm-up; the others' next
+                    collective fails naming it, then they shut down and init again as a
+                    job of N-1 (new HOROVOD_RANK/SIZE in the same process) and reduce
 kill / raise        the victim SIGKILLs itself / raises after a few training steps;
                     the others record the error their collectives get (they delay the
                     launcher's SIGTERM so that they can), and whether a later one fails too
@@ -50,6 +56,7 @@ parser.add_argument("--sleep", type=float, default=6.0)
 parser.add_argument("--max-seconds", type=float, default=60.0)
 parser.add_argument("--no-reinit", action="store_true")
 parser.add_argument("--first", default="function", choices=("function", "graph", "eager"))
+parser.add_argument("--how", default="exit", choices=("exit", "raise", "kill", "shutdown"))
 ARGS = parser.parse_args()
 
 RANK = int(os.environ.get("HOROVOD_RANK") or os.environ.get("PMI_RANK") or
@@ -193,6 +200,45 @@ def scenario_raise():
         raise RuntimeError("deliberate failure on rank %d" % RANK)
     train_until_failure(fail)
     sys.exit(1)
+
+
+def scenario_leave():
+    def leave():
+        if ARGS.how == "exit":
+            sys.exit(3)
+        if ARGS.how == "raise":
+            raise RuntimeError("deliberate failure on rank %d" % RANK)
+        if ARGS.how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        hvd.shutdown()
+        time.sleep(1.0)
+        sys.exit(0)
+    train_until_failure(leave)
+    sys.exit(1)
+
+
+def scenario_shrink():
+    hvd.allreduce(tf.ones([2]), name="warmup")
+    if RANK == ARGS.victim:
+        emit("victim_acts")
+        sys.exit(0)
+    start = time.monotonic()
+    while time.monotonic() - start < 30:
+        try:
+            hvd.allreduce(tf.ones([2]), name="until_failure")
+        except Exception as e:  # noqa: BLE001
+            emit("collective_failed", **error_fields(e))
+            break
+        time.sleep(0.05)
+    hvd.shutdown()
+    new_rank = RANK if RANK < ARGS.victim else RANK - 1
+    for name, value in (("HOROVOD_RANK", new_rank), ("HOROVOD_SIZE", N - 1),
+                        ("HOROVOD_LOCAL_RANK", new_rank), ("HOROVOD_LOCAL_SIZE", N - 1)):
+        os.environ[name] = str(value)
+    hvd.init()
+    out = hvd.allreduce(tf.constant([float(hvd.rank() + 1)]), op=hvd.Sum, name="after_shrink")
+    emit("reinit", new_rank=hvd.rank(), size=hvd.size(), value=float(out.numpy()[0]))
+    hvd.shutdown()
 
 
 # -- stalls ---------------------------------------------------------------------------------
@@ -411,6 +457,8 @@ def scenario_init_only():
 
 SCENARIOS = {
     "kill": scenario_kill,
+    "leave": scenario_leave,
+    "shrink": scenario_shrink,
     "raise": scenario_raise,
     "stall": scenario_stall,
     "stall-shutdown": scenario_stall_shutdown,

@@ -1,0 +1,107 @@
+"""Elastic runs (tfhvdrun --min-np, tf_hvd.elastic): a lost rank does not end the job; the
+survivors roll back to their last commit, re-form the job among themselves and go on.
+
+* np=3 --min-np 2, rank 1 SIGKILLed mid-run: the job finishes at np=2, every step's global
+  batch counted exactly once (total samples), weights as computed without the failure;
+* --reset-limit 0: the first lost rank ends the job, saying why;
+* np=2 --min-np 2: one rank left is too few; the job ends after --elastic-timeout;
+* np=2 --max-np 3 with a discovery script that later prints a third slot (localhost:3):
+  the new rank joins at the next commit, starting from the committed state.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+from jobrunner import job_env, run, tfhvdrun_cmd
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WORKER = os.path.join(REPO, "tests", "parallel", "fault_workers", "elastic_worker.py")
+PY = sys.executable
+STEPS, GLOBAL_BATCH = 20, 12
+
+
+def _job(tmp_path, np_, launcher_args, worker_args=("--steps", STEPS)):
+    result_dir = tmp_path / "job"
+    result_dir.mkdir()
+    cmd = tfhvdrun_cmd(np_, launcher_args=launcher_args) + [
+        PY, WORKER, "--dir", str(result_dir)] + [str(a) for a in worker_args]
+    res = run([str(c) for c in cmd], 240,
+              env=job_env({"HOROVOD_GLOO_TIMEOUT_SECONDS": "20"}), cwd=REPO,
+              log_path=str(result_dir / "output.log"))
+    assert not res.timed_out and not res.survivors, res.describe()
+    events = {}
+    for r in range(np_ + 1):
+        path = result_dir / ("rank%d.events" % r)
+        events[r] = [json.loads(l) for l in path.read_text().splitlines()] \
+            if path.exists() else []
+    launcher = [l for l in res.output.splitlines() if l.startswith("tfhvdrun:")]
+    return res, events, launcher
+
+
+def _event(events, name):
+    found = [e for e in events if e["event"] == name]
+    return found[0] if found else None
+
+
+def test_a_killed_rank_leaves_the_job_at_np_minus_one_with_every_sample_counted(tmp_path):
+    res, events, launcher = _job(tmp_path, 3, ["--min-np", 2])
+    assert res.returncode == 0, res.describe()
+    assert launcher == ["tfhvdrun: rank 1 (on localhost) was killed by signal 9 (SIGKILL); "
+                        "the job goes on with the 2 rank(s) left (elastic reset 1)"], launcher
+    expected_w = -1e-3 * sum(np.arange(s * GLOBAL_BATCH, (s + 1) * GLOBAL_BATCH).mean()
+                             for s in range(STEPS))
+    for first, new_rank in ((0, 0), (2, 1)):
+        reset = _event(events[first], "reset")
+        assert reset and (reset["size"], reset["rank"]) == (2, new_rank), events[first]
+        done = _event(events[first], "done")
+        assert done, res.describe()
+        assert (done["step"], done["samples"], done["size"]) == \
+            (STEPS, STEPS * GLOBAL_BATCH, 2), done
+        assert np.allclose(done["w"], expected_w, rtol=1e-4), (done, expected_w)
+    assert _event(events[1], "killing_myself") and not _event(events[1], "done")
+
+
+def test_reset_limit_ends_the_job_with_a_clear_message(tmp_path):
+    res, events, launcher = _job(tmp_path, 3, ["--min-np", 1, "--reset-limit", 0])
+    assert res.returncode == 128 + 9, res.describe()
+    assert launcher[0] == "tfhvdrun: rank 1 (on localhost) was killed by signal 9 (SIGKILL); " \
+                          "stopping the job: it has been reset 1 time(s), more than " \
+                          "--reset-limit 0 allows", launcher
+
+
+def test_fewer_ranks_than_min_np_end_the_job_after_the_elastic_timeout(tmp_path):
+    res, events, launcher = _job(tmp_path, 2, ["--min-np", 2, "--elastic-timeout", 3])
+    assert res.returncode == 128 + 9, res.describe()
+    assert launcher[:2] == [
+        "tfhvdrun: rank 1 (on localhost) was killed by signal 9 (SIGKILL); 1 rank(s) left, "
+        "fewer than --min-np 2: waiting up to 3 s (--elastic-timeout)",
+        "tfhvdrun: stopping the job: only 1 rank(s) left for 3 s (--elastic-timeout), "
+        "fewer than --min-np 2"], launcher
+    assert not _event(events[0], "done")
+
+
+def test_a_host_the_discovery_script_adds_joins_with_the_committed_state(tmp_path):
+    marker = tmp_path / "grow"
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\nif [ -e %s ]; then echo localhost:3; else echo "
+                      "localhost:2; fi\n" % marker)
+    script.chmod(0o755)
+    res, events, launcher = _job(
+        tmp_path, 2, ["--min-np", 2, "--max-np", 3, "--host-discovery-script", script],
+        ["--grow-marker", marker, "--steps", 12, "--victim", -1])
+    assert res.returncode == 0, res.describe()
+    assert launcher == ["tfhvdrun: host discovery: 3 slot(s) on localhost; started rank(s) "
+                        "2, which join at the running ranks' next commit"], launcher
+    joined = _event(events[2], "train_begins")
+    assert joined and joined["size"] == 3 and joined["rank"] == 2, events[2]
+    # it starts from the state the others committed last, where they start again too
+    again = [e for e in events[0] if e["event"] == "train_begins"][1]
+    assert again["size"] == 3 and 0 < again["step"] == joined["step"], (again, joined)
+    assert joined["w"] == again["w"] and joined["samples"] == again["samples"]
+    for first in (0, 1, 2):
+        done = _event(events[first], "done")
+        assert done and (done["step"], done["samples"], done["size"]) == \
+            (12, 12 * GLOBAL_BATCH, 3), events[first]

@@ -1,0 +1,268 @@
+"""Elastic training with Horovod's API: when a rank is lost, the others roll back to
+their last commit, form a smaller job among themselves and go on.
+
+    import tf_hvd as hvd
+    import tf_hvd.elastic
+
+    hvd.init()
+    state = tf_hvd.elastic.TensorFlowKerasState(model, optimizer, batch=0, epoch=0)
+
+    @tf_hvd.elastic.run
+    def train(state):
+        for state.epoch in range(state.epoch, epochs):
+            for state.batch in range(state.batch, batches):
+                step(...)
+                state.commit()
+            state.batch = 0
+
+    train(state)
+
+Run it with ``tfhvdrun -np 4 --min-np 2 python train.py``: a rank that fails no longer
+ends the job while at least --min-np ranks are left. The survivors' next collective fails
+(HorovodInternalError); ``run`` restores the state from the last ``commit()``, shuts the
+core down, agrees with the other survivors (through the launcher's rendezvous store) on
+who is left, initialises again as a job of that size (ranks renumbered in the old order),
+broadcasts the state from the new rank 0 and calls the function again.
+
+Not available yet: ranks that join (--host-discovery-script, HostsUpdatedInterrupt); here
+``check_host_updates()`` never interrupts.
+"""
+
+import copy
+import os
+import time
+
+import tensorflow as tf
+
+from tf_hvd import basics
+from tf_hvd import functions
+from tf_hvd.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+
+__all__ = ["run", "State", "ObjectState", "TensorFlowState", "TensorFlowKerasState",
+           "HorovodInternalError", "HostsUpdatedInterrupt"]
+
+# Errors of a collective whose job lost a rank (the core names the rank).
+_LOST_RANK_ERRORS = (HorovodInternalError, tf.errors.UnavailableError, tf.errors.AbortedError,
+                     tf.errors.DeadlineExceededError)
+SETTLE_SECONDS = 1.0  # survivors wait this long without a newcomer before forming the job
+ROUND_ENV = "HOROVOD_ELASTIC_ROUND"   # the round of the job's current form (knob)
+ID_ENV = "TF_HVD_ELASTIC_ID"          # this process's id: its rank when the launcher started it
+JOIN_ENV = "TF_HVD_ELASTIC_JOIN"      # "1": started by the launcher to join a running job
+STORE = "tf_hvd/elastic/"             # keys in the launcher's rendezvous store
+_seen = {"hosts_version": None, "round": 0}
+
+
+class State(object):
+    """What a job rolls back to: ``commit()`` saves it, ``restore()`` returns to the last
+    save, ``sync()`` copies rank 0's to every rank."""
+
+    def __init__(self):
+        self._reset_callbacks = []
+
+    def register_reset_callbacks(self, callbacks):
+        self._reset_callbacks.extend(callbacks)
+
+    def on_reset(self):
+        for callback in self._reset_callbacks:
+            callback()
+
+    def commit(self):
+        self.save()
+        self.check_host_updates()
+
+    def check_host_updates(self):
+        """Raises HostsUpdatedInterrupt on every rank (they agree through an allreduce)
+        when the launcher has started ranks on hosts its discovery script added."""
+        if "TF_HVD_ELASTIC_MIN_NP" not in os.environ:
+            return  # not started by an elastic launcher (tfhvdrun --min-np)
+        changed = _hosts_version() != _seen["hosts_version"]
+        from tf_hvd import ops
+        agreed = ops.allreduce(tf.constant(int(changed)), op=basics.Max,
+                               name="elastic.check_host_updates")
+        if int(agreed.numpy()):
+            raise HostsUpdatedInterrupt(skip_sync=False)
+
+    def save(self):
+        raise NotImplementedError
+
+    def restore(self):
+        raise NotImplementedError
+
+    def sync(self):
+        raise NotImplementedError
+
+
+class ObjectState(State):
+    """Plain Python attributes (``ObjectState(epoch=0, batch=0)``; ``state.epoch``)."""
+
+    def __init__(self, bcast_object=None, **kwargs):
+        State.__init__(self)
+        self._bcast_object = bcast_object or functions.broadcast_object
+        self._names = sorted(kwargs)
+        for name, value in kwargs.items():
+            setattr(self, name, value)
+        self._saved = {}
+        ObjectState.save(self)
+
+    def save(self):
+        self._saved = {n: copy.deepcopy(getattr(self, n)) for n in self._names}
+
+    def restore(self):
+        for name, value in self._saved.items():
+            setattr(self, name, copy.deepcopy(value))
+
+    def sync(self):
+        if self._names:
+            values = self._bcast_object({n: getattr(self, n) for n in self._names}, 0)
+            for name, value in values.items():
+                setattr(self, name, value)
+            ObjectState.save(self)
+
+
+class TensorFlowState(ObjectState):
+    """TensorFlow variables (kept as copies at each commit) plus Python attributes."""
+
+    def __init__(self, variables=None, **kwargs):
+        self.variables = list(variables or [])
+        self._saved_values = []
+        ObjectState.__init__(self, **kwargs)
+        TensorFlowState.save(self)
+
+    def save(self):
+        ObjectState.save(self)
+        self._saved_values = [v.numpy().copy() for v in self.variables]
+
+    def restore(self):
+        ObjectState.restore(self)
+        for v, value in zip(self.variables, self._saved_values):
+            v.assign(value)
+
+    def sync(self):
+        if self.variables:
+            functions.broadcast_variables(self.variables, root_rank=0)
+        ObjectState.sync(self)
+        TensorFlowState.save(self)
+
+
+class TensorFlowKerasState(TensorFlowState):
+    """A Keras model and optimizer (their variables) plus Python attributes."""
+
+    def __init__(self, model, optimizer=None, **kwargs):
+        self.model = model
+        self.optimizer = optimizer
+        variables = list(model.variables)
+        if optimizer is not None:
+            variables += [v for v in getattr(optimizer, "variables", [])
+                          if not any(v is w for w in variables)]
+        TensorFlowState.__init__(self, variables, **kwargs)
+
+
+def _client():
+    from tf_hvd.runner.rendezvous import RendezvousClient
+    return RendezvousClient.from_env(os.environ, timeout=10)
+
+
+def _hosts_version():
+    with _client() as store:
+        value = store.get(STORE + "hosts_version")
+    return value.decode() if value is not None else None
+
+
+def _ids(store):
+    value = store.get(STORE + "ids")  # the launcher publishes every process's id
+    return [int(i) for i in value.decode().split(",")] if value is not None else []
+
+
+def _reform(my_id, round_, announce=False):
+    """Agree with the other processes of round ``round_`` on who takes part; return
+    (rank, size): ranks in the order of the processes' ids."""
+    prefix = STORE + "round%d/" % round_
+    deadline = time.monotonic() + float(os.environ.get("TF_HVD_ELASTIC_TIMEOUT", "600"))
+    min_np = int(os.environ.get("TF_HVD_ELASTIC_MIN_NP", "1"))
+    with _client() as store:
+        store.put(prefix + "alive/%d" % my_id, b"1")
+        if announce:  # the running ranks see this at their next commit and come here
+            store.put(STORE + "hosts_version", ("joined %d" % my_id).encode())
+        alive, stable_since = None, time.monotonic()
+        while True:
+            decided = store.get(prefix + "members")
+            if decided is not None:
+                members = [int(r) for r in decided.decode().split(",")]
+                break
+            now_alive = [i for i in _ids(store) if store.get(prefix + "alive/%d" % i)]
+            if now_alive != alive:
+                alive, stable_since = now_alive, time.monotonic()
+            elif (time.monotonic() - stable_since >= SETTLE_SECONDS and alive[0] == my_id
+                  and len(alive) >= min_np):
+                # The first process decides (the members key is the round's verdict).
+                store.put(prefix + "members", ",".join(str(i) for i in alive).encode())
+                store.put(STORE + "round", str(round_).encode())
+                members = alive
+                break
+            if time.monotonic() > deadline:
+                raise HorovodInternalError("elastic reset: the job did not re-form within "
+                                           "--elastic-timeout")
+            time.sleep(0.1)
+    if my_id not in members:
+        raise HorovodInternalError("elastic reset: this process (id %d) reached round %d "
+                                   "after the others had formed it without it"
+                                   % (my_id, round_))
+    return members.index(my_id), len(members)
+
+
+def _init_round(my_id, round_, announce=False):
+    """Set this process's rank/size for ``round_`` and initialise the core."""
+    rank, size = _reform(my_id, round_, announce)
+    version = _hosts_version()  # a joiner announces itself before the round is decided
+    # One host (localhost) per job here: local = global, one cross rank.
+    for name, value in (("HOROVOD_RANK", rank), ("HOROVOD_SIZE", size),
+                        ("HOROVOD_LOCAL_RANK", rank), ("HOROVOD_LOCAL_SIZE", size),
+                        ("HOROVOD_CROSS_RANK", 0), ("HOROVOD_CROSS_SIZE", 1),
+                        (ROUND_ENV, round_)):
+        os.environ[name] = str(value)
+    _seen["hosts_version"] = version
+    _seen["round"] = round_
+    basics._lib.init()
+
+
+def join_before_init():
+    """For a process the launcher started to join a running job (hvd.init() calls this):
+    meet the others in the next round instead of the job's first rendezvous."""
+    my_id = int(os.environ[ID_ENV])
+    del os.environ[JOIN_ENV]
+    with _client() as store:
+        current = store.get(STORE + "round")
+    _init_round(my_id, (int(current.decode()) if current else 0) + 1, announce=True)
+
+
+def _reset():
+    """Shut the core down and initialise again among the processes that are left (and
+    any that join)."""
+    my_id = int(os.environ.setdefault(ID_ENV, str(basics.rank())))
+    basics.shutdown()
+    _init_round(my_id, _seen["round"] + 1)
+
+
+def run(func):
+    """Decorator: runs ``func(state, ...)``, and after a lost rank rolls ``state`` back to
+    its last commit, re-forms the job with the ranks left and runs ``func`` again."""
+    def wrapper(state, *args, **kwargs):
+        resets = 0
+        while True:
+            state.sync()
+            try:
+                return func(state, *args, **kwargs)
+            except _LOST_RANK_ERRORS as e:
+                resets += 1
+                print("tf_hvd.elastic: a collective failed (%s); rolling back to the last "
+                      "commit and re-forming the job (reset %d)"
+                      % ((str(e).splitlines() or [""])[-1][:300], resets), flush=True)
+                state.restore()
+                _reset()
+                state.on_reset()
+            except HostsUpdatedInterrupt:
+                _reset()
+                state.on_reset()
+    wrapper.__name__ = getattr(func, "__name__", "wrapper")
+    wrapper.__doc__ = func.__doc__
+    return wrapper
