@@ -77,9 +77,9 @@ const std::vector<KnobSpec>& Table() {
        "uneven hosts: the flat algorithms."},
       {"HOROVOD_HIERARCHICAL_ALLGATHER", T::BOOL, &P::hierarchical_allgather, "0", 0, 0, "",
        kUser, "--hierarchical-allgather",
-       "On several hosts: allgather by gathering within each host on its local rank 0, "
-       "exchanging between hosts among those ranks only, then broadcasting within the host. "
-       "Off, or on one host: the backend's allgather."},
+       "Reserved for the hierarchical allgather (gather within each host, exchange between "
+       "hosts, broadcast within the host); not implemented yet: the backend's allgather "
+       "runs whatever its value."},
       {"HOROVOD_MALLOC_REUSE", T::BOOL, &P::malloc_reuse, "1", 0, 0, "", kUser, "",
        "Raises glibc's mmap/trim thresholds at init (unless `MALLOC_MMAP_THRESHOLD_`/"
        "`MALLOC_TRIM_THRESHOLD_` are set) so large freed buffers are reused instead of "
