@@ -180,8 +180,6 @@ def make_allreduce_grads_fn(name, device_dense='', device_sparse='',
 def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
                               sparse_as_dense, op, gradient_predivide_factor,
                               groups):
-    if op == Adasum:
-        raise NotImplementedError("op=Adasum is not supported by tf_hvd")
     _check_groups(groups)
     op, prescale_factor, postscale_factor = _scale_factors(
         op, gradient_predivide_factor)

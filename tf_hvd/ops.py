@@ -134,6 +134,15 @@ def _resolve_op(op, average, default=Average):
     return op
 
 
+def _check_adasum_size():
+    """Adasum pairs ranks level by level: it needs 1, 2, 4, 8, ... ranks (as Horovod)."""
+    n = basics.size()
+    if n & (n - 1):
+        raise NotImplementedError(
+            "Adasum needs a power-of-two number of ranks (1, 2, 4, 8, ...); this job has "
+            "%d" % n)
+
+
 def _check_process_set(process_set):
     if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
         raise NotImplementedError("tf_hvd supports only the global process set.")
@@ -257,6 +266,8 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     if isinstance(tensor, tf.IndexedSlices):
         return _allreduce_indexed_slices(tensor, device_sparse, op, prescale_factor,
                                          postscale_factor, name, ignore_name_scope)
+    if op == Adasum:
+        _check_adasum_size()
     with tf.device(device_dense):
         tensor = tf.convert_to_tensor(tensor)
         compressed, ctx = compression.compress(tensor)

@@ -18,7 +18,7 @@ import tensorflow as tf
 from tf_hvd.allreduce_grads import groups_from_num_groups, make_allreduce_grads_fn
 from tf_hvd.compression import Compression
 from tf_hvd.gradient_aggregation import LocalGradientAggregationHelper
-from tf_hvd.basics import Average
+from tf_hvd.basics import Adasum, Average
 # Re-exported so that ``tf_hvd`` finds every training name here.
 from tf_hvd.hooks import BroadcastGlobalVariablesHook
 from tf_hvd.tape import (DistributedGradientTape, PartialDistributedGradientTape, _ref,
@@ -213,6 +213,13 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
                          "Average")
     if isinstance(optimizer, _DistributedOptimizer):
         raise ValueError("the optimizer is already a DistributedOptimizer")
+    if isinstance(optimizer, _LegacyOptimizer) and op == Adasum:
+        from tf_hvd.adasum_optimizer import DistributedAdasumOptimizer
+        if average_aggregated_gradients:
+            raise ValueError("Adasum does not support average_aggregated_gradients=True")
+        return DistributedAdasumOptimizer(
+            optimizer, name, use_locking, device_dense, device_sparse, compression,
+            backward_passes_per_step)
     if isinstance(optimizer, _LegacyOptimizer):
         return _DistributedOptimizer(
             optimizer, name=name, use_locking=use_locking,

@@ -152,7 +152,7 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
     }
   }
   ScaleBuffer(r.dtype, buffer, static_cast<size_t>(total), r.prescale);
-  s = allreduce_->Run(buffer, buffer, total, r.dtype, r.reduce_op);
+  s = allreduce_->Run(buffer, buffer, total, r.dtype, r.reduce_op, r.sizes);
   if (s.ok()) PostScale(r, buffer, static_cast<size_t>(total));
   if (traced) {
     for (const auto& name : r.names) {

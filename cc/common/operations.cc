@@ -15,6 +15,7 @@
 
 #include <unistd.h>  // environ, gethostname
 
+#include "cc/common/algorithms/adasum_allreduce.h"
 #include "cc/common/algorithms/allreduce_runner.h"
 #include "cc/common/collective_ops.h"
 #include "cc/common/controller.h"
@@ -475,7 +476,8 @@ Status CheckEntry(TensorTableEntry& entry) {
                                    " needs a tensor of rank >= 1, got a scalar");
   }
   if (q.type == OpType::ALLREDUCE && q.reduce_op == ReduceOp::ADASUM) {
-    return Status::InvalidArgument("tensor '" + q.name + "': Adasum is not supported yet");
+    std::string why = AdasumAllreduce::Unsupported(size, q.dtype);
+    if (!why.empty()) return Status::InvalidArgument("tensor '" + q.name + "': " + why);
   }
   if (q.type == OpType::REDUCESCATTER && q.reduce_op != ReduceOp::SUM &&
       q.reduce_op != ReduceOp::AVERAGE) {

@@ -44,6 +44,10 @@ struct Parameters {
   bool disable_group_fusion = false;                   // HOROVOD_DISABLE_GROUP_FUSION
   bool log_hide_time = false;                          // HOROVOD_LOG_HIDE_TIME
   double start_timeout_s = 0;                          // HOROVOD_START_TIMEOUT; 0 = as Gloo's
+  // Hierarchical collectives over the ranks of each host and across hosts
+  // (algorithms/hierarchical_*.h; selection.h decides when they apply).
+  bool hierarchical_allreduce = false;                 // HOROVOD_HIERARCHICAL_ALLREDUCE
+  bool hierarchical_allgather = false;                 // HOROVOD_HIERARCHICAL_ALLGATHER
 
   // --- the job's shape, set by the launcher (tfhvdrun); -1 = not set ---
   int64_t rank = -1;        // HOROVOD_RANK (set: the Gloo transport is used)

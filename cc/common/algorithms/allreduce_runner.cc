@@ -3,11 +3,43 @@
 #include <cstring>
 
 #include "cc/common/algorithms/link_collectives.h"
+#include "cc/common/logging.h"
 
 namespace tfhvd {
 
+Status AllreduceRunner::OpenHierarchical() {
+  Status s = OpenTopologyLinks(
+      *transport_->links(), topology_,
+      [this](const std::vector<int>& members, std::unique_ptr<LinkSet>* out) {
+        return transport_->OpenLinkSet(members, out);
+      },
+      &topology_links_);
+  if (!s.ok()) return s;
+  if (!topology_links_.homogeneous) {
+    if (topology_.rank == 0) {
+      TFHVD_LOG(WARNING) << "HOROVOD_HIERARCHICAL_ALLREDUCE: the hosts run different numbers "
+                            "of ranks; the flat allreduce is used";
+    }
+    return Status();
+  }
+  LinkSet* local = topology_links_.local.get();
+  // Shared memory among this host's ranks (every rank of the set is on it).
+  s = local_shm_.OpenIfSingleHost(
+      local->rank(), local->size(), local->size(), params_,
+      [local](const std::string& mine, std::vector<std::string>* all) {
+        return AllgatherStrings(*local, mine, all);
+      },
+      [local] { return LinksBarrier(*local); }, "the ring over the host's links");
+  hierarchical_ready_ = s.ok();
+  return s;
+}
+
 Status AllreduceRunner::Open() {
   const bool backend = transport_->has_backend_allreduce();
+  if (params_.hierarchical_allreduce && topology_.local_size < topology_.size) {
+    Status s = OpenHierarchical();
+    if (!s.ok()) return s;
+  }
   return shm_.OpenIfSingleHost(
       topology_.rank, topology_.size, topology_.local_size, params_,
       [this](const std::string& mine, std::vector<std::string>* all) {
@@ -25,6 +57,7 @@ AllreduceCase AllreduceRunner::Case(int64_t bytes, ReduceOp op) const {
   c.one_host = topology_.local_size == topology_.size;
   c.shm_ready = shm_.active();
   c.backend_allreduce = transport_->has_backend_allreduce();
+  c.hierarchical_ready = hierarchical_ready_;
   return c;
 }
 
@@ -34,12 +67,17 @@ ShmAllreduce* AllreduceRunner::SharedMemoryFor(int64_t bytes, ReduceOp op) {
 }
 
 Status AllreduceRunner::Run(const void* input, void* output, int64_t count, DataType dtype,
-                            ReduceOp op) {
+                            ReduceOp op, const std::vector<int64_t>& tensor_counts) {
   const AllreduceCase c = Case(count * static_cast<int64_t>(DataTypeSize(dtype)), op);
   switch (SelectAllreduce(c, params_)) {
     case AllreduceAlgorithm::COPY:
       if (output != input && c.bytes > 0) std::memmove(output, input, static_cast<size_t>(c.bytes));
       return Status();
+    case AllreduceAlgorithm::ADASUM:
+      return adasum_.Run(*transport_->links(), input, output, count, dtype, tensor_counts);
+    case AllreduceAlgorithm::HIERARCHICAL:
+      return hierarchical_.Run(*topology_links_.local, *topology_links_.cross, &local_shm_,
+                               params_.gloo_direct_max_bytes, input, output, count, dtype, op);
     case AllreduceAlgorithm::GATHER:
       return gather_.Run(*transport_->links(), input, output, count, dtype, op);
     case AllreduceAlgorithm::SHARED_MEMORY:

@@ -11,10 +11,13 @@
 
 #include <cstdint>
 
+#include "cc/common/algorithms/adasum_allreduce.h"
 #include "cc/common/algorithms/gather_allreduce.h"
+#include "cc/common/algorithms/hierarchical_allreduce.h"
 #include "cc/common/algorithms/ring_allreduce.h"
 #include "cc/common/algorithms/selection.h"
 #include "cc/common/algorithms/shm_allreduce.h"
+#include "cc/common/algorithms/topology_links.h"
 #include "cc/common/parameters.h"
 #include "cc/common/transport.h"
 
@@ -25,12 +28,20 @@ class AllreduceRunner {
   AllreduceRunner(Transport* transport, const Topology& topology, const Parameters& params)
       : transport_(transport), topology_(topology), params_(params) {}
 
-  // Collective: maps the shared-memory regions when every rank is on this host.
+  // Collective: maps the shared-memory regions when every rank is on this
+  // host; on several hosts with HOROVOD_HIERARCHICAL_ALLREDUCE, opens the
+  // local and cross link sets (and shared memory among the local ranks).
   Status Open();
-  void Close() { shm_.Close(); }
+  void Close() {
+    local_shm_.Close();
+    topology_links_.Close();
+    shm_.Close();
+  }
 
-  // input may equal output.
-  Status Run(const void* input, void* output, int64_t count, DataType dtype, ReduceOp op);
+  // input may equal output. tensor_counts: the element counts of the tensors
+  // of a fused response (Adasum combines each with its own coefficients).
+  Status Run(const void* input, void* output, int64_t count, DataType dtype, ReduceOp op,
+             const std::vector<int64_t>& tensor_counts = {});
 
   // The shared-memory allreduce when the table picks it for `bytes` of dtype
   // (a fused response then reduces its tensors in place of a fusion-buffer
@@ -39,6 +50,7 @@ class AllreduceRunner {
 
  private:
   AllreduceCase Case(int64_t bytes, ReduceOp op) const;
+  Status OpenHierarchical();
 
   Transport* transport_;
   Topology topology_;
@@ -46,6 +58,11 @@ class AllreduceRunner {
   ShmAllreduce shm_;
   GatherAllreduce gather_;
   RingAllreduce ring_;
+  AdasumAllreduce adasum_;
+  TopologyLinks topology_links_;
+  ShmAllreduce local_shm_;  // among this host's ranks, for the hierarchical allreduce
+  HierarchicalAllreduce hierarchical_;
+  bool hierarchical_ready_ = false;
 };
 
 }  // namespace tfhvd

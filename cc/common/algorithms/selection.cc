@@ -16,6 +16,15 @@ const Row kAllreduceTable[] = {
     {AllreduceAlgorithm::COPY, [](const AllreduceCase& c, const Parameters&) {
        return c.ranks <= 1 || c.bytes == 0;
      }},
+    // Adasum is its own operation, not a sum: only its algorithm computes it.
+    {AllreduceAlgorithm::ADASUM, [](const AllreduceCase& c, const Parameters&) {
+       return c.op == ReduceOp::ADASUM;
+     }},
+    // Several hosts, HOROVOD_HIERARCHICAL_ALLREDUCE: each byte crosses the
+    // network once per host, spread over the host's ranks.
+    {AllreduceAlgorithm::HIERARCHICAL, [](const AllreduceCase& c, const Parameters& k) {
+       return k.hierarchical_allreduce && c.hierarchical_ready;
+     }},
     // Latency-bound: one round beats the ring's 2(n-1). MPI's own allreduce
     // already does this for small messages.
     {AllreduceAlgorithm::GATHER, [](const AllreduceCase& c, const Parameters& k) {
@@ -44,6 +53,8 @@ AllreduceAlgorithm SelectAllreduce(const AllreduceCase& c, const Parameters& kno
 const char* AllreduceAlgorithmName(AllreduceAlgorithm a) {
   switch (a) {
     case AllreduceAlgorithm::COPY: return "copy";
+    case AllreduceAlgorithm::ADASUM: return "adasum";
+    case AllreduceAlgorithm::HIERARCHICAL: return "hierarchical";
     case AllreduceAlgorithm::GATHER: return "gather";
     case AllreduceAlgorithm::SHARED_MEMORY: return "shared-memory";
     case AllreduceAlgorithm::BACKEND: return "backend";

@@ -20,6 +20,8 @@ namespace tfhvd {
 
 enum class AllreduceAlgorithm : uint8_t {
   COPY,           // one rank: output = input
+  ADASUM,         // adasum_allreduce.h: op=Adasum
+  HIERARCHICAL,   // hierarchical_allreduce.h: within hosts, then across
   GATHER,         // gather_allreduce.h: one round, latency-bound sizes
   SHARED_MEMORY,  // shm_allreduce.h: every rank on this host
   BACKEND,        // the backend's own allreduce (MPI_Allreduce)
@@ -36,6 +38,9 @@ struct AllreduceCase {
   bool one_host = false;         // every rank on this host
   bool shm_ready = false;        // the shared-memory regions are mapped
   bool backend_allreduce = false;  // the backend has a tuned allreduce of its own
+  // Several hosts, each with the same number of ranks, and their local and
+  // cross link sets are open.
+  bool hierarchical_ready = false;
 };
 
 AllreduceAlgorithm SelectAllreduce(const AllreduceCase& c, const Parameters& knobs);
