@@ -30,6 +30,9 @@ _CORE_EXPORTS = {
         "alltoall", "reducescatter", "grouped_reducescatter", "join", "barrier",
         "size_op", "rank_op", "local_size_op", "local_rank_op",
     ),
+    "tf_hvd.process_sets": (
+        "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
+    ),
     "tf_hvd.compression": ("Compression", "Compressor", "NoneCompressor", "FP16Compressor"),
     "tf_hvd.functions": (
         "broadcast_variables", "broadcast_global_variables", "broadcast_object",
@@ -46,7 +49,8 @@ _OPTIONAL_EXPORTS = {
 }
 
 _SUBPACKAGES = ("keras", "runner", "optimizer", "tape", "hooks", "gradient_aggregation",
-                "allreduce_grads", "basics", "ops", "compression", "functions")
+                "allreduce_grads", "basics", "ops", "compression", "functions",
+                "process_sets")
 
 _state = {"core": False, "done": False}
 

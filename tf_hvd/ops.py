@@ -43,6 +43,7 @@ from tf_hvd import basics
 from tf_hvd.basics import (Adasum, Average, Max, Min, Product, Sum,
                            _check_initialized, _op_lib, rank, size)
 from tf_hvd.compression import Compression
+from tf_hvd.process_sets import _process_set_id, _set_rank_size
 
 _VALID_REDUCE_OPS = (Average, Sum, Adasum, Min, Max, Product)
 
@@ -115,8 +116,8 @@ def _resolve_op(op, average, default=Average):
 
 
 def _check_process_set(process_set):
-    if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
-        raise NotImplementedError("tf_hvd supports only the global process set.")
+    """The id of ``process_set`` (None: the global set, 0); ValueError if unregistered."""
+    return _process_set_id(process_set)
 
 
 # ---------------------------------------------------------------------------
@@ -124,7 +125,7 @@ def _check_process_set(process_set):
 
 
 def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
-               ignore_name_scope=False):
+               ignore_name_scope=False, process_set_id=0):
     """One HorovodAllreduce op: reduces ``tensor`` (same shape/dtype on every rank)."""
     _check_initialized()
     tensor = tf.convert_to_tensor(tensor)
@@ -132,11 +133,11 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
     return _op_lib.horovod_allreduce(
         tensor, reduce_op=int(op), prescale_factor=float(prescale_factor),
         postscale_factor=float(postscale_factor), ignore_name_scope=bool(ignore_name_scope),
-        tensor_name=tensor_name, name=op_name)
+        tensor_name=tensor_name, process_set_id=int(process_set_id), name=op_name)
 
 
 def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0,
-                       postscale_factor=1.0, ignore_name_scope=False):
+                       postscale_factor=1.0, ignore_name_scope=False, process_set_id=0):
     """One HorovodGroupedAllreduce op: all ``tensors`` are reduced together."""
     _check_initialized()
     tensors = [tf.convert_to_tensor(t) for t in tensors]
@@ -145,28 +146,28 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0,
     return list(_op_lib.horovod_grouped_allreduce(
         tensors, reduce_op=int(op), prescale_factor=float(prescale_factor),
         postscale_factor=float(postscale_factor), ignore_name_scope=bool(ignore_name_scope),
-        tensor_name=tensor_name, name=op_name))
+        tensor_name=tensor_name, process_set_id=int(process_set_id), name=op_name))
 
 
-def _allgather(tensor, name=None, ignore_name_scope=False):
+def _allgather(tensor, name=None, ignore_name_scope=False, process_set_id=0):
     _check_initialized()
     tensor = tf.convert_to_tensor(tensor)
     op_name, tensor_name = _names("allgather", "HorovodAllgather", name, tensor)
     return _op_lib.horovod_allgather(
         tensor, ignore_name_scope=bool(ignore_name_scope), tensor_name=tensor_name,
-        name=op_name)
+        process_set_id=int(process_set_id), name=op_name)
 
 
-def _broadcast(tensor, root_rank, name=None, ignore_name_scope=False):
+def _broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set_id=0):
     _check_initialized()
     tensor = tf.convert_to_tensor(tensor)
     op_name, tensor_name = _names("broadcast", "HorovodBroadcast", name, tensor)
     return _op_lib.horovod_broadcast(
         tensor, root_rank=int(root_rank), ignore_name_scope=bool(ignore_name_scope),
-        tensor_name=tensor_name, name=op_name)
+        tensor_name=tensor_name, process_set_id=int(process_set_id), name=op_name)
 
 
-def _alltoall(tensor, splits=None, name=None, ignore_name_scope=False):
+def _alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set_id=0):
     _check_initialized()
     tensor = tf.convert_to_tensor(tensor)
     if splits is None:
@@ -178,19 +179,19 @@ def _alltoall(tensor, splits=None, name=None, ignore_name_scope=False):
     op_name, tensor_name = _names("alltoall", "HorovodAlltoall", name, tensor)
     result = _op_lib.horovod_alltoall(
         tensor, splits, ignore_name_scope=bool(ignore_name_scope), tensor_name=tensor_name,
-        name=op_name)
+        process_set_id=int(process_set_id), name=op_name)
     return result[0], result[1]
 
 
 def _reducescatter(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
-                   ignore_name_scope=False):
+                   ignore_name_scope=False, process_set_id=0):
     _check_initialized()
     tensor = tf.convert_to_tensor(tensor)
     op_name, tensor_name = _names("reducescatter", "HorovodReducescatter", name, tensor)
     return _op_lib.horovod_reducescatter(
         tensor, reduce_op=int(op), prescale_factor=float(prescale_factor),
         postscale_factor=float(postscale_factor), ignore_name_scope=bool(ignore_name_scope),
-        tensor_name=tensor_name, name=op_name)
+        tensor_name=tensor_name, process_set_id=int(process_set_id), name=op_name)
 
 
 # ---------------------------------------------------------------------------
@@ -213,7 +214,8 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
       prescale_factor, postscale_factor: multiply each input before, and the
         result after, the reduction.
       name: the collective's name (see module docstring).
-      process_set: only None / the global process set is supported.
+      process_set: the hvd.ProcessSet whose ranks take part (default: every
+        rank); the other ranks must not call it.
       ignore_name_scope: drop the graph name scope from the tensor name.
 
     Returns:
@@ -224,22 +226,22 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
       converted to a dense tensor.
     """
     _check_initialized()
-    _check_process_set(process_set)
+    set_id = _check_process_set(process_set)
     op = _resolve_op(op, average)
     if isinstance(tensor, tf.IndexedSlices):
         return _allreduce_indexed_slices(tensor, device_sparse, op, prescale_factor,
-                                         postscale_factor, name, ignore_name_scope)
+                                         postscale_factor, name, ignore_name_scope, set_id)
     with tf.device(device_dense):
         tensor = tf.convert_to_tensor(tensor)
         compressed, ctx = compression.compress(tensor)
         reduced = _allreduce(compressed, name=name, op=op, prescale_factor=prescale_factor,
                              postscale_factor=postscale_factor,
-                             ignore_name_scope=ignore_name_scope)
+                             ignore_name_scope=ignore_name_scope, process_set_id=set_id)
         return compression.decompress(reduced, ctx)
 
 
 def _allreduce_indexed_slices(slices, device, op, prescale_factor, postscale_factor, name,
-                              ignore_name_scope):
+                              ignore_name_scope, process_set_id=0):
     if op == Adasum:
         raise NotImplementedError("Adasum does not support tf.IndexedSlices (sparse "
                                   "gradients); densify them or use op=hvd.Average.")
@@ -248,17 +250,18 @@ def _allreduce_indexed_slices(slices, device, op, prescale_factor, postscale_fac
                          "hvd.Average (got %s)." % basics._REDUCE_OP_NAMES[op])
     with tf.device(device):
         values = _allgather(slices.values, name=_sub_name(name, "values"),
-                            ignore_name_scope=ignore_name_scope)
+                            ignore_name_scope=ignore_name_scope, process_set_id=process_set_id)
         indices = _allgather(slices.indices, name=_sub_name(name, "indices"),
-                             ignore_name_scope=ignore_name_scope)
+                             ignore_name_scope=ignore_name_scope, process_set_id=process_set_id)
+        members = _set_rank_size(process_set_id)[1]
         factor = float(prescale_factor) * float(postscale_factor)
         if factor != 1.0:
             values = values * tf.cast(factor, values.dtype)
         if op == Average:
             if values.dtype.is_integer:
-                values = tf.truncatediv(values, tf.cast(size(), values.dtype))
+                values = tf.truncatediv(values, tf.cast(members, values.dtype))
             else:
-                values = values / tf.cast(size(), values.dtype)
+                values = values / tf.cast(members, values.dtype)
     return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
 
 
@@ -282,7 +285,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
         a, b = hvd.grouped_allreduce([tf.ones([2]), tf.zeros([3], tf.int32)], op=hvd.Sum)
     """
     _check_initialized()
-    _check_process_set(process_set)
+    set_id = _check_process_set(process_set)
     op = _resolve_op(op, average)
     tensors = list(tensors)
     if not tensors:
@@ -293,7 +296,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
         if isinstance(t, tf.IndexedSlices):
             results[i] = _allreduce_indexed_slices(
                 t, device_sparse, op, prescale_factor, postscale_factor,
-                _sub_name(name, i), ignore_name_scope)
+                _sub_name(name, i), ignore_name_scope, set_id)
         else:
             dense_idx.append(i)
     if dense_idx:
@@ -306,7 +309,8 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
             reduced = _grouped_allreduce(compressed, name=name, op=op,
                                          prescale_factor=prescale_factor,
                                          postscale_factor=postscale_factor,
-                                         ignore_name_scope=ignore_name_scope)
+                                         ignore_name_scope=ignore_name_scope,
+                                         process_set_id=set_id)
             for i, r, ctx in zip(dense_idx, reduced, ctxs):
                 results[i] = compression.decompress(r, ctx)
     return results
@@ -319,23 +323,26 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
     the dtype must agree. bool tensors are supported.
     """
     _check_initialized()
-    _check_process_set(process_set)
-    return _allgather(tensor, name=name, ignore_name_scope=ignore_name_scope)
+    return _allgather(tensor, name=name, ignore_name_scope=ignore_name_scope,
+                      process_set_id=_check_process_set(process_set))
 
 
 def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=None):
     """allgather of each tensor of a list (``<name>_<i>`` when named)."""
     _check_initialized()
-    _check_process_set(process_set)
-    return [_allgather(t, name=_sub_name(name, i), ignore_name_scope=ignore_name_scope)
+    set_id = _check_process_set(process_set)
+    return [_allgather(t, name=_sub_name(name, i), ignore_name_scope=ignore_name_scope,
+                       process_set_id=set_id)
             for i, t in enumerate(tensors)]
 
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
-    """Returns ``root_rank``'s tensor on every rank (shape and dtype must agree)."""
+    """Returns ``root_rank``'s tensor on every rank (shape and dtype must agree).
+
+    With ``process_set``, ``root_rank`` is still a global rank (a member)."""
     _check_initialized()
-    _check_process_set(process_set)
-    return _broadcast(tensor, root_rank, name=name, ignore_name_scope=ignore_name_scope)
+    return _broadcast(tensor, root_rank, name=name, ignore_name_scope=ignore_name_scope,
+                      process_set_id=_check_process_set(process_set))
 
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=None):
@@ -350,8 +357,8 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
       order, and an int32 vector of how many rows came from each rank.
     """
     _check_initialized()
-    _check_process_set(process_set)
-    return _alltoall(tensor, splits=splits, name=name, ignore_name_scope=ignore_name_scope)
+    return _alltoall(tensor, splits=splits, name=name, ignore_name_scope=ignore_name_scope,
+                     process_set_id=_check_process_set(process_set))
 
 
 def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average,
@@ -363,7 +370,7 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
     in rank order. ``op`` is hvd.Average (default) or hvd.Sum.
     """
     _check_initialized()
-    _check_process_set(process_set)
+    set_id = _check_process_set(process_set)
     op = _resolve_op(op, None)
     if op not in (Sum, Average):
         raise ValueError("reducescatter supports only hvd.Sum and hvd.Average (got %s)."
@@ -374,7 +381,7 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
         reduced = _reducescatter(compressed, name=name, op=op,
                                  prescale_factor=prescale_factor,
                                  postscale_factor=postscale_factor,
-                                 ignore_name_scope=ignore_name_scope)
+                                 ignore_name_scope=ignore_name_scope, process_set_id=set_id)
         return compression.decompress(reduced, ctx)
 
 
@@ -389,27 +396,31 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
             for i, t in enumerate(tensors)]
 
 
-def join(name=None):
-    """Marks this rank as done: until every rank has joined, it takes part in
-    other ranks' allreduces with zeros. Returns (int32 scalar) the rank that
-    joined last."""
+def join(name=None, process_set=None):
+    """Marks this rank as done: until every rank (of ``process_set``) has
+    joined, it takes part in other ranks' allreduces with zeros. Returns
+    (int32 scalar) the rank that joined last (its rank within the set)."""
     _check_initialized()
+    set_id = _check_process_set(process_set)
     op_name, tensor_name = _names("join", "HorovodJoin", name)
-    return _op_lib.horovod_join(tensor_name=tensor_name, name=op_name)
+    return _op_lib.horovod_join(tensor_name=tensor_name, process_set_id=set_id, name=op_name)
 
 
 def barrier(name=None, process_set=None):
-    """Blocks until every rank reaches the barrier (eager); returns the op in a graph."""
+    """Blocks until every rank (of ``process_set``) reaches the barrier (eager);
+    returns the op in a graph."""
     _check_initialized()
-    _check_process_set(process_set)
+    set_id = _check_process_set(process_set)
     op_name, tensor_name = _names("barrier", "HorovodBarrier", name)
-    return _op_lib.horovod_barrier(tensor_name=tensor_name, name=op_name)
+    return _op_lib.horovod_barrier(tensor_name=tensor_name, process_set_id=set_id,
+                                   name=op_name)
 
 
 def size_op(name=None, process_set_id=0):
-    """An op returning size() (int32 scalar) when run."""
+    """An op returning size() (int32 scalar) when run; with ``process_set_id``
+    the number of ranks in that process set."""
     _check_initialized()
-    return _op_lib.horovod_size(name=name)
+    return _op_lib.horovod_size(process_set_id=int(process_set_id), name=name)
 
 
 def rank_op(name=None):
@@ -460,10 +471,18 @@ def _grad_name(op, part=None):
     return base if part is None else "%s_%s" % (base, part)
 
 
+def _set_id(op):
+    try:
+        return int(op.get_attr("process_set_id"))
+    except ValueError:
+        return 0
+
+
 def _attrs(op):
     return dict(op=op.get_attr("reduce_op"), prescale_factor=op.get_attr("prescale_factor"),
                 postscale_factor=op.get_attr("postscale_factor"),
-                ignore_name_scope=op.get_attr("ignore_name_scope"))
+                ignore_name_scope=op.get_attr("ignore_name_scope"),
+                process_set_id=_set_id(op))
 
 
 def _extremum_or_product_grad(fwd, x, grad, attrs, part):
@@ -471,23 +490,28 @@ def _extremum_or_product_grad(fwd, x, grad, attrs, part):
     reduce_op = attrs["op"]
     pre, post = attrs["prescale_factor"], attrs["postscale_factor"]
     ign = attrs["ignore_name_scope"]
+    ps = attrs["process_set_id"]
 
     def name(what):
         return _grad_name(fwd, what if part is None else "%s_%s" % (part, what))
-    summed = _allreduce(grad, op=Sum, ignore_name_scope=ign, name=name("sum"))
+    summed = _allreduce(grad, op=Sum, ignore_name_scope=ign, name=name("sum"), process_set_id=ps)
     if reduce_op in (Min, Max):
         scaled = x * tf.cast(pre, x.dtype)
-        extreme = _allreduce(scaled, op=reduce_op, ignore_name_scope=ign, name=name("extreme"))
+        extreme = _allreduce(scaled, op=reduce_op, ignore_name_scope=ign, name=name("extreme"),
+                             process_set_id=ps)
         hit = tf.cast(tf.equal(scaled, extreme), grad.dtype)
         # Ties share the gradient equally, as tf.reduce_max does.
-        ties = _allreduce(hit, op=Sum, ignore_name_scope=ign, name=name("ties"))
+        ties = _allreduce(hit, op=Sum, ignore_name_scope=ign, name=name("ties"),
+                          process_set_id=ps)
         return summed * hit / tf.maximum(ties, tf.ones_like(ties)) * tf.cast(pre * post,
                                                                           grad.dtype)
     # Product: dy/dx_q = post * pre**n * prod_{p != q} x_p, from every rank's x.
-    everyone = _allgather(tf.expand_dims(x, 0), ignore_name_scope=ign, name=name("inputs"))
+    everyone = _allgather(tf.expand_dims(x, 0), ignore_name_scope=ign, name=name("inputs"),
+                          process_set_id=ps)
+    me, members = _set_rank_size(ps)
     others = (tf.math.cumprod(everyone, axis=0, exclusive=True) *
-              tf.math.cumprod(everyone, axis=0, exclusive=True, reverse=True))[rank()]
-    return summed * others * tf.cast(post * pre ** size(), grad.dtype)
+              tf.math.cumprod(everyone, axis=0, exclusive=True, reverse=True))[me]
+    return summed * others * tf.cast(post * pre ** members, grad.dtype)
 
 
 @tf.RegisterGradient("HorovodAllreduce")
@@ -511,10 +535,13 @@ def _grouped_allreduce_grad(op, *grads):
 @tf.RegisterGradient("HorovodAllgather")
 def _allgather_grad(op, grad):
     ign = op.get_attr("ignore_name_scope")
-    summed = _allreduce(grad, op=Sum, ignore_name_scope=ign, name=_grad_name(op))
+    ps = _set_id(op)
+    summed = _allreduce(grad, op=Sum, ignore_name_scope=ign, name=_grad_name(op),
+                        process_set_id=ps)
     rows = tf.shape(op.inputs[0], out_type=tf.int64)[:1]
-    every_rows = _allgather(rows, ignore_name_scope=ign, name=_grad_name(op, "rows"))
-    me = rank()
+    every_rows = _allgather(rows, ignore_name_scope=ign, name=_grad_name(op, "rows"),
+                            process_set_id=ps)
+    me = _set_rank_size(ps)[0]
     offset = tf.reduce_sum(every_rows[:me])
     return summed[offset:offset + every_rows[me]]
 
@@ -522,7 +549,7 @@ def _allgather_grad(op, grad):
 @tf.RegisterGradient("HorovodBroadcast")
 def _broadcast_grad(op, grad):
     summed = _allreduce(grad, op=Sum, ignore_name_scope=op.get_attr("ignore_name_scope"),
-                        name=_grad_name(op))
+                        name=_grad_name(op), process_set_id=_set_id(op))
     if rank() != op.get_attr("root_rank"):
         # An explicit ZerosLike op consumes the allreduce, so that in a graph the
         # allreduce is not pruned on non-root ranks (tf.zeros_like would build
@@ -537,7 +564,7 @@ def _alltoall_grad(op, grad, unused_grad_received_splits):
         grad = tf.zeros_like(op.outputs[0])
     back, _ = _alltoall(grad, splits=op.outputs[1],
                         ignore_name_scope=op.get_attr("ignore_name_scope"),
-                        name=_grad_name(op))
+                        name=_grad_name(op), process_set_id=_set_id(op))
     return [back, None]
 
 
@@ -545,10 +572,10 @@ def _alltoall_grad(op, grad, unused_grad_received_splits):
 def _reducescatter_grad(op, grad):
     attrs = _attrs(op)
     gathered = _allgather(grad, ignore_name_scope=attrs["ignore_name_scope"],
-                          name=_grad_name(op))
+                          name=_grad_name(op), process_set_id=attrs["process_set_id"])
     factor = attrs["prescale_factor"] * attrs["postscale_factor"]
     if attrs["op"] == Average:
-        factor /= size()
+        factor /= _set_rank_size(attrs["process_set_id"])[1]
     if factor != 1.0:
         gathered = gathered * tf.cast(factor, gathered.dtype)
     return gathered

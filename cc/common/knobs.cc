@@ -69,6 +69,10 @@ const std::vector<KnobSpec>& Table() {
        4294967296.0, "", kUser, "",
        "Block size of the shared-memory allreduce (per rank, two slots, which should stay "
        "in the CPU's shared cache)."},
+      {"HOROVOD_DYNAMIC_PROCESS_SETS", T::BOOL, &P::dynamic_process_sets, "0", 0, 0, "", kUser,
+       "", "Allows `hvd.add_process_set`/`hvd.remove_process_set` after `hvd.init()` (every "
+       "rank adds and removes the same sets in the same order); `hvd.init(process_sets="
+       "\"dynamic\")` sets it."},
       {"HOROVOD_MALLOC_REUSE", T::BOOL, &P::malloc_reuse, "1", 0, 0, "", kUser, "",
        "Raises glibc's mmap/trim thresholds at init (unless `MALLOC_MMAP_THRESHOLD_`/"
        "`MALLOC_TRIM_THRESHOLD_` are set) so large freed buffers are reused instead of "

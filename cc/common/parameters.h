@@ -35,6 +35,8 @@ struct Parameters {
   bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
   int64_t shm_min_bytes = 256 * 1024;                  // HOROVOD_SHM_MIN_BYTES
   int64_t shm_slot_bytes = 1024 * 1024;                // HOROVOD_SHM_SLOT_BYTES (>= 4096)
+  // hvd.add_process_set/remove_process_set after init (process_set.h).
+  bool dynamic_process_sets = false;                   // HOROVOD_DYNAMIC_PROCESS_SETS
 
   // --- the job's shape, set by the launcher (tfhvdrun); -1 = not set ---
   int64_t rank = -1;        // HOROVOD_RANK (set: the Gloo transport is used)
