@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from tf_hvd.basics import _check_initialized, rank
 from tf_hvd.ops import _broadcast, _allgather, _noname
+from tf_hvd.process_sets import _process_set_id
 
 # ---------------------------------------------------------------------------
 # Variables
@@ -24,15 +25,15 @@ _OP_DTYPES = frozenset([tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int
                         tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.bool])
 
 
-def _broadcast_value(value, root_rank):
+def _broadcast_value(value, root_rank, process_set_id=0):
     if value.dtype in _OP_DTYPES:
-        return _broadcast(value, root_rank)
-    raw = _broadcast(tf.bitcast(value, tf.uint8), root_rank)
+        return _broadcast(value, root_rank, process_set_id=process_set_id)
+    raw = _broadcast(tf.bitcast(value, tf.uint8), root_rank, process_set_id=process_set_id)
     return tf.bitcast(raw, value.dtype)
 
 
-def _broadcast_values(values, root_rank):
-    return [_broadcast_value(v, root_rank) for v in values]
+def _broadcast_values(values, root_rank, process_set_id=0):
+    return [_broadcast_value(v, root_rank, process_set_id) for v in values]
 
 
 # Eagerly, the broadcasts run inside one tf.function so that they are submitted
@@ -43,25 +44,27 @@ _broadcast_values_fn = tf.function(_broadcast_values, autograph=False,
                                    reduce_retracing=False)
 
 
-def broadcast_variables(variables, root_rank):
+def broadcast_variables(variables, root_rank, process_set=None):
     """Sets every variable to its value on ``root_rank``.
 
     Args:
       variables: an iterable of tf.Variable / keras.Variable, in the same order
         on every rank (e.g. ``model.variables``).
-      root_rank: the rank whose values are kept.
+      root_rank: the rank whose values are kept (a global rank).
+      process_set: only this hvd.ProcessSet's ranks take part (default: all).
 
     Returns:
       Eagerly: None (the variables are updated when it returns). In a graph
       (TF1 or tf.function): the op that performs the update.
     """
     _check_initialized()
+    set_id = _process_set_id(process_set)
     variables = list(variables)
     if tf.executing_eagerly():
         if not variables:
             return None
         values = [tf.convert_to_tensor(v) for v in variables]
-        new_values = _broadcast_values_fn(values, int(root_rank))
+        new_values = _broadcast_values_fn(values, int(root_rank), set_id)
         for var, value in zip(variables, new_values):
             var.assign(value)
         return None
@@ -69,7 +72,7 @@ def broadcast_variables(variables, root_rank):
         return tf.no_op(name="broadcast_variables")
     updates = []
     for var in variables:
-        value = _broadcast_value(tf.convert_to_tensor(var), root_rank)
+        value = _broadcast_value(tf.convert_to_tensor(var), root_rank, set_id)
         updates.append(_as_op(var.assign(value)))
     return tf.group(*[u for u in updates if u is not None], name="broadcast_variables")
 
@@ -128,8 +131,10 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None
     the root; other ranks may pass anything (e.g. None). Works eagerly and in
     TF1 graph mode; ``session`` is accepted for compatibility and not needed.
     Inside a tf.function it runs once, when the function is traced.
+    With ``process_set``, only its ranks take part (``root_rank`` is global).
     """
     _check_initialized()
+    set_id = _process_set_id(process_set)
     root_rank = int(root_rank)
     if name is None:
         name = _noname("broadcast_object")
@@ -140,11 +145,12 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None
         else:
             payload = np.zeros([0], dtype=np.uint8)
         length = _broadcast(tf.constant([payload.size], dtype=tf.int64), root_rank,
-                            name=name + ".size")
+                            name=name + ".size", process_set_id=set_id)
         (length,) = evaluate([length])
         if rank() != root_rank:
             payload = np.zeros([int(length[0])], dtype=np.uint8)
-        data = _broadcast(tf.constant(payload), root_rank, name=name + ".data")
+        data = _broadcast(tf.constant(payload), root_rank, name=name + ".data",
+                          process_set_id=set_id)
         (data,) = evaluate([data])
         return pickle.loads(data.tobytes())
 
@@ -156,16 +162,18 @@ def allgather_object(obj, session=None, name=None, process_set=None):
 
     Objects are pickled with the standard ``pickle``. Works eagerly and in TF1
     graph mode (``session`` is accepted for compatibility and not needed).
+    With ``process_set``, the objects of its ranks, in their order.
     """
     _check_initialized()
+    set_id = _process_set_id(process_set)
     if name is None:
         name = _noname("allgather_object")
 
     def run(evaluate):
         payload = _to_bytes_tensor(obj)
         lengths = _allgather(tf.constant([payload.size], dtype=tf.int64),
-                             name=name + ".size")
-        data = _allgather(tf.constant(payload), name=name + ".data")
+                             name=name + ".size", process_set_id=set_id)
+        data = _allgather(tf.constant(payload), name=name + ".data", process_set_id=set_id)
         lengths, data = evaluate([lengths, data])
         objects, start = [], 0
         for n in lengths.tolist():

@@ -42,7 +42,7 @@ class _DistributedOptimizer(_LegacyOptimizer):
                  compression=Compression.none, sparse_as_dense=False,
                  op=Average, gradient_predivide_factor=1.0,
                  backward_passes_per_step=1,
-                 average_aggregated_gradients=False, groups=None):
+                 average_aggregated_gradients=False, groups=None, process_set=None):
         if name is None:
             name = "Distributed{}".format(type(optimizer).__name__)
         super(_DistributedOptimizer, self).__init__(
@@ -50,7 +50,7 @@ class _DistributedOptimizer(_LegacyOptimizer):
         self._optimizer = optimizer
         self._allreduce_grads = make_allreduce_grads_fn(
             name, device_dense, device_sparse, compression, sparse_as_dense,
-            op, gradient_predivide_factor, groups)
+            op, gradient_predivide_factor, groups, process_set)
         self._agg_helper = None
         if backward_passes_per_step > 1:
             self._agg_helper = LocalGradientAggregationHelper(
@@ -149,7 +149,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
                          op=Average, gradient_predivide_factor=1.0,
                          backward_passes_per_step=1,
                          average_aggregated_gradients=False, num_groups=0,
-                         groups=None):
+                         groups=None, process_set=None):
     """Wrap ``optimizer`` so that it averages gradients over all ranks.
 
     Args:
@@ -171,6 +171,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
       num_groups: deprecated; same as ``groups=num_groups``.
       groups: an int (send the gradients as that many grouped allreduces) or
         a list of lists of variables (the gradients of each list go together).
+      process_set: average over this hvd.ProcessSet's ranks only (default:
+        every rank); only its members may use the optimizer.
 
     Raises:
       TypeError: the optimizer is neither kind.
@@ -189,7 +191,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
             gradient_predivide_factor=gradient_predivide_factor,
             backward_passes_per_step=backward_passes_per_step,
             average_aggregated_gradients=average_aggregated_gradients,
-            groups=groups)
+            groups=groups, process_set=process_set)
     if _is_keras_optimizer(optimizer):
         from tf_hvd.keras.optimizer import create_distributed_optimizer
         return create_distributed_optimizer(
@@ -199,7 +201,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
             gradient_predivide_factor=gradient_predivide_factor,
             backward_passes_per_step=backward_passes_per_step,
             average_aggregated_gradients=average_aggregated_gradients,
-            groups=groups)
+            groups=groups, process_set=process_set)
     raise TypeError(
         "DistributedOptimizer needs a tf.compat.v1.train.Optimizer or a Keras "
         "optimizer (keras.optimizers.Optimizer); got %s.%s"

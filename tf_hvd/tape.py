@@ -98,7 +98,7 @@ def DistributedGradientTape(gradtape, device_dense='', device_sparse='',
                             compression=Compression.none,
                             sparse_as_dense=False, op=Average,
                             gradient_predivide_factor=1.0, num_groups=0,
-                            groups=None):
+                            groups=None, process_set=None):
     """Wrap a ``tf.GradientTape`` so ``gradient()`` returns allreduced gradients.
 
     Works eagerly and inside ``tf.function``, with Keras 3 variables, persistent
@@ -108,7 +108,7 @@ def DistributedGradientTape(gradtape, device_dense='', device_sparse='',
     Args:
       gradtape: the tape that recorded the forward pass.
       device_dense, device_sparse, compression, sparse_as_dense, op,
-      gradient_predivide_factor, num_groups, groups: as for
+      gradient_predivide_factor, num_groups, groups, process_set: as for
         ``DistributedOptimizer``.
     """
     if not isinstance(gradtape, tf.GradientTape):
@@ -122,7 +122,7 @@ def DistributedGradientTape(gradtape, device_dense='', device_sparse='',
                          "Average")
     allreduce_grads = make_allreduce_grads_fn(
         "DistributedGradientTape", device_dense, device_sparse, compression,
-        sparse_as_dense, op, gradient_predivide_factor, groups)
+        sparse_as_dense, op, gradient_predivide_factor, groups, process_set)
     return _distributed_tape_class(type(gradtape))(gradtape, allreduce_grads)
 
 

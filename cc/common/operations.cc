@@ -314,10 +314,12 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   SetStopped(*st, final_status);
   st->running = false;
   GlobalTimeline().Stop();
+  // The table stays (closed) until the next init: a peer's shutdown can end
+  // this loop while this rank's hvd.init() still reads it.
   std::map<int32_t, std::shared_ptr<ProcessSet>> sets;
   {
     std::lock_guard<std::mutex> lock(st->sets_mutex);
-    sets.swap(st->sets);
+    sets = st->sets;
   }
   for (auto& kv : sets) {
     if (kv.second->member()) kv.second->queue->FailAll(final_status);
@@ -338,6 +340,10 @@ Status Initialize(const std::vector<std::vector<int>>& process_sets) {
   SetMinLogLevel(LogLevelFromName(st.params.log_level));
   WarnAboutUnknownKnobs();
   if (st.params.malloc_reuse) KeepLargeBuffersInHeap();
+  {
+    std::lock_guard<std::mutex> lock(st.sets_mutex);
+    st.sets.clear();  // the last job's sets, closed
+  }
   st.queue.reset(new TensorQueue());
   st.requested_sets = process_sets;
   st.shutdown_requested = false;

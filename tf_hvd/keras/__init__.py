@@ -30,7 +30,7 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
                          gradient_predivide_factor=1.0, op=Average,
                          backward_passes_per_step=1,
                          average_aggregated_gradients=False, num_groups=0,
-                         groups=None):
+                         groups=None, process_set=None):
     """Wrap a Keras 3 optimizer so that gradients are averaged over all ranks.
 
     Returns a new optimizer of a subclass of ``type(optimizer)`` with the same
@@ -47,7 +47,7 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
         gradient_predivide_factor=gradient_predivide_factor,
         backward_passes_per_step=backward_passes_per_step,
         average_aggregated_gradients=average_aggregated_gradients,
-        groups=groups)
+        groups=groups, process_set=process_set)
 
 
 def _model_variables(model):

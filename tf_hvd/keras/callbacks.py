@@ -50,12 +50,14 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     Args:
       root_rank: the rank whose variables everyone takes.
       device: device for the broadcasts ('' = default).
+      process_set: only this hvd.ProcessSet's ranks take part (default: all).
     """
 
-    def __init__(self, root_rank, device=''):
+    def __init__(self, root_rank, device='', process_set=None):
         super(BroadcastGlobalVariablesCallback, self).__init__()
         self.root_rank = root_rank
         self.device = device
+        self.process_set = process_set
         self.broadcast_done = False
 
     def on_train_batch_end(self, batch, logs=None):
@@ -66,7 +68,8 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         if opt is not None and getattr(opt, "built", False):
             variables += list(opt.variables)
         with tf.device(self.device):
-            _functions.broadcast_variables(variables, self.root_rank)
+            _functions.broadcast_variables(variables, self.root_rank,
+                                           process_set=self.process_set)
         self.broadcast_done = True
 
 
@@ -74,15 +77,18 @@ class MetricAverageCallback(keras.callbacks.Callback):
     """Replace the epoch-end metrics in ``logs`` by their average over ranks.
 
     Must come before callbacks that read the metrics. Every rank must produce
-    the same metric names.
+    the same metric names. With ``process_set``, the average over its ranks.
     """
 
-    def __init__(self, device=''):
+    def __init__(self, device='', process_set=None):
         super(MetricAverageCallback, self).__init__()
         self.device = device
+        self.process_set = process_set
 
     def _average_in_place(self, logs):
-        if not logs or tf_hvd.size() == 1:
+        ps = self.process_set
+        members = tf_hvd.size() if ps is None or ps.process_set_id == 0 else ps.size()
+        if not logs or members == 1:
             return
         names = sorted(k for k, v in logs.items() if _is_number(v))
         if not names:
@@ -90,7 +96,7 @@ class MetricAverageCallback(keras.callbacks.Callback):
         values = tf.constant([float(logs[k]) for k in names], dtype=tf.float64)
         with tf.device(self.device):
             averaged = _ops.allreduce(values, op=Average,
-                                      name="MetricAverageCallback")
+                                      name="MetricAverageCallback", process_set=ps)
         averaged = averaged.numpy()
         for k, v in zip(names, averaged):
             logs[k] = float(v)

@@ -42,7 +42,8 @@ class _HvdState(object):
         self.allreduce_grads = make_allreduce_grads_fn(
             name, params["device_dense"], params["device_sparse"],
             params["compression"], params["sparse_as_dense"], params["op"],
-            params["gradient_predivide_factor"], params["groups"])
+            params["gradient_predivide_factor"], params["groups"],
+            params.get("process_set"))
         self.agg_helper = None
         if params["backward_passes_per_step"] > 1:
             self.agg_helper = LocalGradientAggregationHelperEager(
@@ -114,7 +115,7 @@ def distributed_optimizer_class(base, name=None, device_dense='',
                                 gradient_predivide_factor=1.0,
                                 backward_passes_per_step=1,
                                 average_aggregated_gradients=False,
-                                groups=None):
+                                groups=None, process_set=None):
     """The distributed subclass of a Keras optimizer class (used by
     ``load_model`` to deserialize optimizers as distributed ones)."""
     if gradient_predivide_factor != 1.0 and op != Average:
@@ -125,7 +126,7 @@ def distributed_optimizer_class(base, name=None, device_dense='',
                   op=op, gradient_predivide_factor=gradient_predivide_factor,
                   backward_passes_per_step=int(backward_passes_per_step),
                   average_aggregated_gradients=average_aggregated_gradients,
-                  groups=groups)
+                  groups=groups, process_set=process_set)
     allreduce_name = name or "Distributed%s" % base.__name__
     return _distributed_class(base, params, allreduce_name)
 
@@ -137,7 +138,7 @@ def create_distributed_optimizer(optimizer, name=None, device_dense='',
                                  gradient_predivide_factor=1.0,
                                  backward_passes_per_step=1,
                                  average_aggregated_gradients=False,
-                                 groups=None):
+                                 groups=None, process_set=None):
     """Return a distributed copy of the Keras optimizer ``optimizer``."""
     import keras
     if not isinstance(optimizer, keras.optimizers.Optimizer):
@@ -151,7 +152,7 @@ def create_distributed_optimizer(optimizer, name=None, device_dense='',
         gradient_predivide_factor=gradient_predivide_factor,
         backward_passes_per_step=backward_passes_per_step,
         average_aggregated_gradients=average_aggregated_gradients,
-        groups=groups)
+        groups=groups, process_set=process_set)
     config = optimizer.get_config()
     lr = getattr(optimizer, "_learning_rate", None)
     if ("learning_rate" in config and lr is not None
