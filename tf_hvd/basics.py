@@ -142,7 +142,10 @@ def init(comm=None, process_sets=None):
     Calling init again while initialized does nothing.
 
     Args:
-      comm: None (every process of the job), as in Horovod.
+      comm: as in Horovod: None or [] (every process of the job); a list of
+        MPI_COMM_WORLD ranks (under MPI only those processes call init and
+        form the job, ranked in list order; on Gloo the list must name every
+        rank); or an mpi4py communicator (MPI only), which becomes the job.
       process_sets: None, a list of ``hvd.ProcessSet`` (the same list on every
         process; they get ids 1, 2, ... and ``hvd.global_process_set`` is
         always there), or ``"dynamic"`` (sets HOROVOD_DYNAMIC_PROCESS_SETS=1
@@ -159,14 +162,11 @@ def init(comm=None, process_sets=None):
         ps = hvd.ProcessSet([0, 1])
         hvd.init(process_sets=[ps])
     """
-    if comm is not None:
-        raise NotImplementedError(
-            "tf_hvd.init(comm=...) is not supported: tf_hvd always uses every "
-            "process of the job (the global communicator).")
-    sets, set_ranks = _process_sets._split_init_sets(process_sets)
+    comm_ranks, comm_handle, base = _process_sets._job_communicator(comm)
+    sets, set_ranks = _process_sets._split_init_sets(process_sets, base, comm_ranks)
     # Parses every HOROVOD_* knob (HOROVOD_TF_THREADS included) before joining
     # the job: a malformed one raises RuntimeError naming it.
-    _lib.init(set_ranks)
+    _lib.init(set_ranks, comm_ranks, comm_handle)
     tf_threads.configure(_lib.local_size())
     if not _atexit_registered:
         _register_atexit()

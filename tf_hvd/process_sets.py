@@ -117,13 +117,44 @@ global_process_set = ProcessSet([])
 global_process_set.process_set_id = 0
 
 
-def _comm_world_ranks(comm, world):
-    """The ranks (in ``world``, an mpi4py communicator) of ``comm``'s members."""
-    return sorted(comm.Get_group().Translate_ranks(list(range(comm.Get_size())),
-                                                   world.Get_group()))
+def _job_communicator(comm):
+    """hvd.init's ``comm`` as (MPI_COMM_WORLD ranks, Fortran handle or None,
+    the mpi4py communicator of the job or None)."""
+    if comm is None:
+        global_process_set.mpi_comm = None
+        return [], None, None
+    if _is_iterable(comm):
+        ranks = list(comm)
+        if any(not isinstance(r, int) or isinstance(r, bool) for r in ranks):
+            raise ValueError("Invalid type of argument comm. Expected list of rank integers or "
+                             "mpi4py.MPI.Comm object.")
+        return ranks, None, None
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        MPI = None
+    if MPI is None or not isinstance(comm, MPI.Comm):
+        raise ValueError("Invalid type of argument comm. Expected list of rank integers or "
+                         "mpi4py.MPI.Comm object.")
+    global_process_set.mpi_comm = comm
+    return [], int(comm.py2f()), comm
 
 
-def _split_init_sets(process_sets):
+def _comm_job_ranks(comm, base, comm_ranks):
+    """The job ranks of the members of ``comm`` (an mpi4py communicator): ranks
+    in ``base`` (the job's communicator), or positions in ``comm_ranks`` (the
+    job's MPI_COMM_WORLD ranks), or MPI_COMM_WORLD ranks."""
+    from mpi4py import MPI
+    members = list(range(comm.Get_size()))
+    if base is not None:
+        return sorted(comm.Get_group().Translate_ranks(members, base.Get_group()))
+    world = comm.Get_group().Translate_ranks(members, MPI.COMM_WORLD.Get_group())
+    if comm_ranks:
+        return sorted(comm_ranks.index(w) for w in world)
+    return sorted(world)
+
+
+def _split_init_sets(process_sets, base=None, comm_ranks=()):
     """Returns (process sets as given, lists of ranks for the core); sets made
     from an mpi4py communicator get their ranks here."""
     if process_sets is None:
@@ -139,8 +170,7 @@ def _split_init_sets(process_sets):
         if not isinstance(ps, ProcessSet):
             raise ValueError("process_sets must be a list of hvd.ProcessSet, got %r" % (ps,))
         if ps.ranks is None and ps.mpi_comm is not None:
-            from mpi4py import MPI
-            ps.ranks = _comm_world_ranks(ps.mpi_comm, MPI.COMM_WORLD)
+            ps.ranks = _comm_job_ranks(ps.mpi_comm, base, list(comm_ranks))
     return sets, [list(ps.ranks) for ps in sets]
 
 

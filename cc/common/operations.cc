@@ -61,6 +61,7 @@ struct GlobalState {
   std::map<int32_t, std::shared_ptr<ProcessSet>> sets;
   int32_t next_set_id = 1;
   std::vector<std::vector<int>> requested_sets;  // hvd.init(process_sets=...)
+  JobCommunicator comm;                          // hvd.init(comm=...)
   std::vector<std::string> host_keys;            // by global rank
 };
 
@@ -74,7 +75,8 @@ bool EnvSet(const char* name) {
   return v != nullptr && *v != '\0';
 }
 
-Status CreateTransport(const Parameters& params, std::unique_ptr<Transport>* out) {
+Status CreateTransport(const Parameters& params, const JobCommunicator& comm,
+                       std::unique_ptr<Transport>* out) {
   std::string choice = params.controller;
   // The MPI launchers' own variables (not knobs): started by mpirun/mpiexec.
   bool under_mpi = EnvSet("PMI_RANK") || EnvSet("PMI_SIZE") || EnvSet("OMPI_COMM_WORLD_RANK");
@@ -86,7 +88,10 @@ Status CreateTransport(const Parameters& params, std::unique_ptr<Transport>* out
   }
   if (choice == "mpi") {
 #if HAVE_MPI
-    out->reset(new MpiTransport(params));
+    auto* mpi = new MpiTransport(params);
+    if (comm.has_handle) mpi->UseCommunicator(comm.handle);
+    if (!comm.ranks.empty()) mpi->UseWorldRanks(comm.ranks);
+    out->reset(mpi);
     return Status();
 #else
     return Status::Precondition("this tf_hvd build has no MPI support");
@@ -330,7 +335,8 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
 
 }  // namespace
 
-Status Initialize(const std::vector<std::vector<int>>& process_sets) {
+Status Initialize(const std::vector<std::vector<int>>& process_sets,
+                  const JobCommunicator& comm) {
   GlobalState& st = State();
   std::lock_guard<std::mutex> lock(st.mutex);
   if (st.running) return Status();
@@ -347,8 +353,30 @@ Status Initialize(const std::vector<std::vector<int>>& process_sets) {
   st.queue.reset(new TensorQueue());
   st.requested_sets = process_sets;
   st.shutdown_requested = false;
-  s = CreateTransport(st.params, &st.transport);
+  if (comm.has_handle && st.params.controller != "mpi" && !std::getenv("PMI_RANK") &&
+      !std::getenv("PMI_SIZE") && !std::getenv("OMPI_COMM_WORLD_RANK")) {
+    return Status::InvalidArgument(
+        "hvd.init(comm=<mpi4py communicator>) needs the MPI transport: start the job with "
+        "mpiexec/mpirun or tfhvdrun --mpi");
+  }
+  st.comm = comm;
+  s = CreateTransport(st.params, comm, &st.transport);
   if (!s.ok()) return s;
+  // A list of ranks for comm= selects a sub-job under MPI only (as in
+  // Horovod); elsewhere the job is every process the launcher started.
+  if (!comm.ranks.empty() && std::string(st.transport->name()) != "mpi") {
+    const int size = st.params.rank >= 0 ? static_cast<int>(st.params.size) : 1;
+    std::vector<int> all(static_cast<size_t>(size)), given = comm.ranks;
+    for (int r = 0; r < size; ++r) all[static_cast<size_t>(r)] = r;
+    std::sort(given.begin(), given.end());
+    if (given != all) {
+      return Status::InvalidArgument(
+          "Horovod initialization failed: hvd.init(comm=[" + RankListText(comm.ranks) +
+          "]): on the " + st.transport->name() + " transport the job is every process the "
+          "launcher started (" + std::to_string(size) + "); a subset needs MPI (mpiexec or "
+          "tfhvdrun --mpi), or use process sets");
+    }
+  }
   auto ready = std::make_shared<std::promise<Status>>();
   std::future<Status> result = ready->get_future();
   st.running = true;

@@ -18,7 +18,17 @@ namespace tfhvd {
 // static process sets (global ranks), the same list on every rank; they get
 // ids 1, 2, ... in order (an entry equal to an earlier one or to the global
 // set gets that set's id).
-Status Initialize(const std::vector<std::vector<int>>& process_sets = {});
+// comm (hvd.init(comm=...)): under MPI the job is the communicator with
+// Fortran handle comm_handle (has_comm_handle), or the MPI_COMM_WORLD ranks
+// comm_ranks, in that order (only they call init). Other transports accept
+// only every rank of the job.
+struct JobCommunicator {
+  std::vector<int> ranks;
+  bool has_handle = false;
+  int64_t handle = 0;
+};
+Status Initialize(const std::vector<std::vector<int>>& process_sets = {},
+                  const JobCommunicator& comm = JobCommunicator());
 // Asks every rank to shut down, completes pending ops with an error, joins
 // the background thread.
 void Shutdown();

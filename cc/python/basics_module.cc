@@ -42,15 +42,23 @@ PYBIND11_MODULE(_hvd, m) {
   m.doc() = "tf_hvd core: process topology and lifecycle";
   m.def(
       "init",
-      [](const std::vector<std::vector<int>>& process_sets) {
+      [](const std::vector<std::vector<int>>& process_sets, const std::vector<int>& comm_ranks,
+         py::object comm_handle) {
+        tfhvd::JobCommunicator comm;
+        comm.ranks = comm_ranks;
+        if (!comm_handle.is_none()) {
+          comm.has_handle = true;
+          comm.handle = comm_handle.cast<int64_t>();
+        }
         tfhvd::Status s;
         {
           py::gil_scoped_release release;
-          s = tfhvd::Initialize(process_sets);
+          s = tfhvd::Initialize(process_sets, comm);
         }
         if (!s.ok()) throw std::runtime_error(s.message());
       },
       py::arg("process_sets") = std::vector<std::vector<int>>(),
+      py::arg("comm_ranks") = std::vector<int>(), py::arg("comm_handle") = py::none(),
       "Starts the background thread and connects to the other ranks; registers the static "
       "process sets (lists of global ranks, the same on every rank).");
   // Process sets (cc/common/process_set.h). Errors: ValueError with Horovod's messages.

@@ -17,7 +17,9 @@ overlaps both. Sections:
   data; the Keras callbacks with a process set;
 * reinit: init with a duplicate entry or with lists that differ across ranks
   fails as Horovod's does; then init with process_sets="dynamic";
-* dynamic: add, use, duplicate add, mismatched add, remove, re-add.
+* dynamic: add, use, duplicate add, mismatched add, remove, re-add;
+* comm: hvd.init(comm=<mpi4py Split communicator>) and comm=[2, 0] under MPI;
+  on Gloo a subset is refused and the list of every rank accepted.
 """
 
 import os
@@ -366,6 +368,39 @@ def check_dynamic(ck, n, r):
              np.array([float(n)], np.float32))
 
 
+def check_comm(ck, n, r, transport):
+    """hvd.init(comm=...): a sub-communicator or a list of ranks is the job
+    under MPI; on Gloo only the list of every rank is accepted."""
+    hvd.shutdown()
+    if transport != "mpi":
+        ck.raises("comm subset on gloo", lambda: hvd.init(comm=[0]), RuntimeError,
+                  ["a subset needs MPI"])
+        hvd.shutdown()
+        hvd.init(comm=list(range(n)))
+        ck.equal("comm of every rank", (hvd.size(), hvd.rank()), (n, r))
+        return
+    from mpi4py import MPI
+    sub = MPI.COMM_WORLD.Split(r % 2, r)  # while no background thread uses MPI
+    hvd.init(comm=sub)
+    ck.equal("comm=Split size/rank", (hvd.size(), hvd.rank()), (sub.Get_size(), sub.Get_rank()))
+    members = [k for k in range(n) if k % 2 == r % 2]
+    ck.close("comm=Split allreduce", hvd.allreduce(tf.constant([float(r)]), op=hvd.Sum),
+             np.array([float(sum(members))], np.float32))
+    hvd.shutdown()
+    listed = [2, 0]
+    if r in listed:
+        hvd.init(comm=listed)
+        ck.equal("comm=[2, 0] size/rank", (hvd.size(), hvd.rank()), (2, listed.index(r)))
+        ck.close("comm=[2, 0] allgather", hvd.allgather(tf.constant([r])),
+                 np.array(listed, np.int32))
+        hvd.shutdown()
+    sub.Free()
+    # Every rank ends initialized over the whole world again.
+    hvd.init()
+    ck.close("world again", hvd.allreduce(tf.constant([1.0]), op=hvd.Sum),
+             np.array([float(n)], np.float32))
+
+
 def main():
     args = checklib.parse_args()
     # Sets are made before init (their ids come from init).
@@ -381,6 +416,7 @@ def main():
     ck.section("reinit", check_reinit, ck, n, r, sets)
     if hvd.is_initialized():
         ck.section("dynamic", check_dynamic, ck, n, r)
+    ck.section("comm", check_comm, ck, n, r, args.transport)
     code = ck.finish()
     hvd.shutdown()
     return code
