@@ -1,12 +1,14 @@
 #include "cc/common/process_set.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 
 #include <limits.h>
 #include <unistd.h>
 
 #include "cc/common/algorithms/link_collectives.h"
+#include "cc/common/logging.h"
 #include "cc/common/subset_transport.h"
 
 namespace tfhvd {
@@ -117,7 +119,17 @@ std::unique_ptr<ProcessSet> ProcessSet::Global(Transport* global, const Topology
   return set;
 }
 
-Status ProcessSet::Open() { return member() ? allreduce->Open() : Status(); }
+Status ProcessSet::Open() {
+  if (!member()) return Status();
+  Status s = allreduce->Open();
+  if (s.ok() && id != 0) {
+    const bool shm = allreduce->SharedMemoryFor(INT64_MAX, ReduceOp::SUM) != nullptr;
+    TFHVD_LOG(DEBUG) << label << ": rank " << topology.rank << " of " << topology.size << ", "
+                     << topology.local_size << " on this host; shared-memory allreduce "
+                     << (shm ? "mapped" : "not used");
+  }
+  return s;
+}
 
 void ProcessSet::Close() {
   if (allreduce) allreduce->Close();

@@ -116,6 +116,11 @@ def check_static(ck, n, r, sets):
                     ck.close(what + " reducescatter",
                              hvd.reducescatter(big, op=hvd.Sum, process_set=ps),
                              full[first:first + 2 + (1 if me < 1 else 0)])
+        # Large enough for the shared-memory path (the set's own regions) unless
+        # the job turned it off (then the ring over the members' links).
+        big = np.arange(70000, dtype=np.float32) % 13 + r
+        ck.close(label + " large allreduce", hvd.allreduce(big, op=hvd.Sum, process_set=ps),
+                 np.sum([np.arange(70000, dtype=np.float32) % 13 + k for k in members], axis=0))
         # Grouped ops, tf.function, barrier, objects, variables.
         xs = [value(r, [4], np.float32, salt=1), value(r, [2, 2], np.int32, salt=2)]
         want = [np.sum([value(k, [4], np.float32, 1) for k in members], axis=0),
