@@ -116,6 +116,17 @@ def check_static(ck, n, r, sets):
                     ck.close(what + " reducescatter",
                              hvd.reducescatter(big, op=hvd.Sum, process_set=ps),
                              full[first:first + 2 + (1 if me < 1 else 0)])
+        # Gradients within the set: d(sum of every member's loss)/d(my x).
+        x = tf.Variable([1.0, 2.0])
+        weights = tf.range(2 * len(members), dtype=tf.float32)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(hvd.allgather(x, process_set=ps) * weights)
+        ck.close(label + " allgather gradient", tape.gradient(loss, x),
+                 len(members) * np.arange(2 * me, 2 * me + 2, dtype=np.float32))
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(hvd.allreduce(x * float(r + 1), op=hvd.Sum, process_set=ps))
+        ck.close(label + " allreduce gradient", tape.gradient(loss, x),
+                 np.full([2], len(members) * float(r + 1), np.float32))
         # Large enough for the shared-memory path (the set's own regions) unless
         # the job turned it off (then the ring over the members' links).
         big = np.arange(70000, dtype=np.float32) % 13 + r
