@@ -213,8 +213,7 @@ size_t QueuedEntries(const std::vector<std::shared_ptr<ProcessSet>>& sets) {
 
 // One negotiation round of one set and the collectives it decided. Returns a
 // fatal error (the transport failed, or the set's coordinator ended the job).
-Status RunSetRound(GlobalState& st, ProcessSet& set, bool shutdown_requested,
-                   ResponseList* list) {
+Status RunSetRound(ProcessSet& set, bool shutdown_requested, ResponseList* list) {
   Status s = set.controller->ComputeResponseList(shutdown_requested, list);
   if (!s.ok()) {
     if (set.id == 0) return s;
@@ -233,7 +232,6 @@ Status RunSetRound(GlobalState& st, ProcessSet& set, bool shutdown_requested,
     s = set.ops->Perform(r, entries, present);
     if (!s.ok()) return set.id == 0 ? s : Status(s.code(), set.label + ": " + s.message());
   }
-  (void)st;
   return Status();
 }
 
@@ -298,7 +296,7 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
     for (const auto& set : sets) {
       if (set->removed) continue;  // removed in this cycle's global round
       ResponseList list;
-      s = RunSetRound(*st, *set, set->id == 0 && st->shutdown_requested.load(), &list);
+      s = RunSetRound(*set, set->id == 0 && st->shutdown_requested.load(), &list);
       if (!s.ok()) {
         final_status = s;
         fatal = true;

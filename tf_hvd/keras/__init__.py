@@ -19,6 +19,8 @@ from tf_hvd import functions as _functions
 from tf_hvd import ops as _ops
 from tf_hvd.compression import Compression
 from tf_hvd.basics import Average, Sum, Adasum, Min, Max, Product
+from tf_hvd.process_sets import (ProcessSet, global_process_set, add_process_set,
+                                 remove_process_set)
 from tf_hvd.keras import callbacks
 from tf_hvd.keras.optimizer import (create_distributed_optimizer,
                                     distributed_optimizer_class,
