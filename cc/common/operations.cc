@@ -150,9 +150,11 @@ int32_t FindSetByRanks(GlobalState& st, const std::vector<int>& ranks) {
 // rank): members map its shared memory together.
 Status RegisterSet(GlobalState& st, std::vector<int> ranks, int32_t* id) {
   *id = st.next_set_id++;
-  std::shared_ptr<ProcessSet> set(ProcessSet::Create(*id, std::move(ranks), st.transport.get(),
-                                                     st.topology, st.host_keys, st.params));
-  Status s = set->Open();
+  std::unique_ptr<ProcessSet> created;
+  Status s = ProcessSet::Create(*id, std::move(ranks), st.transport.get(), st.topology,
+                                st.host_keys, st.params, &created);
+  std::shared_ptr<ProcessSet> set(std::move(created));
+  if (s.ok()) s = set->Open();
   if (!s.ok()) return Status(s.code(), set->label + ": " + s.message());
   std::lock_guard<std::mutex> lock(st.sets_mutex);
   st.sets[*id] = std::move(set);

@@ -37,6 +37,10 @@ struct Parameters {
   int64_t shm_slot_bytes = 1024 * 1024;                // HOROVOD_SHM_SLOT_BYTES (>= 4096)
   // hvd.add_process_set/remove_process_set after init (process_set.h).
   bool dynamic_process_sets = false;                   // HOROVOD_DYNAMIC_PROCESS_SETS
+  // Hierarchical collectives over the ranks of each host and across hosts
+  // (algorithms/hierarchical_*.h; selection.h decides when they apply).
+  bool hierarchical_allreduce = false;                 // HOROVOD_HIERARCHICAL_ALLREDUCE
+  bool hierarchical_allgather = false;                 // HOROVOD_HIERARCHICAL_ALLGATHER
 
   // --- the job's shape, set by the launcher (tfhvdrun); -1 = not set ---
   int64_t rank = -1;        // HOROVOD_RANK (set: the Gloo transport is used)

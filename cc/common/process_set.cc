@@ -59,16 +59,17 @@ int ProcessSet::SetRank(int global_rank) const {
   return it != ranks.end() && *it == global_rank ? static_cast<int>(it - ranks.begin()) : -1;
 }
 
-std::unique_ptr<ProcessSet> ProcessSet::Create(int32_t id, std::vector<int> ranks,
-                                               Transport* global, const Topology& global_topology,
-                                               const std::vector<std::string>& host_keys,
-                                               const Parameters& params) {
-  std::unique_ptr<ProcessSet> set(new ProcessSet());
+Status ProcessSet::Create(int32_t id, std::vector<int> ranks, Transport* global,
+                          const Topology& global_topology,
+                          const std::vector<std::string>& host_keys, const Parameters& params,
+                          std::unique_ptr<ProcessSet>* out) {
+  out->reset(new ProcessSet());
+  ProcessSet* set = out->get();
   set->id = id;
   set->ranks = std::move(ranks);
   set->label = ProcessSetLabel(id, set->ranks);
   set->index = set->SetRank(global_topology.rank);
-  if (!set->member()) return set;
+  if (!set->member()) return Status();
   // Topology among the members: local = same host key; hosts numbered in
   // order of their first member.
   Topology& t = set->topology;
@@ -94,13 +95,16 @@ std::unique_ptr<ProcessSet> ProcessSet::Create(int32_t id, std::vector<int> rank
 
   set->own_queue.reset(new TensorQueue());
   set->queue = set->own_queue.get();
-  set->own_transport.reset(new SubsetTransport(global, set->ranks, set->index));
+  std::unique_ptr<LinkSet> links;
+  Status s = global->OpenLinkSet(set->ranks, &links);
+  if (!s.ok()) return s;
+  set->own_transport.reset(new SubsetTransport(global, std::move(links)));
   set->transport = set->own_transport.get();
   set->allreduce.reset(new AllreduceRunner(set->transport, t, params));
   set->controller.reset(
       new Controller(set->transport, t, params, set->queue, set->label, set->ranks));
   set->ops.reset(new CollectiveOps(set->transport, set->allreduce.get(), t));
-  return set;
+  return Status();
 }
 
 std::unique_ptr<ProcessSet> ProcessSet::Global(Transport* global, const Topology& topology,
@@ -133,6 +137,9 @@ Status ProcessSet::Open() {
 
 void ProcessSet::Close() {
   if (allreduce) allreduce->Close();
+  // The link set (an MPI communicator) goes before the global transport's
+  // Finalize; nothing uses the set's transport after Close.
+  own_transport.reset();
 }
 
 }  // namespace tfhvd

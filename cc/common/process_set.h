@@ -51,12 +51,13 @@ struct ProcessSet {
   int SetRank(int global_rank) const;
 
   // A set of `ranks` (validated, ascending) for this process. Members get a
-  // queue, a transport over the global links, a controller and an allreduce
-  // runner; Open() must then be called by every member at the same point.
-  static std::unique_ptr<ProcessSet> Create(int32_t id, std::vector<int> ranks,
-                                            Transport* global, const Topology& global_topology,
-                                            const std::vector<std::string>& host_keys,
-                                            const Parameters& params);
+  // queue, a transport over a link set among them (opening it is collective
+  // over the members: under MPI it makes a communicator), a controller and an
+  // allreduce runner; Open() must then be called by every member at the same
+  // point.
+  static Status Create(int32_t id, std::vector<int> ranks, Transport* global,
+                       const Topology& global_topology, const std::vector<std::string>& host_keys,
+                       const Parameters& params, std::unique_ptr<ProcessSet>* out);
   // The global set over the global transport and queue.
   static std::unique_ptr<ProcessSet> Global(Transport* global, const Topology& topology,
                                             TensorQueue* queue, const Parameters& params);

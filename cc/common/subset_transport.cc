@@ -6,47 +6,22 @@
 
 namespace tfhvd {
 
-Status SubsetLinks::CheckPeer(int peer) const {
-  if (peer >= 0 && peer < size()) return Status();
-  return Status::InvalidArgument("no member " + std::to_string(peer) + " in a process set of " +
-                                 std::to_string(size()) + " ranks");
-}
-
-Status SubsetLinks::Send(int to, const void* data, size_t bytes) {
-  Status s = CheckPeer(to);
-  return s.ok() ? global_->Send(ranks_[static_cast<size_t>(to)], data, bytes) : s;
-}
-
-Status SubsetLinks::Recv(int from, void* data, size_t bytes) {
-  Status s = CheckPeer(from);
-  return s.ok() ? global_->Recv(ranks_[static_cast<size_t>(from)], data, bytes) : s;
-}
-
-Status SubsetLinks::Exchange(int to, const void* send, size_t send_bytes, int from, void* recv,
-                             size_t recv_bytes) {
-  Status s = CheckPeer(to);
-  if (s.ok()) s = CheckPeer(from);
-  if (!s.ok()) return s;
-  return global_->Exchange(ranks_[static_cast<size_t>(to)], send, send_bytes,
-                           ranks_[static_cast<size_t>(from)], recv, recv_bytes);
-}
-
 Status SubsetTransport::GatherBytes(const std::string& mine, std::vector<std::string>* all) {
-  return GatherStrings(links_, mine, all);
+  return GatherStrings(*links_, mine, all);
 }
 
 Status SubsetTransport::BroadcastBytes(std::string* data, int root) {
-  return BroadcastString(links_, data, root);
+  return BroadcastString(*links_, data, root);
 }
 
 Status SubsetTransport::BitwiseOr(uint64_t* words, size_t n) {
-  return BitwiseOrWords(links_, words, n, &scratch_);
+  return BitwiseOrWords(*links_, words, n, &scratch_);
 }
 
 // Step k sends this member's block to member+k and receives member-k's block.
 Status SubsetTransport::Allgatherv(const void* in, void* out,
                                    const std::vector<int64_t>& bytes_per_rank) {
-  const int n = links_.size(), me = links_.rank();
+  const int n = links_->size(), me = links_->rank();
   std::vector<int64_t> offset(static_cast<size_t>(n) + 1, 0);
   for (int r = 0; r < n; ++r) offset[r + 1] = offset[r] + bytes_per_rank[static_cast<size_t>(r)];
   char* blocks = static_cast<char*>(out);
@@ -54,7 +29,7 @@ Status SubsetTransport::Allgatherv(const void* in, void* out,
   if (mine > 0 && blocks + offset[me] != in) std::memmove(blocks + offset[me], in, mine);
   for (int k = 1; k < n; ++k) {
     int to = (me + k) % n, from = (me - k + n) % n;
-    Status s = links_.Exchange(to, blocks + offset[me], mine, from, blocks + offset[from],
+    Status s = links_->Exchange(to, blocks + offset[me], mine, from, blocks + offset[from],
                                static_cast<size_t>(bytes_per_rank[static_cast<size_t>(from)]));
     if (!s.ok()) return s;
   }
@@ -63,10 +38,10 @@ Status SubsetTransport::Allgatherv(const void* in, void* out,
 
 Status SubsetTransport::Broadcast(void* buffer, int64_t bytes, int root) {
   if (bytes <= 0) return Status();
-  if (links_.rank() != root) return links_.Recv(root, buffer, static_cast<size_t>(bytes));
-  for (int r = 0; r < links_.size(); ++r) {
+  if (links_->rank() != root) return links_->Recv(root, buffer, static_cast<size_t>(bytes));
+  for (int r = 0; r < links_->size(); ++r) {
     if (r == root) continue;
-    Status s = links_.Send(r, buffer, static_cast<size_t>(bytes));
+    Status s = links_->Send(r, buffer, static_cast<size_t>(bytes));
     if (!s.ok()) return s;
   }
   return Status();
@@ -75,7 +50,7 @@ Status SubsetTransport::Broadcast(void* buffer, int64_t bytes, int root) {
 // Step k sends the block for member+k and receives the one from member-k.
 Status SubsetTransport::Alltoallv(const void* in, const std::vector<int64_t>& send_bytes,
                                   void* out, const std::vector<int64_t>& recv_bytes) {
-  const int n = links_.size(), me = links_.rank();
+  const int n = links_->size(), me = links_->rank();
   std::vector<int64_t> send_at(static_cast<size_t>(n) + 1, 0), recv_at(send_at);
   for (int r = 0; r < n; ++r) {
     send_at[r + 1] = send_at[r] + send_bytes[static_cast<size_t>(r)];
@@ -89,7 +64,7 @@ Status SubsetTransport::Alltoallv(const void* in, const std::vector<int64_t>& se
   }
   for (int k = 1; k < n; ++k) {
     int to = (me + k) % n, from = (me - k + n) % n;
-    Status s = links_.Exchange(to, src + send_at[to],
+    Status s = links_->Exchange(to, src + send_at[to],
                                static_cast<size_t>(send_bytes[static_cast<size_t>(to)]), from,
                                dst + recv_at[from],
                                static_cast<size_t>(recv_bytes[static_cast<size_t>(from)]));
@@ -98,6 +73,6 @@ Status SubsetTransport::Alltoallv(const void* in, const std::vector<int64_t>& se
   return Status();
 }
 
-Status SubsetTransport::Barrier() { return LinksBarrier(links_); }
+Status SubsetTransport::Barrier() { return LinksBarrier(*links_); }
 
 }  // namespace tfhvd
