@@ -32,6 +32,9 @@ _CORE_EXPORTS = {
         "process_set_included_op", "handle_average_backwards_compatibility",
         "check_num_rank_power_of_2",
     ),
+    "tf_hvd.process_sets": (
+        "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
+    ),
     "tf_hvd.compression": ("Compression", "Compressor", "NoneCompressor", "FP16Compressor"),
     "tf_hvd.functions": (
         "broadcast_variables", "broadcast_global_variables", "broadcast_object",
@@ -54,7 +57,8 @@ _OPTIONAL_EXPORTS = {
 _LAZY_EXPORTS = {"SyncBatchNormalization": "tf_hvd.sync_batch_norm"}
 
 _SUBPACKAGES = ("keras", "runner", "optimizer", "tape", "hooks", "gradient_aggregation",
-                "allreduce_grads", "basics", "ops", "compression", "functions")
+                "allreduce_grads", "basics", "ops", "compression", "functions",
+                "process_sets")
 
 _state = {"core": False, "done": False}
 

@@ -26,6 +26,12 @@ from tf_hvd.basics import Adasum, Average
 _NOT_NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")
 
 
+def _set_size(process_set):
+    if process_set is None or process_set.process_set_id == 0:
+        return basics.size()
+    return process_set.size()
+
+
 def _is_sparse(grad):
     return isinstance(grad, tf.IndexedSlices)
 
@@ -142,17 +148,17 @@ _FN_CACHE_SIZE = 64
 
 def _cache_key(args):
     name, device_dense, device_sparse, compression, sparse_as_dense, op, \
-        gradient_predivide_factor, groups = args
+        gradient_predivide_factor, groups, process_set = args
     if isinstance(groups, (list, tuple)):
         groups = tuple(tuple(id(v) for v in g) for g in groups)
     return (name, device_dense, device_sparse, compression, bool(sparse_as_dense),
-            op, float(gradient_predivide_factor), groups)
+            op, float(gradient_predivide_factor), groups, id(process_set))
 
 
 def make_allreduce_grads_fn(name, device_dense='', device_sparse='',
                             compression=Compression.none, sparse_as_dense=False,
                             op=Average, gradient_predivide_factor=1.0,
-                            groups=None):
+                            groups=None, process_set=None):
     """Build ``allreduce_grads(grads, variables=None) -> list of gradients``.
 
     The returned function keeps the positions of ``grads`` (None stays None).
@@ -161,9 +167,10 @@ def make_allreduce_grads_fn(name, device_dense='', device_sparse='',
     blocking collective after the other. Functions are cached by their
     arguments, so wrapping a new tape every eager step does not retrace.
     (Groups are matched by variable identity, so caching by ``id`` is exact.)
+    ``process_set``: reduce over that hvd.ProcessSet's ranks only.
     """
     args = (name, device_dense, device_sparse, compression, sparse_as_dense, op,
-            gradient_predivide_factor, groups)
+            gradient_predivide_factor, groups, process_set)
     _check_groups(groups)
     key = _cache_key(args)
     fn = _FN_CACHE.get(key)
@@ -179,7 +186,7 @@ def make_allreduce_grads_fn(name, device_dense='', device_sparse='',
 
 def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
                               sparse_as_dense, op, gradient_predivide_factor,
-                              groups):
+                              groups, process_set=None):
     _check_groups(groups)
     op, prescale_factor, postscale_factor = _scale_factors(
         op, gradient_predivide_factor)
@@ -200,14 +207,14 @@ def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
                         device_sparse=device_sparse, compression=compression,
                         op=op, prescale_factor=prescale_factor,
                         postscale_factor=postscale_factor,
-                        name=_graph_name("grad", i, labels[i]))
+                        name=_graph_name("grad", i, labels[i]), process_set=process_set)
                 else:
                     reduced = ops.grouped_allreduce(
                         [grads[i] for i in idxs], device_dense=device_dense,
                         device_sparse=device_sparse, compression=compression,
                         op=op, prescale_factor=prescale_factor,
                         postscale_factor=postscale_factor,
-                        name=_graph_name("group", idxs[0], ""))
+                        name=_graph_name("group", idxs[0], ""), process_set=process_set)
                     for i, r in zip(idxs, reduced):
                         out[i] = r
             for i, g in enumerate(grads):
@@ -218,7 +225,8 @@ def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
                     out[i] = ops.allreduce(
                         g, device_dense=device_dense,
                         device_sparse=device_sparse, op=op,
-                        name=_graph_name("sparse_grad", i, labels[i]))
+                        name=_graph_name("sparse_grad", i, labels[i]),
+                        process_set=process_set)
             return out
 
     eager_fns = {}
@@ -228,7 +236,7 @@ def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
         if sparse_as_dense:
             grads = [tf.convert_to_tensor(g) if _is_sparse(g) else g
                      for g in grads]
-        if basics.size() == 1:
+        if _set_size(process_set) == 1:
             return grads
         variables = list(variables) if variables is not None else None
         layout = _group_layout(grads, variables, groups)

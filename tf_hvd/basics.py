@@ -15,7 +15,7 @@ import os
 
 import tensorflow as tf
 
-from tf_hvd import build_info, tf_threads
+from tf_hvd import build_info, process_sets as _process_sets, tf_threads
 
 # Reduce operations; the integers are the values the ops' ``reduce_op`` attr takes.
 Average = 0
@@ -100,6 +100,7 @@ def _register_order_insensitive_ops():
 
 
 _register_order_insensitive_ops()
+_process_sets._setup(_lib)
 
 
 def _raise_not_running():
@@ -146,33 +147,40 @@ def init(comm=None, process_sets=None):
     started by ``tfhvdrun`` (HOROVOD_RANK set), otherwise a job of size 1.
     Calling init again while initialized does nothing.
 
+    Args:
+      comm: as in Horovod: None or [] (every process of the job); a list of
+        MPI_COMM_WORLD ranks (under MPI only those processes call init and
+        form the job, ranked in list order; on Gloo the list must name every
+        rank); or an mpi4py communicator (MPI only), which becomes the job.
+      process_sets: None, a list of ``hvd.ProcessSet`` (the same list on every
+        process; they get ids 1, 2, ... and ``hvd.global_process_set`` is
+        always there), or ``"dynamic"`` (sets HOROVOD_DYNAMIC_PROCESS_SETS=1
+        so that ``hvd.add_process_set`` works later). A duplicate entry raises
+        ValueError after init, as in Horovod.
+
     Unlike Horovod, when several ranks share this host and no TensorFlow op
     has run yet, init also splits the host's cores between them and turns
     off TensorFlow's thread spinning (see ``tf_hvd.tf_threads``;
     ``HOROVOD_TF_THREADS=0`` keeps TensorFlow's defaults).
 
-    ``comm`` (an mpi4py communicator or a list of ranks) and ``process_sets``
-    are accepted for signature compatibility with horovod.tensorflow; only the
-    default (all processes) is supported.
+    Example::
+
+        ps = hvd.ProcessSet([0, 1])
+        hvd.init(process_sets=[ps])
     """
-    if comm is not None:
-        raise NotImplementedError(
-            "tf_hvd.init(comm=...) is not supported: tf_hvd always uses every "
-            "process of the job (the global communicator).")
-    if process_sets not in (None, [], ()):
-        raise NotImplementedError(
-            "tf_hvd.init(process_sets=...) is not supported: only the global "
-            "process set exists.")
+    comm_ranks, comm_handle, base = _process_sets._job_communicator(comm)
+    sets, set_ranks = _process_sets._split_init_sets(process_sets, base, comm_ranks)
     # Parses every HOROVOD_* knob (HOROVOD_TF_THREADS included) before joining
     # the job: a malformed one raises RuntimeError naming it.
     if os.environ.get("TF_HVD_ELASTIC_JOIN") == "1" and not _lib.is_initialized():
         from tf_hvd import elastic  # started to join a running elastic job
         elastic.join_before_init()
     else:
-        _lib.init()
+        _lib.init(set_ranks, comm_ranks, comm_handle)
     tf_threads.configure(_lib.local_size())
     if not _atexit_registered:
         _register_atexit()
+    _process_sets._init_process_sets(sets)
 
 
 _atexit_registered = False

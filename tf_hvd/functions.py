@@ -12,7 +12,8 @@ import numpy as np
 import tensorflow as tf
 
 from tf_hvd.basics import _check_initialized, rank
-from tf_hvd.ops import _broadcast, _allgather, _check_process_set, _noname
+from tf_hvd.ops import _broadcast, _allgather, _noname
+from tf_hvd.process_sets import _process_set_id
 
 # ---------------------------------------------------------------------------
 # Variables
@@ -24,15 +25,17 @@ _OP_DTYPES = frozenset([tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int
                         tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.bool])
 
 
-def _broadcast_value(value, root_rank, name=None):
+def _broadcast_value(value, root_rank, name=None, process_set_id=0):
     if value.dtype in _OP_DTYPES:
-        return _broadcast(value, root_rank, name=name)
-    raw = _broadcast(tf.bitcast(value, tf.uint8), root_rank, name=name)
+        return _broadcast(value, root_rank, name=name, process_set_id=process_set_id)
+    raw = _broadcast(tf.bitcast(value, tf.uint8), root_rank, name=name,
+                     process_set_id=process_set_id)
     return tf.bitcast(raw, value.dtype)
 
 
-def _broadcast_values(values, root_rank, name=None):
-    return [_broadcast_value(v, root_rank, None if name is None else "%s_%d" % (name, i))
+def _broadcast_values(values, root_rank, name=None, process_set_id=0):
+    return [_broadcast_value(v, root_rank, None if name is None else "%s_%d" % (name, i),
+                             process_set_id)
             for i, v in enumerate(values)]
 
 
@@ -50,8 +53,8 @@ def broadcast_variables(variables, root_rank, process_set=None, inplace=False):
     Args:
       variables: an iterable of tf.Variable / keras.Variable, in the same order
         on every rank (e.g. ``model.variables``).
-      root_rank: the rank whose values are kept.
-      process_set: only None / the global process set is supported.
+      root_rank: the rank whose values are kept (a global rank).
+      process_set: only this hvd.ProcessSet's ranks take part (default: all).
       inplace: as in Horovod, use :func:`broadcast_` (the variables are
         updated in place either way here; the result is the same).
 
@@ -60,22 +63,22 @@ def broadcast_variables(variables, root_rank, process_set=None, inplace=False):
       (TF1 or tf.function): the op that performs the update.
     """
     _check_initialized()
-    _check_process_set(process_set)
+    set_id = _process_set_id(process_set)
     if inplace:
         values = broadcast_(variables, root_rank, process_set=process_set)
         if tf.executing_eagerly():
             return None
         return tf.group(*values, name="broadcast_variables")
-    return _update_from_root(list(variables), root_rank, None)
+    return _update_from_root(list(variables), root_rank, None, set_id)
 
 
-def _update_from_root(variables, root_rank, name):
+def _update_from_root(variables, root_rank, name, set_id=0):
     """Assigns root's values; eagerly returns None, in a graph the update op."""
     if tf.executing_eagerly():
         if not variables:
             return None
         values = [tf.convert_to_tensor(v) for v in variables]
-        new_values = _broadcast_values_fn(values, int(root_rank), name)
+        new_values = _broadcast_values_fn(values, int(root_rank), name, set_id)
         for var, value in zip(variables, new_values):
             var.assign(value)
         return None
@@ -84,7 +87,7 @@ def _update_from_root(variables, root_rank, name):
     updates = []
     for i, var in enumerate(variables):
         value = _broadcast_value(tf.convert_to_tensor(var), root_rank,
-                                 None if name is None else "%s_%d" % (name, i))
+                                 None if name is None else "%s_%d" % (name, i), set_id)
         updates.append(_as_op(var.assign(value)))
     return tf.group(*[u for u in updates if u is not None], name="broadcast_variables")
 
@@ -103,9 +106,9 @@ def broadcast_(variables, root_rank, name=None, process_set=None):
       the update).
     """
     _check_initialized()
-    _check_process_set(process_set)
+    set_id = _process_set_id(process_set)
     variables = list(variables)
-    update = _update_from_root(variables, root_rank, name)
+    update = _update_from_root(variables, root_rank, name, set_id)
     deps = [] if update is None else [update]
     with tf.control_dependencies(deps):
         return [tf.identity(tf.convert_to_tensor(v)) for v in variables]
@@ -165,9 +168,10 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None
     the root; other ranks may pass anything (e.g. None). Works eagerly and in
     TF1 graph mode; ``session`` is accepted for compatibility and not needed.
     Inside a tf.function it runs once, when the function is traced.
+    With ``process_set``, only its ranks take part (``root_rank`` is global).
     """
     _check_initialized()
-    _check_process_set(process_set)
+    set_id = _process_set_id(process_set)
     root_rank = int(root_rank)
     if name is None:
         name = _noname("broadcast_object")
@@ -178,11 +182,12 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None
         else:
             payload = np.zeros([0], dtype=np.uint8)
         length = _broadcast(tf.constant([payload.size], dtype=tf.int64), root_rank,
-                            name=name + ".size")
+                            name=name + ".size", process_set_id=set_id)
         (length,) = evaluate([length])
         if rank() != root_rank:
             payload = np.zeros([int(length[0])], dtype=np.uint8)
-        data = _broadcast(tf.constant(payload), root_rank, name=name + ".data")
+        data = _broadcast(tf.constant(payload), root_rank, name=name + ".data",
+                          process_set_id=set_id)
         (data,) = evaluate([data])
         return pickle.loads(data.tobytes())
 
@@ -200,11 +205,12 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
         config = bcast(config if hvd.rank() == 0 else None)
     """
     _check_initialized()
-    _check_process_set(process_set)
+    _process_set_id(process_set)  # checks it now
     name = name or "broadcast_object_fn"
 
     def _bcast(obj):
-        return broadcast_object(obj, root_rank=root_rank, session=session, name=name)
+        return broadcast_object(obj, root_rank=root_rank, session=session, name=name,
+                                process_set=process_set)
     return _bcast
 
 
@@ -213,17 +219,18 @@ def allgather_object(obj, session=None, name=None, process_set=None):
 
     Objects are pickled with the standard ``pickle``. Works eagerly and in TF1
     graph mode (``session`` is accepted for compatibility and not needed).
+    With ``process_set``, the objects of its ranks, in their order.
     """
     _check_initialized()
-    _check_process_set(process_set)
+    set_id = _process_set_id(process_set)
     if name is None:
         name = _noname("allgather_object")
 
     def run(evaluate):
         payload = _to_bytes_tensor(obj)
         lengths = _allgather(tf.constant([payload.size], dtype=tf.int64),
-                             name=name + ".size")
-        data = _allgather(tf.constant(payload), name=name + ".data")
+                             name=name + ".size", process_set_id=set_id)
+        data = _allgather(tf.constant(payload), name=name + ".data", process_set_id=set_id)
         lengths, data = evaluate([lengths, data])
         objects, start = [], 0
         for n in lengths.tolist():

@@ -46,6 +46,7 @@ from tf_hvd import basics
 from tf_hvd.basics import (Adasum, Average, Max, Min, Product, Sum,
                            _check_initialized, _op_lib, rank, size)
 from tf_hvd.compression import Compression
+from tf_hvd.process_sets import _process_set_id, _set_rank_size
 
 _VALID_REDUCE_OPS = (Average, Sum, Adasum, Min, Max, Product)
 
@@ -144,8 +145,8 @@ def _check_adasum_size():
 
 
 def _check_process_set(process_set):
-    if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
-        raise NotImplementedError("tf_hvd supports only the global process set.")
+    """The id of ``process_set`` (None: the global set, 0); ValueError if unregistered."""
+    return _process_set_id(process_set)
 
 
 # ---------------------------------------------------------------------------
@@ -153,7 +154,7 @@ def _check_process_set(process_set):
 
 
 def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
-               ignore_name_scope=False):
+               ignore_name_scope=False, process_set_id=0):
     """One HorovodAllreduce op: reduces ``tensor`` (same shape/dtype on every rank)."""
     _check_initialized()
     tensor = tf.convert_to_tensor(tensor)
@@ -161,11 +162,11 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
     return _op_lib.horovod_allreduce(
         tensor, reduce_op=int(op), prescale_factor=float(prescale_factor),
         postscale_factor=float(postscale_factor), ignore_name_scope=bool(ignore_name_scope),
-        tensor_name=tensor_name, name=op_name)
+        tensor_name=tensor_name, process_set_id=int(process_set_id), name=op_name)
 
 
 def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0,
-                       postscale_factor=1.0, ignore_name_scope=False):
+                       postscale_factor=1.0, ignore_name_scope=False, process_set_id=0):
     """One HorovodGroupedAllreduce op: all ``tensors`` are reduced together."""
     _check_initialized()
     tensors = [tf.convert_to_tensor(t) for t in tensors]
@@ -174,28 +175,28 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0,
     return list(_op_lib.horovod_grouped_allreduce(
         tensors, reduce_op=int(op), prescale_factor=float(prescale_factor),
         postscale_factor=float(postscale_factor), ignore_name_scope=bool(ignore_name_scope),
-        tensor_name=tensor_name, name=op_name))
+        tensor_name=tensor_name, process_set_id=int(process_set_id), name=op_name))
 
 
-def _allgather(tensor, name=None, ignore_name_scope=False):
+def _allgather(tensor, name=None, ignore_name_scope=False, process_set_id=0):
     _check_initialized()
     tensor = tf.convert_to_tensor(tensor)
     op_name, tensor_name = _names("allgather", "HorovodAllgather", name, tensor)
     return _op_lib.horovod_allgather(
         tensor, ignore_name_scope=bool(ignore_name_scope), tensor_name=tensor_name,
-        name=op_name)
+        process_set_id=int(process_set_id), name=op_name)
 
 
-def _broadcast(tensor, root_rank, name=None, ignore_name_scope=False):
+def _broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set_id=0):
     _check_initialized()
     tensor = tf.convert_to_tensor(tensor)
     op_name, tensor_name = _names("broadcast", "HorovodBroadcast", name, tensor)
     return _op_lib.horovod_broadcast(
         tensor, root_rank=int(root_rank), ignore_name_scope=bool(ignore_name_scope),
-        tensor_name=tensor_name, name=op_name)
+        tensor_name=tensor_name, process_set_id=int(process_set_id), name=op_name)
 
 
-def _alltoall(tensor, splits=None, name=None, ignore_name_scope=False):
+def _alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set_id=0):
     _check_initialized()
     tensor = tf.convert_to_tensor(tensor)
     if splits is None:
@@ -207,19 +208,19 @@ def _alltoall(tensor, splits=None, name=None, ignore_name_scope=False):
     op_name, tensor_name = _names("alltoall", "HorovodAlltoall", name, tensor)
     result = _op_lib.horovod_alltoall(
         tensor, splits, ignore_name_scope=bool(ignore_name_scope), tensor_name=tensor_name,
-        name=op_name)
+        process_set_id=int(process_set_id), name=op_name)
     return result[0], result[1]
 
 
 def _reducescatter(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
-                   ignore_name_scope=False):
+                   ignore_name_scope=False, process_set_id=0):
     _check_initialized()
     tensor = tf.convert_to_tensor(tensor)
     op_name, tensor_name = _names("reducescatter", "HorovodReducescatter", name, tensor)
     return _op_lib.horovod_reducescatter(
         tensor, reduce_op=int(op), prescale_factor=float(prescale_factor),
         postscale_factor=float(postscale_factor), ignore_name_scope=bool(ignore_name_scope),
-        tensor_name=tensor_name, name=op_name)
+        tensor_name=tensor_name, process_set_id=int(process_set_id), name=op_name)
 
 
 # ---------------------------------------------------------------------------
@@ -245,7 +246,8 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
         then converted back (integers truncate toward zero); Average is a sum
         multiplied by ``postscale_factor / size()``.
       name: the collective's name (see module docstring).
-      process_set: only None / the global process set is supported.
+      process_set: the hvd.ProcessSet whose ranks take part (default: every
+        rank); the other ranks must not call it.
       ignore_name_scope: drop the graph name scope from the tensor name.
 
     Returns:
@@ -261,11 +263,11 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
         Average, or with prescale_factor/postscale_factor (as Horovod).
     """
     _check_initialized()
-    _check_process_set(process_set)
+    set_id = _check_process_set(process_set)
     op = _resolve_op(op, average)
     if isinstance(tensor, tf.IndexedSlices):
         return _allreduce_indexed_slices(tensor, device_sparse, op, prescale_factor,
-                                         postscale_factor, name, ignore_name_scope)
+                                         postscale_factor, name, ignore_name_scope, set_id)
     if op == Adasum:
         _check_adasum_size()
     with tf.device(device_dense):
@@ -273,12 +275,12 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
         compressed, ctx = compression.compress(tensor)
         reduced = _allreduce(compressed, name=name, op=op, prescale_factor=prescale_factor,
                              postscale_factor=postscale_factor,
-                             ignore_name_scope=ignore_name_scope)
+                             ignore_name_scope=ignore_name_scope, process_set_id=set_id)
         return compression.decompress(reduced, ctx)
 
 
 def _allreduce_indexed_slices(slices, device, op, prescale_factor, postscale_factor, name,
-                              ignore_name_scope):
+                              ignore_name_scope, process_set_id=0):
     # The same NotImplementedErrors as Horovod, raised before anything is sent.
     if op == Adasum:
         raise NotImplementedError("Adasum does not support tf.IndexedSlices (sparse "
@@ -293,13 +295,14 @@ def _allreduce_indexed_slices(slices, device, op, prescale_factor, postscale_fac
                                   % (prescale_factor, postscale_factor))
     with tf.device(device):
         values = _allgather(slices.values, name=_sub_name(name, "values"),
-                            ignore_name_scope=ignore_name_scope)
+                            ignore_name_scope=ignore_name_scope, process_set_id=process_set_id)
         indices = _allgather(slices.indices, name=_sub_name(name, "indices"),
-                             ignore_name_scope=ignore_name_scope)
+                             ignore_name_scope=ignore_name_scope, process_set_id=process_set_id)
         if op == Average:
             # True division as in Horovod: int32/int64 values become float64,
             # 8- and 16-bit integers float32.
-            values = values / tf.cast(size(), values.dtype)
+            members = _set_rank_size(process_set_id)[1]
+            values = values / tf.cast(members, values.dtype)
     return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
 
 
@@ -323,7 +326,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
         a, b = hvd.grouped_allreduce([tf.ones([2]), tf.zeros([3], tf.int32)], op=hvd.Sum)
     """
     _check_initialized()
-    _check_process_set(process_set)
+    set_id = _check_process_set(process_set)
     op = _resolve_op(op, average)
     tensors = list(tensors)
     if not tensors:
@@ -334,7 +337,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
         if isinstance(t, tf.IndexedSlices):
             results[i] = _allreduce_indexed_slices(
                 t, device_sparse, op, prescale_factor, postscale_factor,
-                _sub_name(name, i), ignore_name_scope)
+                _sub_name(name, i), ignore_name_scope, set_id)
         else:
             dense_idx.append(i)
     if dense_idx:
@@ -347,7 +350,8 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
             reduced = _grouped_allreduce(compressed, name=name, op=op,
                                          prescale_factor=prescale_factor,
                                          postscale_factor=postscale_factor,
-                                         ignore_name_scope=ignore_name_scope)
+                                         ignore_name_scope=ignore_name_scope,
+                                         process_set_id=set_id)
             for i, r, ctx in zip(dense_idx, reduced, ctxs):
                 results[i] = compression.decompress(r, ctx)
     return results
@@ -360,23 +364,26 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
     the dtype must agree. bool tensors are supported.
     """
     _check_initialized()
-    _check_process_set(process_set)
-    return _allgather(tensor, name=name, ignore_name_scope=ignore_name_scope)
+    return _allgather(tensor, name=name, ignore_name_scope=ignore_name_scope,
+                      process_set_id=_check_process_set(process_set))
 
 
 def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=None):
     """allgather of each tensor of a list (``<name>_<i>`` when named)."""
     _check_initialized()
-    _check_process_set(process_set)
-    return [_allgather(t, name=_sub_name(name, i), ignore_name_scope=ignore_name_scope)
+    set_id = _check_process_set(process_set)
+    return [_allgather(t, name=_sub_name(name, i), ignore_name_scope=ignore_name_scope,
+                       process_set_id=set_id)
             for i, t in enumerate(tensors)]
 
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
-    """Returns ``root_rank``'s tensor on every rank (shape and dtype must agree)."""
+    """Returns ``root_rank``'s tensor on every rank (shape and dtype must agree).
+
+    With ``process_set``, ``root_rank`` is still a global rank (a member)."""
     _check_initialized()
-    _check_process_set(process_set)
-    return _broadcast(tensor, root_rank, name=name, ignore_name_scope=ignore_name_scope)
+    return _broadcast(tensor, root_rank, name=name, ignore_name_scope=ignore_name_scope,
+                      process_set_id=_check_process_set(process_set))
 
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=None):
@@ -395,9 +402,9 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
           out, received = hvd.alltoall(x, splits=[1] * hvd.size())
     """
     _check_initialized()
-    _check_process_set(process_set)
     output, received_splits = _alltoall(tensor, splits=splits, name=name,
-                                        ignore_name_scope=ignore_name_scope)
+                                        ignore_name_scope=ignore_name_scope,
+                                        process_set_id=_check_process_set(process_set))
     if splits is None:
         return output
     return output, received_splits
@@ -415,7 +422,7 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
         block = hvd.reducescatter(tf.ones([hvd.size() * 2, 3]), op=hvd.Sum)
     """
     _check_initialized()
-    _check_process_set(process_set)
+    set_id = _check_process_set(process_set)
     op = _resolve_op(op, None)
     if op not in (Sum, Average):
         raise ValueError("reducescatter supports only hvd.Sum and hvd.Average (got %s)."
@@ -426,7 +433,7 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
         reduced = _reducescatter(compressed, name=name, op=op,
                                  prescale_factor=prescale_factor,
                                  postscale_factor=postscale_factor,
-                                 ignore_name_scope=ignore_name_scope)
+                                 ignore_name_scope=ignore_name_scope, process_set_id=set_id)
         return compression.decompress(reduced, ctx)
 
 
@@ -445,48 +452,47 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
             for i, t in enumerate(tensors)]
 
 
-def join(name=None):
-    """Marks this rank as done: until every rank has joined, it takes part in
-    other ranks' allreduces with zeros. Returns (int32 scalar) the rank that
-    joined last."""
+def join(name=None, process_set=None):
+    """Marks this rank as done: until every rank (of ``process_set``) has
+    joined, it takes part in other ranks' allreduces with zeros. Returns
+    (int32 scalar) the rank that joined last (its rank within the set)."""
     _check_initialized()
+    set_id = _check_process_set(process_set)
     op_name, tensor_name = _names("join", "HorovodJoin", name)
-    return _op_lib.horovod_join(tensor_name=tensor_name, name=op_name)
+    return _op_lib.horovod_join(tensor_name=tensor_name, process_set_id=set_id, name=op_name)
 
 
 def barrier(name=None, process_set=None):
-    """Blocks until every rank reaches the barrier (eager); returns the op in a graph."""
+    """Blocks until every rank (of ``process_set``) reaches the barrier (eager);
+    returns the op in a graph."""
     _check_initialized()
-    _check_process_set(process_set)
+    set_id = _check_process_set(process_set)
     op_name, tensor_name = _names("barrier", "HorovodBarrier", name)
-    return _op_lib.horovod_barrier(tensor_name=tensor_name, name=op_name)
+    return _op_lib.horovod_barrier(tensor_name=tensor_name, process_set_id=set_id,
+                                   name=op_name)
 
 
 def size_op(process_set_id=0, name=None):
-    """An op returning size() (int32 scalar) when run (only process set 0)."""
+    """An op returning size() (int32 scalar) when run; with ``process_set_id``
+    the number of ranks in that process set."""
     _check_initialized()
-    _check_process_set_id(process_set_id)
-    return _op_lib.horovod_size(name=name)
+    return _op_lib.horovod_size(process_set_id=int(process_set_id), name=name)
 
 
 def process_set_included_op(process_set_id=0, name=None):
     """An op returning 1 (int32 scalar) when run if this process belongs to
-    the process set ``process_set_id``; only the global set (0) exists here,
-    so it is always 1::
+    the process set ``process_set_id``, else 0 (as Horovod)::
 
-        included = hvd.process_set_included_op()   # tf.Tensor 1
+        included = hvd.process_set_included_op(ps.process_set_id)
     """
     _check_initialized()
-    _check_process_set_id(process_set_id)
+    try:
+        included = 1 if _set_rank_size(int(process_set_id)) else 0
+    except ValueError:
+        included = 0
     # Derived from the rank op, so that it is evaluated when the graph runs.
     with tf.name_scope(name or "HorovodProcessSetIncluded"):
-        return tf.cast(tf.greater_equal(_op_lib.horovod_rank(), 0), tf.int32)
-
-
-def _check_process_set_id(process_set_id):
-    if int(process_set_id) != 0:
-        raise NotImplementedError("tf_hvd supports only the global process set (id 0), "
-                                  "got process_set_id=%r." % (process_set_id,))
+        return tf.cast(tf.greater_equal(_op_lib.horovod_rank(), 0), tf.int32) * included
 
 
 def rank_op(name=None):
@@ -548,10 +554,18 @@ def _grad_name(op, part=None):
     return base if part is None else "%s_%s" % (base, part)
 
 
+def _set_id(op):
+    try:
+        return int(op.get_attr("process_set_id"))
+    except ValueError:
+        return 0
+
+
 def _attrs(op):
     return dict(op=op.get_attr("reduce_op"), prescale_factor=op.get_attr("prescale_factor"),
                 postscale_factor=op.get_attr("postscale_factor"),
-                ignore_name_scope=op.get_attr("ignore_name_scope"))
+                ignore_name_scope=op.get_attr("ignore_name_scope"),
+                process_set_id=_set_id(op))
 
 
 def _extremum_or_product_grad(fwd, x, grad, attrs, part):
@@ -559,23 +573,28 @@ def _extremum_or_product_grad(fwd, x, grad, attrs, part):
     reduce_op = attrs["op"]
     pre, post = attrs["prescale_factor"], attrs["postscale_factor"]
     ign = attrs["ignore_name_scope"]
+    ps = attrs["process_set_id"]
 
     def name(what):
         return _grad_name(fwd, what if part is None else "%s_%s" % (part, what))
-    summed = _allreduce(grad, op=Sum, ignore_name_scope=ign, name=name("sum"))
+    summed = _allreduce(grad, op=Sum, ignore_name_scope=ign, name=name("sum"), process_set_id=ps)
     if reduce_op in (Min, Max):
         scaled = x * tf.cast(pre, x.dtype)
-        extreme = _allreduce(scaled, op=reduce_op, ignore_name_scope=ign, name=name("extreme"))
+        extreme = _allreduce(scaled, op=reduce_op, ignore_name_scope=ign, name=name("extreme"),
+                             process_set_id=ps)
         hit = tf.cast(tf.equal(scaled, extreme), grad.dtype)
         # Ties share the gradient equally, as tf.reduce_max does.
-        ties = _allreduce(hit, op=Sum, ignore_name_scope=ign, name=name("ties"))
+        ties = _allreduce(hit, op=Sum, ignore_name_scope=ign, name=name("ties"),
+                          process_set_id=ps)
         return summed * hit / tf.maximum(ties, tf.ones_like(ties)) * tf.cast(pre * post,
                                                                           grad.dtype)
     # Product: dy/dx_q = post * pre**n * prod_{p != q} x_p, from every rank's x.
-    everyone = _allgather(tf.expand_dims(x, 0), ignore_name_scope=ign, name=name("inputs"))
+    everyone = _allgather(tf.expand_dims(x, 0), ignore_name_scope=ign, name=name("inputs"),
+                          process_set_id=ps)
+    me, members = _set_rank_size(ps)
     others = (tf.math.cumprod(everyone, axis=0, exclusive=True) *
-              tf.math.cumprod(everyone, axis=0, exclusive=True, reverse=True))[rank()]
-    return summed * others * tf.cast(post * pre ** size(), grad.dtype)
+              tf.math.cumprod(everyone, axis=0, exclusive=True, reverse=True))[me]
+    return summed * others * tf.cast(post * pre ** members, grad.dtype)
 
 
 @tf.RegisterGradient("HorovodAllreduce")
@@ -599,10 +618,13 @@ def _grouped_allreduce_grad(op, *grads):
 @tf.RegisterGradient("HorovodAllgather")
 def _allgather_grad(op, grad):
     ign = op.get_attr("ignore_name_scope")
-    averaged = _allreduce(grad, op=Average, ignore_name_scope=ign, name=_grad_name(op))
+    ps = _set_id(op)
+    averaged = _allreduce(grad, op=Average, ignore_name_scope=ign, name=_grad_name(op),
+                          process_set_id=ps)
     rows = tf.shape(op.inputs[0], out_type=tf.int64)[:1]
-    every_rows = _allgather(rows, ignore_name_scope=ign, name=_grad_name(op, "rows"))
-    me = rank()
+    every_rows = _allgather(rows, ignore_name_scope=ign, name=_grad_name(op, "rows"),
+                            process_set_id=ps)
+    me = _set_rank_size(ps)[0]
     offset = tf.reduce_sum(every_rows[:me])
     return averaged[offset:offset + every_rows[me]]
 
@@ -611,7 +633,7 @@ def _allgather_grad(op, grad):
 def _broadcast_grad(op, grad):
     averaged = _allreduce(grad, op=Average,
                           ignore_name_scope=op.get_attr("ignore_name_scope"),
-                          name=_grad_name(op))
+                          name=_grad_name(op), process_set_id=_set_id(op))
     if rank() != op.get_attr("root_rank"):
         # Multiplied by zero as in Horovod; consuming the allreduce also keeps
         # it from being pruned from a graph on non-root ranks, so every rank
@@ -626,7 +648,7 @@ def _alltoall_grad(op, grad, unused_grad_received_splits):
         grad = tf.zeros_like(op.outputs[0])
     back, _ = _alltoall(grad, splits=op.outputs[1],
                         ignore_name_scope=op.get_attr("ignore_name_scope"),
-                        name=_grad_name(op))
+                        name=_grad_name(op), process_set_id=_set_id(op))
     return [back, None]
 
 
@@ -635,10 +657,11 @@ def _reducescatter_grad(op, grad):
     attrs = _attrs(op)
     factor = attrs["prescale_factor"] * attrs["postscale_factor"]
     if attrs["op"] == Sum:
-        factor *= size()
+        factor *= _set_rank_size(attrs["process_set_id"])[1]
     if factor != 1.0:
         grad = grad * tf.cast(factor, grad.dtype)
-    return _allgather(grad, ignore_name_scope=attrs["ignore_name_scope"], name=_grad_name(op))
+    return _allgather(grad, ignore_name_scope=attrs["ignore_name_scope"], name=_grad_name(op),
+                      process_set_id=attrs["process_set_id"])
 
 
 for _op_type in ("HorovodJoin", "HorovodBarrier", "HorovodSize", "HorovodRank",

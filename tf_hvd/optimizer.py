@@ -54,7 +54,7 @@ class _DistributedOptimizer(_LegacyOptimizer):
         self._optimizer = optimizer
         self._allreduce_grads = make_allreduce_grads_fn(
             name, device_dense, device_sparse, compression, sparse_as_dense,
-            op, gradient_predivide_factor, groups)
+            op, gradient_predivide_factor, groups, process_set)
         self.process_set = process_set
         self.scale_local_gradients = scale_local_gradients
         self._local_vars = set()
@@ -196,7 +196,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
       num_groups: deprecated; same as ``groups=num_groups``.
       groups: an int (send the gradients as that many grouped allreduces) or
         a list of lists of variables (the gradients of each list go together).
-      process_set: only None / the global process set is supported.
+      process_set: average over this hvd.ProcessSet's ranks only (default:
+        every rank); only its members may use the optimizer.
       scale_local_gradients: divide the gradients of variables registered
         with ``register_local_var`` by ``hvd.size()`` (Horovod's default).
 

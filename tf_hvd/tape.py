@@ -176,7 +176,7 @@ def DistributedGradientTape(gradtape, device_dense='', device_sparse='',
                          "Average")
     allreduce_grads = make_allreduce_grads_fn(
         "DistributedGradientTape", device_dense, device_sparse, compression,
-        sparse_as_dense, op, gradient_predivide_factor, groups)
+        sparse_as_dense, op, gradient_predivide_factor, groups, process_set)
     return _distributed_tape_class(type(gradtape))(gradtape, allreduce_grads, process_set,
                                                    scale_local_gradients)
 

@@ -25,13 +25,16 @@ bool GetBit(const std::vector<uint64_t>& words, size_t offset, uint32_t bit) {
 }  // namespace
 
 Controller::Controller(Transport* transport, const Topology& topology,
-                       const Parameters& params, TensorQueue* queue)
+                       const Parameters& params, TensorQueue* queue, const std::string& label,
+                       const std::vector<int>& global_ranks)
     : transport_(transport),
       topology_(topology),
       params_(params),
       queue_(queue),
       cache_(static_cast<size_t>(params.cache_capacity)) {
-  if (topology.rank == 0) coordinator_.reset(new Coordinator(topology.size, params));
+  if (topology.rank == 0) {
+    coordinator_.reset(new Coordinator(topology.size, params, label, global_ranks));
+  }
 }
 
 Status Controller::ComputeResponseList(Leaving leaving, ResponseList* out) {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -22,8 +23,11 @@ namespace tfhvd {
 
 class Controller {
  public:
+  // label and global_ranks name a process set in errors and stall warnings
+  // (process_set.h); empty for the global set.
   Controller(Transport* transport, const Topology& topology, const Parameters& params,
-             TensorQueue* queue);
+             TensorQueue* queue, const std::string& label = "",
+             const std::vector<int>& global_ranks = {});
 
   // How this rank asks to end the job in a round.
   enum class Leaving { NO = 0, SHUTDOWN_CALLED, EXITING };

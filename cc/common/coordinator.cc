@@ -7,8 +7,13 @@
 
 namespace tfhvd {
 
-Coordinator::Coordinator(int size, const Parameters& params)
-    : size_(size), joined_(static_cast<size_t>(size), false), stall_(params) {}
+Coordinator::Coordinator(int size, const Parameters& params, const std::string& label,
+                         const std::vector<int>& global_ranks)
+    : size_(size),
+      label_(label),
+      global_ranks_(global_ranks),
+      joined_(static_cast<size_t>(size), false),
+      stall_(params, label, global_ranks) {}
 
 void Coordinator::Add(const RequestList& list) {
   for (const Request& q : list.requests) {
@@ -80,7 +85,7 @@ std::vector<Response> Coordinator::TakeReadyResponses(bool* stall_shutdown) {
       }
       if (decided->second) continue;  // performed or failed as a whole
     } else if (Ready(p)) {
-      out.push_back(BuildResponse(name, p.requests, p.submitted, joined_, size_));
+      out.push_back(BuildResponse(name, p.requests, p.submitted, joined_, size_, global_ranks_));
       GlobalTimeline().NegotiateEnd(name);
       table_.erase(name);
       continue;
@@ -113,6 +118,10 @@ std::vector<Response> Coordinator::TakeReadyResponses(bool* stall_shutdown) {
     join_names_.clear();
     last_joined_ = -1;
   }
+  if (!label_.empty()) {
+    for (Response& r : out)
+      if (r.kind == Response::ERROR) r.error = label_ + ": " + r.error;
+  }
   return out;
 }
 
@@ -132,7 +141,7 @@ bool Coordinator::TakeGroup(const std::string& group, const std::vector<std::str
       complete = false;
       continue;
     }
-    responses.push_back(BuildResponse(name, p.requests, p.submitted, joined_, size_));
+    responses.push_back(BuildResponse(name, p.requests, p.submitted, joined_, size_, global_ranks_));
     if (responses.back().kind == Response::ERROR && error_at < 0)
       error_at = static_cast<int>(responses.size()) - 1;
   }

@@ -17,7 +17,10 @@ namespace tfhvd {
 
 class Coordinator {
  public:
-  Coordinator(int size, const Parameters& params);
+  // A process set's coordinator names the set (label) in its errors and
+  // reports its members by global rank (global_ranks[set rank]).
+  Coordinator(int size, const Parameters& params, const std::string& label = "",
+              const std::vector<int>& global_ranks = {});
 
   void Add(const RequestList& list);
   // Responses for every tensor now requested by all (non-joined) ranks, in
@@ -46,6 +49,8 @@ class Coordinator {
                  std::vector<Response>* out);
 
   int size_;
+  std::string label_;
+  std::vector<int> global_ranks_;  // empty: set rank = global rank
   std::unordered_map<std::string, Pending> table_;
   std::vector<std::string> order_;
   std::vector<bool> joined_;

@@ -75,6 +75,10 @@ const std::vector<KnobSpec>& Table() {
        4294967296.0, "", kUser, "",
        "Block size of the shared-memory allreduce (per rank, two slots, which should stay "
        "in the CPU's shared cache)."},
+      {"HOROVOD_DYNAMIC_PROCESS_SETS", T::BOOL, &P::dynamic_process_sets, "0", 0, 0, "", kUser,
+       "", "Allows `hvd.add_process_set`/`hvd.remove_process_set` after `hvd.init()` (every "
+       "rank adds and removes the same sets in the same order); `hvd.init(process_sets="
+       "\"dynamic\")` sets it."},
       {"HOROVOD_HIERARCHICAL_ALLREDUCE", T::BOOL, &P::hierarchical_allreduce, "0", 0, 0, "",
        kUser, "--hierarchical-allreduce",
        "On several hosts with the same number of ranks each: allreduce within each host "

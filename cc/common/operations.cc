@@ -16,7 +16,9 @@
 #include <unistd.h>  // environ, gethostname
 
 #include "cc/common/algorithms/adasum_allreduce.h"
+#include <map>
 #include "cc/common/algorithms/allreduce_runner.h"
+#include "cc/common/algorithms/link_collectives.h"
 #include "cc/common/collective_ops.h"
 #include "cc/common/controller.h"
 #include "cc/common/knobs.h"
@@ -25,6 +27,7 @@
 #include "cc/common/malloc_tuning.h"
 #include "cc/common/parameters.h"
 #include "cc/common/thread_affinity.h"
+#include "cc/common/process_set.h"
 #include "cc/common/timeline.h"
 #if HAVE_GLOO
 #include "cc/common/gloo/gloo_transport.h"
@@ -59,6 +62,14 @@ struct GlobalState {
   // Every rank's host (HOROVOD_SLOT_HOSTNAME, else its hostname), exchanged
   // at init so that errors can say where a rank runs.
   std::vector<std::string> hosts;
+  // Process sets by id (0: the global set). Enqueue looks sets up from any
+  // thread; only the background thread adds and removes them.
+  std::mutex sets_mutex;
+  std::map<int32_t, std::shared_ptr<ProcessSet>> sets;
+  int32_t next_set_id = 1;
+  std::vector<std::vector<int>> requested_sets;  // hvd.init(process_sets=...)
+  JobCommunicator comm;                          // hvd.init(comm=...)
+  std::vector<std::string> host_keys;            // by global rank
 };
 
 GlobalState& State() {
@@ -92,7 +103,8 @@ Status ChooseController(const Parameters& params, std::string* choice) {
   return Status();
 }
 
-Status CreateTransport(const Parameters& params, std::unique_ptr<Transport>* out) {
+Status CreateTransport(const Parameters& params, const JobCommunicator& comm,
+                       std::unique_ptr<Transport>* out) {
   std::string choice;
   Status chosen = ChooseController(params, &choice);
   if (!chosen.ok()) return chosen;
@@ -106,7 +118,10 @@ Status CreateTransport(const Parameters& params, std::unique_ptr<Transport>* out
   }
   if (choice == "mpi") {
 #if HAVE_MPI
-    out->reset(new MpiTransport(params));
+    auto* mpi = new MpiTransport(params);
+    if (comm.has_handle) mpi->UseCommunicator(comm.handle);
+    if (!comm.ranks.empty()) mpi->UseWorldRanks(comm.ranks);
+    out->reset(mpi);
     return Status();
 #else
     return Status::Precondition("this tf_hvd build has no MPI support");
@@ -244,7 +259,114 @@ Status Failed(GlobalState* st, Status s) {
   return s;
 }
 
-// The background loop: wait for work (or the cycle time), negotiate, perform.
+std::shared_ptr<ProcessSet> FindSet(GlobalState& st, int32_t id) {
+  std::lock_guard<std::mutex> lock(st.sets_mutex);
+  auto it = st.sets.find(id);
+  return it == st.sets.end() ? nullptr : it->second;
+}
+
+// The id of a registered set with exactly these (sorted) ranks, or -1.
+int32_t FindSetByRanks(GlobalState& st, const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> lock(st.sets_mutex);
+  for (const auto& kv : st.sets)
+    if (kv.second->ranks == ranks) return kv.first;
+  return -1;
+}
+
+// Registers and opens a set (background thread, the same point on every
+// rank): members map its shared memory together.
+Status RegisterSet(GlobalState& st, std::vector<int> ranks, int32_t* id) {
+  *id = st.next_set_id++;
+  std::unique_ptr<ProcessSet> created;
+  Status s = ProcessSet::Create(*id, std::move(ranks), st.transport.get(), st.topology,
+                                st.host_keys, st.params, &created);
+  std::shared_ptr<ProcessSet> set(std::move(created));
+  if (s.ok()) s = set->Open();
+  if (!s.ok()) return Status(s.code(), set->label + ": " + s.message());
+  std::lock_guard<std::mutex> lock(st.sets_mutex);
+  st.sets[*id] = std::move(set);
+  return Status();
+}
+
+std::string SetsText(const std::vector<std::vector<int>>& sets) {
+  std::string out = "[";
+  for (size_t i = 0; i < sets.size(); ++i) out += (i ? ", [" : "[") + RankListText(sets[i]) + "]";
+  return out + "]";
+}
+
+// Collective at start-up: every rank's host (for the sets' topology) and the
+// static sets, which must be the same list on every rank.
+Status SetUpProcessSets(GlobalState& st) {
+  Links& links = *st.transport->links();
+  Status s = AllgatherStrings(links, HostKey(), &st.host_keys);
+  if (!s.ok()) return s;
+  std::string mine = SetsText(st.requested_sets);
+  std::vector<std::string> all;
+  s = AllgatherStrings(links, mine, &all);
+  if (!s.ok()) return s;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r] != all[0]) {
+      return Status::InvalidArgument(
+          "hvd.init(process_sets=...) must list the same process sets on every rank: " + all[0] +
+          " on rank 0 but " + all[r] + " on rank " + std::to_string(r));
+    }
+  }
+  for (const auto& ranks : st.requested_sets) {
+    std::vector<int> sorted;
+    s = ValidateProcessSetRanks(ranks, st.topology.size, &sorted);
+    if (!s.ok()) return s;
+    if (FindSetByRanks(st, sorted) >= 0) continue;  // a duplicate: Python reports it
+    int32_t id;
+    s = RegisterSet(st, std::move(sorted), &id);
+    if (!s.ok()) return s;
+  }
+  return Status();
+}
+
+// The sets this rank takes part in, in id order (the order every rank runs
+// their rounds in, so that sets sharing ranks never wait on each other).
+std::vector<std::shared_ptr<ProcessSet>> MemberSets(GlobalState& st, bool* several) {
+  std::lock_guard<std::mutex> lock(st.sets_mutex);
+  std::vector<std::shared_ptr<ProcessSet>> out;
+  for (const auto& kv : st.sets)
+    if (kv.second->member()) out.push_back(kv.second);
+  *several = st.sets.size() > 1;
+  return out;
+}
+
+size_t QueuedEntries(const std::vector<std::shared_ptr<ProcessSet>>& sets) {
+  size_t n = 0;
+  for (const auto& set : sets) n += set->queue->size();
+  return n;
+}
+
+// One negotiation round of one set and the collectives it decided. Returns a
+// fatal error (the transport failed, or the set's coordinator ended the job).
+Status RunSetRound(ProcessSet& set, Controller::Leaving leaving, ResponseList* list) {
+  Status s = set.controller->ComputeResponseList(leaving, list);
+  if (!s.ok()) {
+    if (set.id == 0) return s;
+    return Status(s.code(), set.label + ": " + s.message());
+  }
+  for (const Response& r : list->responses) {
+    std::vector<TensorTableEntry> entries(r.names.size());
+    std::vector<bool> present(r.names.size());
+    std::vector<Request> own(r.names.size());
+    for (size_t i = 0; i < r.names.size(); ++i) {
+      present[i] = set.queue->Take(r.names[i], &entries[i]);
+      own[i] = entries[i].request;
+    }
+    set.controller->CacheResponse(r, own);
+    for (const auto& name : r.names) GlobalTimeline().QueueEnd(name);
+    s = set.ops->Perform(r, entries, present);
+    if (!s.ok()) return set.id == 0 ? s : Status(s.code(), set.label + ": " + s.message());
+  }
+  return Status();
+}
+
+// The background loop: wait for work (or the cycle time), then one round per
+// process set this rank belongs to (the global set first), each negotiating
+// and performing its own collectives.
 void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready) {
   Status s = st->transport->Init(&st->topology);
   if (s.ok()) SetLogRank(st->topology.rank);
@@ -260,8 +382,16 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
     }
   }
   if (s.ok()) s = ExchangeHosts(st);
-  AllreduceRunner allreduce(st->transport.get(), st->topology, st->params);
-  if (s.ok()) s = allreduce.Open();
+  {
+    std::lock_guard<std::mutex> lock(st->sets_mutex);
+    st->sets.clear();
+    st->next_set_id = 1;
+    st->sets[0] = std::shared_ptr<ProcessSet>(
+        ProcessSet::Global(st->transport.get(), st->topology, st->queue.get(), st->params));
+  }
+  ProcessSet& global = *st->sets[0];
+  if (s.ok()) s = global.Open();
+  if (s.ok()) s = SetUpProcessSets(*st);
   // HOROVOD_TIMELINE=DYNAMIC: no file until hvd.start_timeline().
   if (s.ok() && st->topology.rank == 0 && !st->params.timeline_path.empty() &&
       !TimelineIsDynamic(st->params.timeline_path)) {
@@ -273,13 +403,13 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   }
   ready->set_value(s);
   if (!s.ok()) {
-    allreduce.Close();
+    std::lock_guard<std::mutex> lock(st->sets_mutex);
+    for (auto& kv : st->sets) kv.second->Close();
+    st->sets.clear();
     return;
   }
   TFHVD_LOG(DEBUG) << "background thread started: transport " << st->transport->name()
                    << ", rank " << st->topology.rank << " of " << st->topology.size;
-  Controller controller(st->transport.get(), st->topology, st->params, st->queue.get());
-  CollectiveOps ops(st->transport.get(), &allreduce, st->topology);
   auto cycle = std::chrono::microseconds(static_cast<int64_t>(st->params.cycle_time_ms * 1000));
   Status final_status = Status::Aborted(
       "Horovod has been shut down in this process (hvd.shutdown(), or the process is "
@@ -289,71 +419,75 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   // rank sleeps up to the cycle time. Enqueue wakes the thread either way.
   // An idle rank polls less and less often (up to 20 ms): its peers
   // do not need its rounds until it has work, and work wakes it at once.
+  // With process sets, an idle rank's global round may be what members of
+  // another set wait for, so it polls every cycle time.
   const auto max_idle = std::max(cycle, std::chrono::microseconds(20000));
   auto backoff = std::chrono::microseconds(0);
   auto idle_wait = cycle;
   for (;;) {
-    bool busy = st->queue->size() > 0;
-    if (busy) {
+    bool several = false;
+    std::vector<std::shared_ptr<ProcessSet>> sets = MemberSets(*st, &several);
+    bool busy = QueuedEntries(sets) > 0;
+    if (busy || several) {
       idle_wait = cycle;
     } else {
       idle_wait = std::min(max_idle, idle_wait * 2);
     }
     st->queue->WaitForWork(busy ? backoff : idle_wait);
     GlobalTimeline().MarkCycle();
-    ResponseList list;
-    s = controller.ComputeResponseList(static_cast<Controller::Leaving>(st->leaving.load()),
-                                       &list);
-    if (!s.ok()) {
-      final_status = Failed(st, s);
-      s = final_status;
-      TFHVD_LOG(ERROR) << "negotiation failed, stopping: " << s.message();
-      break;
-    }
-    bool fatal = false;
-    for (const Response& r : list.responses) {
-      std::vector<TensorTableEntry> entries(r.names.size());
-      std::vector<bool> present(r.names.size());
-      std::vector<Request> own(r.names.size());
-      for (size_t i = 0; i < r.names.size(); ++i) {
-        present[i] = st->queue->Take(r.names[i], &entries[i]);
-        own[i] = entries[i].request;
-      }
-      controller.CacheResponse(r, own);
-      for (const auto& name : r.names) GlobalTimeline().QueueEnd(name);
-      s = ops.Perform(r, entries, present);
+    bool fatal = false, shutdown = false, progress = false;
+    for (const auto& set : sets) {
+      if (set->removed) continue;  // removed in this cycle's global round
+      ResponseList list;
+      const auto leaving = set->id == 0 ? static_cast<Controller::Leaving>(st->leaving.load())
+                                        : Controller::Leaving::NO;
+      s = RunSetRound(*set, leaving, &list);
       if (!s.ok()) {
         final_status = Failed(st, s);
         s = final_status;
         fatal = true;
-        TFHVD_LOG(ERROR) << "collective failed, stopping: " << s.message();
+        TFHVD_LOG(ERROR) << "negotiation or collective failed, stopping: " << s.message();
+        break;
+      }
+      progress |= !list.responses.empty();
+      if (list.shutdown) {
+        shutdown = true;
+        if (st->leaving.load() == 0) {
+          // Another rank shut down or is exiting while this one still runs.
+          int culprit = -1;
+          std::string kind;
+          final_status = LeftByOthers(*st, list, &culprit, &kind);
+          ReportFault(st, culprit, kind, final_status);
+        }
         break;
       }
     }
-    if (!list.responses.empty()) GlobalTimeline().Flush();
-    if (!fatal && list.shutdown && st->leaving.load() == 0) {
-      // Another rank shut down or is exiting while this one still runs.
-      int culprit = -1;
-      std::string kind;
-      final_status = LeftByOthers(*st, list, &culprit, &kind);
-      ReportFault(st, culprit, kind, final_status);
-    }
-    if (fatal || list.shutdown) break;
-    backoff = list.responses.empty()
-                  ? std::min(cycle, std::max(backoff * 2, std::chrono::microseconds(20)))
-                  : std::chrono::microseconds(0);
+    if (progress) GlobalTimeline().Flush();
+    if (fatal || shutdown) break;
+    backoff = !progress ? std::min(cycle, std::max(backoff * 2, std::chrono::microseconds(20)))
+                        : std::chrono::microseconds(0);
   }
   SetStopped(*st, final_status);
   st->running = false;
   GlobalTimeline().Stop();
-  st->queue->FailAll(final_status);
-  allreduce.Close();
+  // The table stays (closed) until the next init: a peer's shutdown can end
+  // this loop while this rank's hvd.init() still reads it.
+  std::map<int32_t, std::shared_ptr<ProcessSet>> sets;
+  {
+    std::lock_guard<std::mutex> lock(st->sets_mutex);
+    sets = st->sets;
+  }
+  for (auto& kv : sets) {
+    if (kv.second->member()) kv.second->queue->FailAll(final_status);
+    kv.second->Close();
+  }
   st->transport->Finalize();
 }
 
 }  // namespace
 
-Status Initialize() {
+Status Initialize(const std::vector<std::vector<int>>& process_sets,
+                  const JobCommunicator& comm) {
   GlobalState& st = State();
   std::lock_guard<std::mutex> lock(st.mutex);
   if (st.running) return Status();
@@ -364,14 +498,41 @@ Status Initialize() {
   SetLogHideTime(st.params.log_hide_time);
   WarnAboutUnknownKnobs();
   if (st.params.malloc_reuse) KeepLargeBuffersInHeap();
+  {
+    std::lock_guard<std::mutex> lock(st.sets_mutex);
+    st.sets.clear();  // the last job's sets, closed
+  }
   st.queue.reset(new TensorQueue());
   st.leaving = 0;
   {
     std::lock_guard<std::mutex> hosts_lock(st.status_mutex);
     st.hosts.clear();
   }
-  s = CreateTransport(st.params, &st.transport);
+  st.requested_sets = process_sets;
+  if (comm.has_handle && st.params.controller != "mpi" && !std::getenv("PMI_RANK") &&
+      !std::getenv("PMI_SIZE") && !std::getenv("OMPI_COMM_WORLD_RANK")) {
+    return Status::InvalidArgument(
+        "hvd.init(comm=<mpi4py communicator>) needs the MPI transport: start the job with "
+        "mpiexec/mpirun or tfhvdrun --mpi");
+  }
+  st.comm = comm;
+  s = CreateTransport(st.params, comm, &st.transport);
   if (!s.ok()) return s;
+  // A list of ranks for comm= selects a sub-job under MPI only (as in
+  // Horovod); elsewhere the job is every process the launcher started.
+  if (!comm.ranks.empty() && std::string(st.transport->name()) != "mpi") {
+    const int size = st.params.rank >= 0 ? static_cast<int>(st.params.size) : 1;
+    std::vector<int> all(static_cast<size_t>(size)), given = comm.ranks;
+    for (int r = 0; r < size; ++r) all[static_cast<size_t>(r)] = r;
+    std::sort(given.begin(), given.end());
+    if (given != all) {
+      return Status::InvalidArgument(
+          "Horovod initialization failed: hvd.init(comm=[" + RankListText(comm.ranks) +
+          "]): on the " + st.transport->name() + " transport the job is every process the "
+          "launcher started (" + std::to_string(size) + "); a subset needs MPI (mpiexec or "
+          "tfhvdrun --mpi), or use process sets");
+    }
+  }
   auto ready = std::make_shared<std::promise<Status>>();
   std::future<Status> result = ready->get_future();
   st.running = true;
@@ -466,10 +627,9 @@ const char* TransportName() {
 namespace {
 
 // Checks one entry's arguments on this rank (and fills alltoall's even splits).
-Status CheckEntry(TensorTableEntry& entry) {
-  GlobalState& st = State();
-  const Request& q = entry.request;
-  const int size = st.topology.size;
+Status CheckEntry(TensorTableEntry& entry, const ProcessSet& set) {
+  Request& q = entry.request;
+  const int size = set.topology.size;
   if ((q.type == OpType::ALLGATHER || q.type == OpType::ALLTOALL ||
        q.type == OpType::REDUCESCATTER) && q.shape.empty()) {
     return Status::InvalidArgument("tensor '" + q.name + "': " + OpTypeName(q.type) +
@@ -485,11 +645,21 @@ Status CheckEntry(TensorTableEntry& entry) {
                                    "': reducescatter supports only Sum and Average, got " +
                                    ReduceOpName(q.reduce_op));
   }
-  if (q.type == OpType::BROADCAST && (q.root_rank < 0 || q.root_rank >= size)) {
+  if (q.type == OpType::BROADCAST && set.id == 0 && (q.root_rank < 0 || q.root_rank >= size)) {
     // FailedPrecondition, as Horovod's coordinator reports it.
     return Status::Precondition("tensor '" + q.name + "': root_rank " +
                                    std::to_string(q.root_rank) + " is out of range for " +
                                    std::to_string(size) + " ranks");
+  }
+  if (q.type == OpType::BROADCAST && set.id != 0) {
+    // root_rank is a global rank (as in Horovod); the set negotiates its position.
+    int root = set.SetRank(q.root_rank);
+    if (root < 0) {
+      return Status::InvalidArgument("tensor '" + q.name + "': broadcast received invalid root rank " +
+                                     std::to_string(q.root_rank) + " for provided process set: " +
+                                     set.label + " does not contain it");
+    }
+    q.root_rank = root;
   }
   if (q.type == OpType::ALLTOALL) {
     if (entry.splits.empty()) {
@@ -517,24 +687,226 @@ Status CheckEntry(TensorTableEntry& entry) {
 
 }  // namespace
 
-Status Enqueue(TensorTableEntry entry) {
-  Status s = CheckInitialized();
-  if (s.ok()) s = CheckEntry(entry);
-  if (!s.ok()) return s;
-  return State().queue->Add(std::move(entry));
+namespace {
+
+std::string Capitalized(const char* text) {
+  std::string out(text);
+  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 'a' + 'A');
+  return out;
 }
 
-Status EnqueueGroup(const std::string& group, std::vector<TensorTableEntry> entries) {
+// The set an op runs on, with Horovod's errors for an unknown set and for a
+// rank that is not a member.
+Status SetFor(int32_t id, OpType type, std::shared_ptr<ProcessSet>* out) {
+  GlobalState& st = State();
+  *out = FindSet(st, id);
+  if (!*out) {
+    Status s = CheckInitialized();
+    if (!s.ok()) return s;
+    return Status::InvalidArgument(Capitalized(OpTypeName(type)) +
+                                   ": Process set provided does not exist, or has not been "
+                                   "registered (process set id " + std::to_string(id) + ").");
+  }
+  if (!(*out)->member()) {
+    return Status::InvalidArgument(Capitalized(OpTypeName(type)) + ": Rank " +
+                                   std::to_string(st.topology.rank) +
+                                   " is not a member of the provided process set (" +
+                                   (*out)->label + ").");
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status Enqueue(TensorTableEntry entry, int32_t process_set_id) {
+  Status s = CheckInitialized();
+  std::shared_ptr<ProcessSet> set;
+  if (s.ok()) s = SetFor(process_set_id, entry.request.type, &set);
+  if (s.ok()) s = CheckEntry(entry, *set);
+  if (!s.ok()) return s;
+  s = set->queue->Add(std::move(entry));
+  if (s.ok() && set->id != 0) State().queue->Notify();  // the thread waits on the global queue
+  return s;
+}
+
+Status EnqueueGroup(const std::string& group, std::vector<TensorTableEntry> entries,
+                    int32_t process_set_id) {
   Status s = CheckInitialized();
   if (!s.ok()) return s;
   if (entries.empty()) return Status();
+  std::shared_ptr<ProcessSet> set;
+  s = SetFor(process_set_id, entries[0].request.type, &set);
+  if (!s.ok()) return s;
   for (auto& e : entries) {
     e.request.group = group;
     e.request.group_size = static_cast<int32_t>(entries.size());
-    s = CheckEntry(e);
+    s = CheckEntry(e, *set);
     if (!s.ok()) return s;
   }
-  return State().queue->AddGroup(std::move(entries));
+  s = set->queue->AddGroup(std::move(entries));
+  if (s.ok() && set->id != 0) State().queue->Notify();
+  return s;
+}
+
+std::vector<std::pair<int32_t, std::vector<int>>> ProcessSetRanks() {
+  GlobalState& st = State();
+  std::lock_guard<std::mutex> lock(st.sets_mutex);
+  std::vector<std::pair<int32_t, std::vector<int>>> out;
+  for (const auto& kv : st.sets) out.emplace_back(kv.first, kv.second->ranks);
+  return out;
+}
+
+Status ProcessSetTopology(int32_t id, Topology* topology, bool* member) {
+  Status s = CheckInitialized();
+  if (!s.ok()) return s;
+  std::shared_ptr<ProcessSet> set = FindSet(State(), id);
+  if (!set) {
+    return Status::InvalidArgument("Process set does not exist or has not been registered "
+                                   "(process set id " + std::to_string(id) + ").");
+  }
+  *member = set->member();
+  if (set->member()) *topology = set->topology;
+  return Status();
+}
+
+namespace {
+
+// A registration step every rank takes at the same point of the global
+// negotiation: an allgather named `name` of this rank's int32 words; then
+// `apply` runs on the background thread with every rank's words (in rank
+// order), the same on every rank. Blocks the caller until it has run.
+Status CollectiveRegistration(const std::string& name, std::vector<int32_t> words,
+                              std::function<Status(const std::vector<std::vector<int32_t>>&)> apply) {
+  struct Shared {
+    std::vector<int32_t> in, out;
+    std::promise<Status> done;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->in = std::move(words);
+  shared->in.insert(shared->in.begin(), static_cast<int32_t>(shared->in.size()));
+  TensorTableEntry e;
+  e.request.type = OpType::ALLGATHER;
+  e.request.dtype = DataType::INT32;
+  e.request.name = name;
+  e.request.shape = {static_cast<int64_t>(shared->in.size())};
+  e.input = shared->in.data();
+  e.allocate_output = [shared](const Shape& shape, void** data) {
+    shared->out.resize(static_cast<size_t>(NumElements(shape)) + 1);
+    *data = shared->out.data();
+    return Status();
+  };
+  const int size = State().topology.size;
+  e.callback = [shared, apply, size](const Status& s) {
+    if (!s.ok()) {
+      shared->done.set_value(s);
+      return;
+    }
+    // Every rank's words, each preceded by their count.
+    std::vector<std::vector<int32_t>> all;
+    size_t at = 0;
+    for (int r = 0; r < size; ++r) {
+      size_t n = static_cast<size_t>(shared->out[at]);
+      all.emplace_back(shared->out.begin() + static_cast<long>(at + 1),
+                       shared->out.begin() + static_cast<long>(at + 1 + n));
+      at += n + 1;
+    }
+    shared->done.set_value(apply(all));
+  };
+  std::future<Status> result = shared->done.get_future();
+  Status s = Enqueue(std::move(e), 0);
+  if (!s.ok()) return s;
+  return result.get();
+}
+
+std::string WordsText(const std::vector<int32_t>& words) {
+  return "[" + RankListText(std::vector<int>(words.begin(), words.end())) + "]";
+}
+
+// INVALID_ARGUMENT naming what differs when ranks passed different words.
+Status SameOnEveryRank(const char* what, const std::vector<std::vector<int32_t>>& all) {
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] != all[0]) {
+      return Status::InvalidArgument(
+          std::string(what) + " must be called by every rank with the same arguments, in the "
+          "same order: " + WordsText(all[0]) + " on rank 0 but " + WordsText(all[r]) +
+          " on rank " + std::to_string(r) + "; nothing was changed");
+    }
+  }
+  return Status();
+}
+
+Status CheckDynamic(const char* what) {
+  Status s = CheckInitialized();
+  if (!s.ok()) return s;
+  if (!State().params.dynamic_process_sets) {
+    return Status::Precondition(std::string("Set HOROVOD_DYNAMIC_PROCESS_SETS=1 to allow ") +
+                                what + " process sets after Horovod initialization.");
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status AddProcessSet(const std::vector<int>& ranks, int32_t* id) {
+  Status s = CheckDynamic("adding");
+  if (!s.ok()) return s;
+  GlobalState& st = State();
+  std::vector<int> sorted;
+  s = ValidateProcessSetRanks(ranks, st.topology.size, &sorted);
+  if (!s.ok()) return s;
+  // Every rank has the same table, so every rank decides this alike.
+  if (FindSetByRanks(st, sorted) >= 0) {
+    *id = -1;
+    return Status();
+  }
+  int32_t new_id = -1;
+  s = CollectiveRegistration(
+      "process_set.add", std::vector<int32_t>(sorted.begin(), sorted.end()),
+      [&st, &new_id, sorted](const std::vector<std::vector<int32_t>>& all) {
+        Status same = SameOnEveryRank("hvd.add_process_set", all);
+        if (!same.ok()) return same;
+        if (FindSetByRanks(st, sorted) >= 0) {
+          return Status::InvalidArgument("hvd.add_process_set: a process set of ranks [" +
+                                         RankListText(sorted) + "] was added meanwhile");
+        }
+        return RegisterSet(st, sorted, &new_id);
+      });
+  if (!s.ok()) return s;
+  *id = new_id;
+  return Status();
+}
+
+Status RemoveProcessSet(int32_t id, bool* removed) {
+  *removed = false;
+  Status s = CheckDynamic("removing");
+  if (!s.ok()) return s;
+  GlobalState& st = State();
+  if (id == 0 || !FindSet(st, id)) return Status();
+  s = CollectiveRegistration(
+      "process_set.remove", {id},
+      [&st, id](const std::vector<std::vector<int32_t>>& all) {
+        Status same = SameOnEveryRank("hvd.remove_process_set", all);
+        if (!same.ok()) return same;
+        std::shared_ptr<ProcessSet> set;
+        {
+          std::lock_guard<std::mutex> lock(st.sets_mutex);
+          auto it = st.sets.find(id);
+          if (it == st.sets.end()) return Status();
+          set = it->second;
+          st.sets.erase(it);
+        }
+        set->removed = true;
+        if (set->member()) {
+          set->queue->FailAll(Status::Aborted(set->label +
+                                              " was removed (hvd.remove_process_set) before "
+                                              "this collective ran"));
+        }
+        set->Close();
+        return Status();
+      });
+  if (!s.ok()) return s;
+  *removed = true;
+  return Status();
 }
 
 }  // namespace tfhvd

@@ -3,7 +3,9 @@
 #ifndef TFHVD_COMMON_OPERATIONS_H_
 #define TFHVD_COMMON_OPERATIONS_H_
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cc/common/tensor_queue.h"
@@ -12,8 +14,21 @@
 namespace tfhvd {
 
 // Starts the background thread, which selects and connects the transport.
-// Blocks until that is done; idempotent while running.
-Status Initialize();
+// Blocks until that is done; idempotent while running. process_sets: the
+// static process sets (global ranks), the same list on every rank; they get
+// ids 1, 2, ... in order (an entry equal to an earlier one or to the global
+// set gets that set's id).
+// comm (hvd.init(comm=...)): under MPI the job is the communicator with
+// Fortran handle comm_handle (has_comm_handle), or the MPI_COMM_WORLD ranks
+// comm_ranks, in that order (only they call init). Other transports accept
+// only every rank of the job.
+struct JobCommunicator {
+  std::vector<int> ranks;
+  bool has_handle = false;
+  int64_t handle = 0;
+};
+Status Initialize(const std::vector<std::vector<int>>& process_sets = {},
+                  const JobCommunicator& comm = JobCommunicator());
 // Asks every rank to shut down, completes pending ops with an error, joins
 // the background thread. The other ranks' errors say whether this rank
 // called hvd.shutdown() or is exiting (`exiting`: called at process exit).
@@ -39,13 +54,30 @@ int BackgroundThreadCpu();
 
 // Hands one tensor to the background thread. On error the callback is NOT
 // called; the caller completes the op with the returned status.
-Status Enqueue(TensorTableEntry entry);
+// process_set_id: the set whose members run it (0: every rank); a broadcast's
+// root_rank is a global rank, translated here.
+Status Enqueue(TensorTableEntry entry, int32_t process_set_id = 0);
 // Hands the tensors of one group (grouped allreduce) to the background thread
 // at once under the group id `group` (the grouped op's name, the same on every
 // rank); they are negotiated and performed together, all or nothing. Each
 // entry's request.name must be set; the group fields are filled here. On
 // error no callback is called and nothing was queued.
-Status EnqueueGroup(const std::string& group, std::vector<TensorTableEntry> entries);
+Status EnqueueGroup(const std::string& group, std::vector<TensorTableEntry> entries,
+                    int32_t process_set_id = 0);
+
+// Process sets (process_set.h). The registered sets by id, with their ranks.
+std::vector<std::pair<int32_t, std::vector<int>>> ProcessSetRanks();
+// This rank's view of set `id`: *member, and (members) the topology within it.
+// INVALID_ARGUMENT when no such set is registered.
+Status ProcessSetTopology(int32_t id, Topology* topology, bool* member);
+// Collective over all ranks, in the same order on each (HOROVOD_DYNAMIC_PROCESS_SETS=1):
+// registers a set of `ranks` and returns its id; *id = -1 when a set of these
+// ranks exists already (nothing happens then). Ranks that pass different
+// lists all get INVALID_ARGUMENT naming them.
+Status AddProcessSet(const std::vector<int>& ranks, int32_t* id);
+// Collective like AddProcessSet: removes set `id` (its pending collectives
+// fail). *removed = false when no such set exists (or id is 0).
+Status RemoveProcessSet(int32_t id, bool* removed);
 
 }  // namespace tfhvd
 

@@ -44,6 +44,8 @@ struct Parameters {
   bool disable_group_fusion = false;                   // HOROVOD_DISABLE_GROUP_FUSION
   bool log_hide_time = false;                          // HOROVOD_LOG_HIDE_TIME
   double start_timeout_s = 0;                          // HOROVOD_START_TIMEOUT; 0 = as Gloo's
+  // hvd.add_process_set/remove_process_set after init (process_set.h).
+  bool dynamic_process_sets = false;                   // HOROVOD_DYNAMIC_PROCESS_SETS
   // Hierarchical collectives over the ranks of each host and across hosts
   // (algorithms/hierarchical_*.h; selection.h decides when they apply).
   bool hierarchical_allreduce = false;                 // HOROVOD_HIERARCHICAL_ALLREDUCE

@@ -21,10 +21,12 @@ bool StallInspector::Check(const std::string& name, const char* op, Clock::time_
     return false;
   }
   std::ostringstream missing, ready;
-  for (size_t r = 0, m = 0, k = 0; r < submitted.size(); ++r) {
-    (submitted[r] ? ready : missing) << ((submitted[r] ? k++ : m++) ? "," : "") << r;
+ for (size_t r = 0, m = 0, k = 0; r < submitted.size(); ++r) {
+    int name = r < global_ranks_.size() ? global_ranks_[r] : static_cast<int>(r);
+    (submitted[r] ? ready : missing) << ((submitted[r] ? k++ : m++) ? "," : "") << name;
   }
   std::ostringstream out;
+  if (!label_.empty()) out << label_ << ": ";
   out << "tensor '" << name << "' (" << op << ") has waited " << static_cast<int>(waited)
       << " s: submitted by ranks [" << ready.str() << "] but not yet by ranks ["
       << missing.str() << "]; the ranks may be running different code paths, or be stuck";

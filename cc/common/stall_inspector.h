@@ -15,7 +15,11 @@ namespace tfhvd {
 class StallInspector {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit StallInspector(const Parameters& params) : params_(params) {}
+  // label/global_ranks: a process set's name and its members' global ranks
+  // (the warnings name both); empty for the global set.
+  explicit StallInspector(const Parameters& params, const std::string& label = "",
+                          const std::vector<int>& global_ranks = {})
+      : params_(params), label_(label), global_ranks_(global_ranks) {}
 
   // Called per pending tensor each round. Logs a warning at most once per
   // warning period; returns true when the tensor has stalled past the
@@ -26,6 +30,8 @@ class StallInspector {
 
  private:
   Parameters params_;
+  std::string label_;
+  std::vector<int> global_ranks_;
   Clock::time_point last_warning_{};
   bool warn_this_round_ = false;
 };

@@ -8,12 +8,28 @@ namespace tfhvd {
 
 namespace {
 
+// The names of the ranks in messages (global ranks of a process set's
+// members); empty: a rank is its own name. Set for one BuildResponse call.
+thread_local const std::vector<int>* g_rank_names = nullptr;
+
 std::string RankList(const std::vector<int>& ranks) {
   std::ostringstream out;
   out << (ranks.size() == 1 ? "rank " : "ranks ");
-  for (size_t i = 0; i < ranks.size(); ++i) out << (i ? "," : "") << ranks[i];
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    int r = ranks[i];
+    if (g_rank_names && r >= 0 && static_cast<size_t>(r) < g_rank_names->size())
+      r = (*g_rank_names)[static_cast<size_t>(r)];
+    out << (i ? "," : "") << r;
+  }
   return out.str();
 }
+
+struct RankNamesScope {
+  explicit RankNamesScope(const std::vector<int>& names) {
+    g_rank_names = names.empty() ? nullptr : &names;
+  }
+  ~RankNamesScope() { g_rank_names = nullptr; }
+};
 
 // Groups present ranks by key(request). Returns "" when all agree, otherwise
 // "tensor 'x': <what> A on ranks 0,2 but B on rank 1".
@@ -62,7 +78,8 @@ Response Error(const std::string& name, const std::string& message) {
 
 Response BuildResponse(const std::string& name, const std::vector<Request>& requests,
                        const std::vector<bool>& present, const std::vector<bool>& joined,
-                       int size) {
+                       int size, const std::vector<int>& rank_names) {
+  RankNamesScope names(rank_names);
   const Request* first = nullptr;
   for (size_t r = 0; r < requests.size(); ++r) {
     if (present[r]) { first = &requests[r]; break; }

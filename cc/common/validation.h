@@ -13,9 +13,11 @@ namespace tfhvd {
 
 // requests[r] is rank r's request; present[r] says whether rank r sent one
 // (ranks that joined early send none). joined lists ranks that have joined.
+// Messages name rank r as rank_names[r] when given (a process set's members
+// by global rank).
 Response BuildResponse(const std::string& name, const std::vector<Request>& requests,
                        const std::vector<bool>& present, const std::vector<bool>& joined,
-                       int size);
+                       int size, const std::vector<int>& rank_names = {});
 
 }  // namespace tfhvd
 

@@ -2,6 +2,7 @@
 // ...) over the same core state the TensorFlow ops use, since both live in
 // one shared library.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <stdexcept>
 #include <string>
@@ -41,15 +42,60 @@ PYBIND11_MODULE(_hvd, m) {
   m.doc() = "tf_hvd core: process topology and lifecycle";
   m.def(
       "init",
-      [] {
+      [](const std::vector<std::vector<int>>& process_sets, const std::vector<int>& comm_ranks,
+         py::object comm_handle) {
+        tfhvd::JobCommunicator comm;
+        comm.ranks = comm_ranks;
+        if (!comm_handle.is_none()) {
+          comm.has_handle = true;
+          comm.handle = comm_handle.cast<int64_t>();
+        }
         tfhvd::Status s;
         {
           py::gil_scoped_release release;
-          s = tfhvd::Initialize();
+          s = tfhvd::Initialize(process_sets, comm);
         }
         if (!s.ok()) throw std::runtime_error(s.message());
       },
-      "Starts the background thread and connects to the other ranks.");
+      py::arg("process_sets") = std::vector<std::vector<int>>(),
+      py::arg("comm_ranks") = std::vector<int>(), py::arg("comm_handle") = py::none(),
+      "Starts the background thread and connects to the other ranks; registers the static "
+      "process sets (lists of global ranks, the same on every rank).");
+  // Process sets (cc/common/process_set.h). Errors: ValueError with Horovod's messages.
+  m.def("process_sets", [] {
+    py::dict out;
+    for (const auto& set : tfhvd::ProcessSetRanks()) out[py::int_(set.first)] = set.second;
+    return out;
+  }, "{process set id: its global ranks} of every registered set.");
+  m.def("process_set_topology", [](int id) {
+    tfhvd::Topology t;
+    bool member = false;
+    tfhvd::Status s = tfhvd::ProcessSetTopology(id, &t, &member);
+    if (!s.ok()) throw py::value_error(s.message());
+    if (!member) return py::object(py::none());
+    return py::object(py::make_tuple(t.rank, t.size, t.local_rank, t.local_size));
+  }, py::arg("process_set_id"),
+     "(rank, size, local_rank, local_size) within the set, or None on a non-member.");
+  m.def("add_process_set", [](const std::vector<int>& ranks) {
+    tfhvd::Status s;
+    int32_t id = -1;
+    {
+      py::gil_scoped_release release;
+      s = tfhvd::AddProcessSet(ranks, &id);
+    }
+    if (!s.ok()) throw py::value_error(s.message());
+    return id;
+  }, py::arg("ranks"), "Collective: registers a set; its id, or -1 if one of these ranks exists.");
+  m.def("remove_process_set", [](int id) {
+    tfhvd::Status s;
+    bool removed = false;
+    {
+      py::gil_scoped_release release;
+      s = tfhvd::RemoveProcessSet(id, &removed);
+    }
+    if (!s.ok()) throw py::value_error(s.message());
+    return removed;
+  }, py::arg("process_set_id"), "Collective: removes a set; False if there is none.");
   m.def(
       "knobs",
       [] {

@@ -37,6 +37,9 @@ class CollectiveKernel : public AsyncOpKernel {
   explicit CollectiveKernel(OpKernelConstruction* c) : AsyncOpKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("ignore_name_scope", &ignore_name_scope_));
     OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &tensor_name_));
+    if (c->HasAttr("process_set_id")) {
+      OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_id_));
+    }
     if (c->HasAttr("reduce_op")) {
       int op = 1;
       OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op));
@@ -64,7 +67,8 @@ class CollectiveKernel : public AsyncOpKernel {
       const size_t n = entries.size();
       auto finish = Completion(ctx, std::move(done), n);
       for (auto& e : entries) e.callback = finish;
-      s = grouped_ ? EnqueueGroup(Name(), std::move(entries)) : Enqueue(std::move(entries[0]));
+      s = grouped_ ? EnqueueGroup(Name(), std::move(entries), process_set_id_)
+                   : Enqueue(std::move(entries[0]), process_set_id_);
       if (!s.ok()) {
         for (size_t i = 0; i < n; ++i) finish(s);  // no callback ran
       }
@@ -127,6 +131,7 @@ class CollectiveKernel : public AsyncOpKernel {
   }
 
   bool grouped_ = false;  // entries go to the core as one group
+  int32_t process_set_id_ = 0;  // the process set that runs it (0: every rank)
 
  private:
   // A callback for each of n entries; the first error wins, done() runs once.
@@ -207,8 +212,14 @@ class AlltoallKernel : public CollectiveKernel {
     }
     auto flat = splits.flat<int32_t>();
     e->splits.assign(flat.data(), flat.data() + flat.size());
+    Topology set;
+    bool member = false;
+    s = ProcessSetTopology(process_set_id_, &set, &member);
+    if (!s.ok()) return s;
+    // A non-member gets the enqueue's error; its output is not used.
     Tensor* received = nullptr;
-    s = FromTF(ctx->allocate_output(1, tensorflow::TensorShape({GetTopology().size}), &received));
+    s = FromTF(ctx->allocate_output(1, tensorflow::TensorShape({member ? set.size : 0}),
+                                    &received));
     if (!s.ok()) return s;
     e->received_splits = received->flat<int32_t>().data();
     e->allocate_output = OutputAllocator(ctx, 0);

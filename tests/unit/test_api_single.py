@@ -45,9 +45,25 @@ def test_reduce_op_constants():
     assert (hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max, hvd.Product) == (0, 1, 2, 3, 4, 5)
 
 
-def test_init_rejects_custom_communicators():
-    with pytest.raises(NotImplementedError):
-        hvd.init(comm=[0])
+def test_init_comm_and_process_set_objects():
+    hvd.init(comm=[0])  # every rank of this job (and initialized already: nothing to do)
+    with pytest.raises(ValueError, match="Invalid type of argument comm"):
+        hvd.init(comm=["0"])
+    with pytest.raises(ValueError, match="list of process ranks"):
+        hvd.ProcessSet([0.5])
+    ps = hvd.ProcessSet([3, 1])
+    assert ps.ranks == [1, 3] and ps.process_set_id is None and ps.size() is None
+    assert str(ps) == "ProcessSet(process_set_id=None, ranks=[1, 3], mpi_comm=None)"
+    assert ps.included() is False and hvd.ProcessSet([0]).included() is True
+    g = hvd.global_process_set
+    assert (g.process_set_id, g.ranks, g.size(), g.rank()) == (0, [0], 1, 0)
+    with pytest.raises(ValueError, match="is not registered"):
+        hvd.allreduce(tf.ones([1]), process_set=ps)
+    assert int(hvd.size_op(process_set_id=0)) == 1
+    np.testing.assert_array_equal(hvd.allreduce(tf.ones([2]), process_set=g).numpy(), [1, 1])
+    with pytest.raises(ValueError, match="HOROVOD_DYNAMIC_PROCESS_SETS=1"):
+        hvd.add_process_set([0])
+    assert hvd.remove_process_set(g) is False
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)

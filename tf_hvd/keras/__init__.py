@@ -28,6 +28,8 @@ from tf_hvd import functions as _functions
 from tf_hvd import ops as _ops
 from tf_hvd.compression import Compression
 from tf_hvd.basics import Average, Sum, Adasum, Min, Max, Product
+from tf_hvd.process_sets import (ProcessSet, global_process_set, add_process_set,
+                                 remove_process_set)
 from tf_hvd.keras import callbacks
 from tf_hvd.keras import flavors as _flavors
 from tf_hvd.keras.optimizer import (create_distributed_optimizer,
@@ -50,8 +52,8 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
     new optimizer of a subclass of ``type(optimizer)`` with the same
     configuration (and, for Keras 3, state, if the given one was built). The
     parameters are Horovod's, in Horovod's order (see
-    ``tf_hvd.DistributedOptimizer``); ``process_set`` takes only the global
-    set (None). The result has ``register_local_var(var)``: that variable's
+    ``tf_hvd.DistributedOptimizer``); ``process_set`` limits the reduction
+    to that hvd.ProcessSet's ranks. The result has ``register_local_var(var)``: that variable's
     gradient stays local (divided by ``size()`` when
     ``scale_local_gradients``, as in Horovod). ``tf_hvd.keras.optimizer`` and
     ``tf_hvd.keras.tf_keras_optimizer`` say where each kind reduces.

@@ -112,14 +112,16 @@ class BroadcastGlobalVariablesCallback(_CallbackBase):
       device: device for the broadcasts ('' = default).
       local_variables: variables (or one variable) that keep each rank's own
         value (e.g. the weights of a model-parallel part).
+      process_set: only this hvd.ProcessSet's ranks take part (default: all).
 
         callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
     """
 
-    def __init__(self, root_rank, device='', local_variables=None):
+    def __init__(self, root_rank, device='', local_variables=None, process_set=None):
         super(BroadcastGlobalVariablesCallback, self).__init__()
         self.root_rank = root_rank
         self.device = device
+        self.process_set = process_set
         if local_variables is None:
             local_variables = []
         elif not isinstance(local_variables, (list, tuple, set)):
@@ -134,7 +136,8 @@ class BroadcastGlobalVariablesCallback(_CallbackBase):
         variables = [v for v in flavors.model_and_optimizer_variables(self.model)
                      if _var_key(v) not in local]
         with tf.device(self.device):
-            _functions.broadcast_variables(variables, self.root_rank)
+            _functions.broadcast_variables(variables, self.root_rank,
+                                           process_set=self.process_set)
         self.broadcast_done = True
 
 
@@ -142,15 +145,18 @@ class MetricAverageCallback(_CallbackBase):
     """Replace the epoch-end metrics in ``logs`` by their average over ranks.
 
     Must come before callbacks that read the metrics. Every rank must produce
-    the same metric names.
+    the same metric names. With ``process_set``, the average over its ranks.
     """
 
-    def __init__(self, device=''):
+    def __init__(self, device='', process_set=None):
         super(MetricAverageCallback, self).__init__()
         self.device = device
+        self.process_set = process_set
 
     def _average_in_place(self, logs):
-        if not logs or tf_hvd.size() == 1:
+        ps = self.process_set
+        members = tf_hvd.size() if ps is None or ps.process_set_id == 0 else ps.size()
+        if not logs or members == 1:
             return
         names = sorted(k for k, v in logs.items() if _is_number(v))
         if not names:
@@ -158,7 +164,7 @@ class MetricAverageCallback(_CallbackBase):
         values = tf.constant([float(logs[k]) for k in names], dtype=tf.float64)
         with tf.device(self.device):
             averaged = _ops.allreduce(values, op=Average,
-                                      name="MetricAverageCallback")
+                                      name="MetricAverageCallback", process_set=ps)
         averaged = averaged.numpy()
         for k, v in zip(names, averaged):
             logs[k] = float(v)

@@ -77,7 +77,8 @@ class _HvdState(object):
         self.global_reduce = make_allreduce_grads_fn(
             name, params["device_dense"], params["device_sparse"],
             params["compression"], params["sparse_as_dense"], params["op"],
-            params["gradient_predivide_factor"], params["groups"])
+            params["gradient_predivide_factor"], params["groups"],
+            params.get("process_set"))
         self.local_keys = set()
         self.local_vars = []          # keeps the registered objects alive
         self.agg_helper = None

@@ -90,7 +90,42 @@ Status MpiTransport::Init(Topology* topology) {
       if (!finalized) MPI_Finalize();
     });
   }
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  if (has_base_) {
+    MPI_Comm base = MPI_Comm_f2c(static_cast<MPI_Fint>(base_handle_));
+    if (base == MPI_COMM_NULL) {
+      return Status::InvalidArgument("hvd.init(comm=...): the communicator is MPI_COMM_NULL "
+                                     "(this process is not in it)");
+    }
+    MPI_Comm_dup(base, &comm_);
+  } else if (!world_ranks_.empty()) {
+    // Only the listed ranks call init: a communicator of just them.
+    int me = 0, world_size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    bool listed = false;
+    for (int r : world_ranks_) {
+      if (r < 0 || r >= world_size) {
+        return Status::InvalidArgument("hvd.init(comm=[...]) names rank " + std::to_string(r) +
+                                       ", but MPI_COMM_WORLD has " +
+                                       std::to_string(world_size) + " ranks");
+      }
+      listed |= r == me;
+    }
+    if (!listed) {
+      return Status::InvalidArgument("hvd.init(comm=[...]): this process (MPI_COMM_WORLD rank " +
+                                     std::to_string(me) + ") is not in the list");
+    }
+    MPI_Group world, group;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, static_cast<int>(world_ranks_.size()), world_ranks_.data(), &group);
+    Status s = Check(MPI_Comm_create_group(MPI_COMM_WORLD, group, 0, &comm_),
+                     "MPI_Comm_create_group for hvd.init(comm=[...])");
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    if (!s.ok()) return s;
+  } else {
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  }
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);

@@ -8,6 +8,9 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "cc/common/mpi/mpi_links.h"
 #include "cc/common/parameters.h"
 #include "cc/common/transport.h"
@@ -17,6 +20,11 @@ namespace tfhvd {
 class MpiTransport : public Transport {
  public:
   explicit MpiTransport(const Parameters& params) : params_(params) {}
+  // hvd.init(comm=...): the job is this communicator (a Fortran handle, as
+  // mpi4py's Comm.py2f() gives), or these MPI_COMM_WORLD ranks in this order
+  // (only they call init). Default: MPI_COMM_WORLD.
+  void UseCommunicator(int64_t fortran_handle) { base_handle_ = fortran_handle; has_base_ = true; }
+  void UseWorldRanks(std::vector<int> ranks) { world_ranks_ = std::move(ranks); }
   const char* name() const override { return "mpi"; }
   Status Init(Topology* topology) override;
   void Finalize() override;
@@ -46,6 +54,9 @@ class MpiTransport : public Transport {
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
+  bool has_base_ = false;
+  int64_t base_handle_ = 0;
+  std::vector<int> world_ranks_;
   MPI_Datatype float16_type_ = MPI_DATATYPE_NULL;
   MPI_Datatype bfloat16_type_ = MPI_DATATYPE_NULL;
   // User-defined MPI_Ops for float16 [0] and bfloat16 [1], one per ReduceOp,
