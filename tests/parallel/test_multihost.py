@@ -47,11 +47,14 @@ def _layout_slots(layout):
     return [int(e.split(":")[1]) for e in layout.split(",")]
 
 
-def _launcher(cluster, transport, np_, layout, hostfile=False, ssh_opts=True):
-    """argv (run on h1) that starts np_ ranks over ``layout`` on ``transport``."""
-    if transport == "mpi":
+def _launcher(cluster, transport, np_, layout, hostfile=False, ssh_opts=True, given="-H"):
+    """argv (run on h1) that starts np_ ranks over ``layout`` on ``transport``: MPI with
+    mpiexec itself, or through ``tfhvdrun --mpi`` when ``given`` says so."""
+    if transport == "mpi" and given != "--mpi":
         return cluster.exec_argv("h1", [mpiexec_path(), "-n", str(np_), "-hosts", layout])
     cmd = [PYTHON, "-m", "tf_hvd.runner", "-np", str(np_)]
+    if given == "--mpi":
+        cmd.append("--mpi")
     if hostfile:
         cmd += ["--hostfile", cluster.hostfile(_layout_slots(layout))]
     else:
@@ -83,8 +86,8 @@ def _leftovers(cluster, since_pids):
 JOBS = [
     ("gloo", 4, "h1:2,h2:2", "-H", "tf2_equivalence"),
     ("gloo", 3, "h1:1,h2:2", "--hostfile", ""),
-    ("mpi", 4, "h1:3,h2:1", "-hosts", "keras_equivalence"),
-    ("mpi", 3, "h1:2,h2:1", "-hosts", ""),
+    ("mpi", 4, "h1:3,h2:1", "-hosts", "tf2_equivalence"),
+    ("mpi", 3, "h1:2,h2:1", "--mpi", ""),  # tfhvdrun --mpi -H ... -p 2222 -i KEY
 ]
 
 
@@ -93,13 +96,14 @@ JOBS = [
 def test_job_across_hosts(cluster, tmp_path, transport, np_, layout, given, train):
     result_dir = str(tmp_path)
     env = job_env({"HOROVOD_FUSION_THRESHOLD": "1048576", "MULTIHOST_MARK": "x y"})
-    cmd = _launcher(cluster, transport, np_, layout, hostfile=given == "--hostfile")
+    cmd = _launcher(cluster, transport, np_, layout, hostfile=given == "--hostfile",
+                    given=given)
     cmd += [PYTHON, CHECKS, "--layout", layout, "--np", str(np_), "--transport", transport,
             "--result-dir", result_dir, "--expect-env", "HOROVOD_FUSION_THRESHOLD=1048576",
             "--expect-env", "PYTHONPATH=%s" % env["PYTHONPATH"]]
     if train:
         cmd += ["--train", train]
-    res = run(cmd, TIMEOUT, env=env, cwd=REPO)
+    res = run(cmd, TIMEOUT + (120 if train else 0), env=env, cwd=REPO)
     out = res.output
     assert res.ok, res.describe(text="\n".join(
         l for l in out.splitlines() if "FAIL" in l or "EXCEPTION" in l or "tfhvdrun" in l
@@ -113,7 +117,7 @@ def test_job_across_hosts(cluster, tmp_path, transport, np_, layout, given, trai
     if train:
         trained = set(int(r) for r in re.findall(r"\[rank (\d+)\] TRAINING OK", out))
         assert trained == set(range(np_)), out[-6000:]
-    if transport == "gloo":  # every rank's lines arrive prefixed, also from h2
+    if transport == "gloo" or given == "--mpi":  # prefixed lines, also from h2
         for r in range(np_):
             assert re.search(r"^\[%d\]<stdout>:\[rank %d\] OK" % (r, r), out, re.M), out[-3000:]
     assert not _leftovers(cluster, ()), _leftovers(cluster, ())

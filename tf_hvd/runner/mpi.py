@@ -48,23 +48,39 @@ def mpi_flavor(mpiexec):
     return HYDRA
 
 
+def ssh_launcher_script(directory, ssh_args):
+    """Writes ``directory/ssh`` running ``ssh <ssh_args> "$@"`` (for hydra's
+    -launcher-exec, which takes a program, not arguments); returns its path."""
+    import shlex
+    path = os.path.join(directory, "ssh")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\nexec ssh %s \"$@\"\n" % " ".join(shlex.quote(a) for a in ssh_args))
+    os.chmod(path, 0o700)
+    return path
+
+
 def mpiexec_command(mpiexec, flavor, num_proc, hosts_arg, env, command,
-                    output_dir=None, status_dir=None, python=None):
+                    output_dir=None, status_dir=None, python=None, ssh_args=()):
     """argv for subprocess.
 
     ``hosts_arg`` is ``"h1:2,h2:2"`` or None (all ranks local: let mpiexec place
-    them). ``env`` are the variables every rank gets, passed explicitly so remote
+    them). ``ssh_args`` (``-p PORT``, ``-i KEY``) reach mpiexec's ssh launcher. ``env`` are the variables every rank gets, passed explicitly so remote
     ranks receive them too.
     """
     argv = [mpiexec, "-n", str(num_proc)]
     if flavor == OPENMPI:
         if hosts_arg:
             argv += ["-H", hosts_arg]
+        if hosts_arg and ssh_args:
+            argv += ["-mca", "plm_rsh_args", " ".join(ssh_args)]
         for name in sorted(env):
             argv += ["-x", "%s=%s" % (name, env[name])]
     else:
         if hosts_arg:
             argv += ["-hosts", hosts_arg]
+        if hosts_arg and ssh_args and status_dir:
+            argv += ["-launcher", "ssh", "-launcher-exec",
+                     ssh_launcher_script(status_dir, ssh_args)]
         for name in sorted(env):
             argv += ["-genv", name, env[name]]
     argv += [python or sys.executable, WRAPPER_PATH]

@@ -163,6 +163,16 @@ class _MpiJob(object):
         return 0
 
 
+def _ssh_args(args):
+    """tfhvdrun's -p/-i as ssh options for mpiexec's ssh launcher."""
+    extra = []
+    if args.ssh_port is not None:
+        extra += ["-p", str(args.ssh_port)]
+    if args.ssh_identity_file:
+        extra += ["-i", args.ssh_identity_file]
+    return extra
+
+
 def run(plan):
     """Run the job with mpiexec; return the launcher's exit code."""
     args = plan.args
@@ -178,7 +188,7 @@ def run(plan):
     status_dir = tempfile.mkdtemp(prefix="tfhvdrun-")
     argv = mpi.mpiexec_command(mpiexec, flavor, args.num_proc, plan.mpi_hosts_arg(), env,
                                args.command, output_dir=args.output_filename,
-                               status_dir=status_dir)
+                               status_dir=status_dir, ssh_args=_ssh_args(args))
     if args.verbose:
         log_line(" ".join(shlex.quote(a) for a in argv))
     signals = SignalCatcher()
