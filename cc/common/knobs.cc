@@ -69,6 +69,17 @@ const std::vector<KnobSpec>& Table() {
        4294967296.0, "", kUser, "",
        "Block size of the shared-memory allreduce (per rank, two slots, which should stay "
        "in the CPU's shared cache)."},
+      {"HOROVOD_HIERARCHICAL_ALLREDUCE", T::BOOL, &P::hierarchical_allreduce, "0", 0, 0, "",
+       kUser, "--hierarchical-allreduce",
+       "On several hosts with the same number of ranks each: allreduce within each host "
+       "(shared memory when it maps), then across hosts among the ranks of one local rank, "
+       "then share within the host; every rank gets the same bits. Off, or on one host or "
+       "uneven hosts: the flat algorithms."},
+      {"HOROVOD_HIERARCHICAL_ALLGATHER", T::BOOL, &P::hierarchical_allgather, "0", 0, 0, "",
+       kUser, "--hierarchical-allgather",
+       "On several hosts: allgather by gathering within each host on its local rank 0, "
+       "exchanging between hosts among those ranks only, then broadcasting within the host. "
+       "Off, or on one host: the backend's allgather."},
       {"HOROVOD_MALLOC_REUSE", T::BOOL, &P::malloc_reuse, "1", 0, 0, "", kUser, "",
        "Raises glibc's mmap/trim thresholds at init (unless `MALLOC_MMAP_THRESHOLD_`/"
        "`MALLOC_TRIM_THRESHOLD_` are set) so large freed buffers are reused instead of "

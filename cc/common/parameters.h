@@ -35,6 +35,10 @@ struct Parameters {
   bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
   int64_t shm_min_bytes = 256 * 1024;                  // HOROVOD_SHM_MIN_BYTES
   int64_t shm_slot_bytes = 1024 * 1024;                // HOROVOD_SHM_SLOT_BYTES (>= 4096)
+  // Hierarchical collectives over the ranks of each host and across hosts
+  // (algorithms/hierarchical_*.h; selection.h decides when they apply).
+  bool hierarchical_allreduce = false;                 // HOROVOD_HIERARCHICAL_ALLREDUCE
+  bool hierarchical_allgather = false;                 // HOROVOD_HIERARCHICAL_ALLGATHER
 
   // --- the job's shape, set by the launcher (tfhvdrun); -1 = not set ---
   int64_t rank = -1;        // HOROVOD_RANK (set: the Gloo transport is used)

@@ -8,10 +8,12 @@
 #define TFHVD_COMMON_TRANSPORT_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cc/common/common.h"
+#include "cc/common/link_set.h"
 #include "cc/common/links.h"
 
 namespace tfhvd {
@@ -40,6 +42,14 @@ class Transport {
 
   // Point-to-point links to every other rank; valid between Init and Finalize.
   virtual Links* links() = 0;
+
+  // Links among `members` (global ranks; member i is rank i in the set; this
+  // rank must be one of them), e.g. the ranks of one host or of a process
+  // set. Collective over the members only: each calls it with the same list.
+  // Default: a view of links(). Valid until Finalize; destroy it before.
+  virtual Status OpenLinkSet(const std::vector<int>& members, std::unique_ptr<LinkSet>* out) {
+    return MakeSubsetLinks(links(), members, out);
+  }
 
   // A backend with a tuned allreduce of its own (MPI) says so here, and the
   // selection table may pick it. Reduces count elements of input across ranks

@@ -257,3 +257,9 @@ def test_interface_address_loopback():
 
 def test_address_towards_loopback():
     assert network.address_towards("127.0.0.1").startswith("127.")
+
+
+def test_hierarchical_flags():
+    a = cli.parse(["-np", "4", "--hierarchical-allreduce", "--hierarchical-allgather", "x"])
+    assert rank_env.knob_env(a) == {"HOROVOD_HIERARCHICAL_ALLREDUCE": "1",
+                                    "HOROVOD_HIERARCHICAL_ALLGATHER": "1"}

@@ -101,6 +101,14 @@ def build_parser():
     knobs.add_argument("--stall-check-shutdown-time-seconds",
                        dest="stall_check_shutdown_time_seconds", type=_number,
                        metavar="S", help="HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")
+    knobs.add_argument("--hierarchical-allreduce", dest="hierarchical_allreduce",
+                       action="store_true",
+                       help="allreduce within each host, then across hosts "
+                            "(HOROVOD_HIERARCHICAL_ALLREDUCE=1)")
+    knobs.add_argument("--hierarchical-allgather", dest="hierarchical_allgather",
+                       action="store_true",
+                       help="allgather within each host, then across hosts "
+                            "(HOROVOD_HIERARCHICAL_ALLGATHER=1)")
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="the program to run on every rank, e.g. python train.py")
     p.set_defaults(mode="gloo")

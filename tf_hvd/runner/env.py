@@ -37,6 +37,10 @@ def knob_env(args):
         env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
     if args.log_level is not None:
         env["HOROVOD_LOG_LEVEL"] = args.log_level
+    if args.hierarchical_allreduce:
+        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
+    if args.hierarchical_allgather:
+        env["HOROVOD_HIERARCHICAL_ALLGATHER"] = "1"
     if args.no_stall_check:
         env["HOROVOD_STALL_CHECK_DISABLE"] = "1"
     if args.stall_check_warning_time_seconds is not None:

@@ -8,6 +8,12 @@ namespace tfhvd {
 
 Status RingAllreduce::Run(Links& links, const void* input, void* output, int64_t count,
                           DataType dtype, ReduceOp op) {
+  Status st = ReduceScatter(links, input, output, count, dtype, op);
+  return st.ok() ? Allgather(links, output, count, dtype) : st;
+}
+
+Status RingAllreduce::ReduceScatter(Links& links, const void* input, void* output, int64_t count,
+                                    DataType dtype, ReduceOp op) {
   const size_t elem = DataTypeSize(dtype);
   const size_t n = static_cast<size_t>(links.size());
   const size_t r = static_cast<size_t>(links.rank());
@@ -36,7 +42,17 @@ Status RingAllreduce::Run(Links& links, const void* input, void* output, int64_t
       done_r += kr;
     }
   }
-  // Allgather: pass the reduced chunks around the ring.
+  return Status();
+}
+
+Status RingAllreduce::Allgather(Links& links, void* output, int64_t count, DataType dtype) {
+  const size_t elem = DataTypeSize(dtype);
+  const size_t n = static_cast<size_t>(links.size());
+  const size_t r = static_cast<size_t>(links.rank());
+  auto begin = [&](size_t c) { return static_cast<size_t>(count) * c / n; };
+  char* out = static_cast<char*>(output);
+  const int next = static_cast<int>((r + 1) % n), prev = static_cast<int>((r + n - 1) % n);
+  // Pass the reduced chunks around the ring.
   for (size_t s = 0; s + 1 < n; ++s) {
     size_t send_c = (r + 1 + n - s) % n, recv_c = (r + n - s) % n;
     Status st = links.Exchange(next, out + begin(send_c) * elem,

@@ -25,6 +25,15 @@ class RingAllreduce {
   Status Run(Links& links, const void* input, void* output, int64_t count, DataType dtype,
              ReduceOp op);
 
+  // The two halves of Run. After ReduceScatter, chunk OwnedChunk(rank) of
+  // output holds the reduction over all ranks (chunk c: elements
+  // [count*c/n, count*(c+1)/n)); Allgather then copies every rank's owned
+  // chunk to every rank (the other chunks of output are overwritten).
+  Status ReduceScatter(Links& links, const void* input, void* output, int64_t count,
+                       DataType dtype, ReduceOp op);
+  Status Allgather(Links& links, void* output, int64_t count, DataType dtype);
+  static int OwnedChunk(int rank, int size) { return (rank + 1) % size; }
+
  private:
   std::vector<char> scratch_;
 };

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cc/common/mpi/mpi_link_set.h"
 #include "cc/common/reduce_kernels.h"
 
 namespace tfhvd {
@@ -164,8 +165,13 @@ Status MpiTransport::BitwiseOr(uint64_t* words, size_t n) {
   return s.ok() ? MpiWait(&request, 1, params_.spin_us, "MPI_Iallreduce (bit vector)") : s;
 }
 
-Status MpiTransport::BackendAllreduce(const void* input, void* output, int64_t count,
-                                      DataType dtype, ReduceOp op) {
+Status MpiTransport::OpenLinkSet(const std::vector<int>& members,
+                                 std::unique_ptr<LinkSet>* out) {
+  return MpiLinkSet::Open(this, comm_, members, params_.spin_us, out);
+}
+
+Status MpiTransport::AllreduceOver(MPI_Comm comm, const void* input, void* output, int64_t count,
+                                   DataType dtype, ReduceOp op) {
   MPI_Datatype type = BuiltinType(dtype);
   MPI_Op mpi_op = BuiltinOp(op);
   if (dtype == DataType::FLOAT16 || dtype == DataType::BFLOAT16) {
@@ -187,7 +193,7 @@ Status MpiTransport::BackendAllreduce(const void* input, void* output, int64_t c
   for (int64_t done = 0; done < count; done += kMaxChunk) {
     int n = static_cast<int>(std::min(kMaxChunk, count - done));
     const void* send = in_place ? MPI_IN_PLACE : in + done * elem;
-    Status s = Check(MPI_Allreduce(send, out + done * elem, n, type, mpi_op, comm_),
+    Status s = Check(MPI_Allreduce(send, out + done * elem, n, type, mpi_op, comm),
                      "MPI_Allreduce");
     if (!s.ok()) return s;
   }

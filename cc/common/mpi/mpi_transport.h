@@ -27,7 +27,14 @@ class MpiTransport : public Transport {
   // MPI_Allreduce: the selection table keeps it for what MPI does best.
   bool has_backend_allreduce() const override { return true; }
   Status BackendAllreduce(const void* input, void* output, int64_t count, DataType dtype,
-                          ReduceOp op) override;
+                          ReduceOp op) override {
+    return AllreduceOver(comm_, input, output, count, dtype, op);
+  }
+  // MPI_Allreduce over comm (the job's or a link set's), any dtype and op.
+  Status AllreduceOver(MPI_Comm comm, const void* input, void* output, int64_t count,
+                       DataType dtype, ReduceOp op);
+  // A communicator of the members' own (mpi_link_set.h).
+  Status OpenLinkSet(const std::vector<int>& members, std::unique_ptr<LinkSet>* out) override;
   Status Allgatherv(const void* in, void* out,
                     const std::vector<int64_t>& bytes_per_rank) override;
   Status Broadcast(void* buffer, int64_t bytes, int root) override;

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -15,7 +16,11 @@
 
 #include "gtest/gtest.h"
 
+#include "cc/common/algorithms/adasum_allreduce.h"
 #include "cc/common/algorithms/gather_allreduce.h"
+#include "cc/common/algorithms/hierarchical_allreduce.h"
+#include "cc/common/algorithms/topology_links.h"
+#include "cc/common/half.h"
 #include "cc/common/algorithms/link_collectives.h"
 #include "cc/common/algorithms/ring_allreduce.h"
 #include "cc/common/algorithms/selection.h"
@@ -230,5 +235,193 @@ TEST(Allreduce, GatherReducesInRankOrder) { TestGatherReducesInRankOrder(); }
 TEST(LinkCollectives, StringsBroadcastOrAndBarrier) { TestLinkCollectives(); }
 
 TEST(Selection, EveryTableRow) { TestSelectionTable(); }
+
+
+// --- Adasum: against the formula in double precision -------------------------------
+std::vector<double> AdasumPair(const std::vector<double>& a, const std::vector<double>& b) {
+  double dot = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    dot += a[i] * b[i];
+    aa += a[i] * a[i];
+    bb += b[i] * b[i];
+  }
+  double ca = aa > 0 ? 1 - dot / (2 * aa) : 1, cb = bb > 0 ? 1 - dot / (2 * bb) : 1;
+  std::vector<double> r(a.size());
+  for (size_t i = 0; i < a.size(); ++i) r[i] = ca * a[i] + cb * b[i];
+  return r;
+}
+
+// Rank r's tensor t, element i.
+double AdasumInput(int r, size_t i) {
+  return std::sin(0.37 * static_cast<double>(i + 1) * (r + 1)) + 0.25 * (r % 3) - 0.1;
+}
+
+// Runs Adasum on n thread-ranks over two fused tensors (counts c0, c1) of
+// dtype; checks the same bits everywhere and the tree of pairwise Adasums
+// within rel_tol.
+template <typename T>
+void TestAdasum(int n, DataType dtype, size_t c0, size_t c1, double tol) {
+  const size_t count = c0 + c1;
+  auto load = [&](const T& v) -> double {
+    if (dtype == DataType::FLOAT16) {
+      uint16_t h;
+      std::memcpy(&h, &v, 2);
+      return HalfToFloat(h);
+    }
+    return static_cast<double>(v);
+  };
+  auto store = [&](double v) -> T {
+    T out{};
+    if (dtype == DataType::FLOAT16) {
+      uint16_t h = FloatToHalf(static_cast<float>(v));
+      std::memcpy(&out, &h, 2);
+    } else {
+      out = static_cast<T>(v);
+    }
+    return out;
+  };
+  std::vector<std::vector<T>> outs(static_cast<size_t>(n));
+  OnRanks(n, [&](Links& links) {
+    const int r = links.rank();
+    std::vector<T> buf(count);
+    for (size_t i = 0; i < count; ++i) buf[i] = store(AdasumInput(r, i));
+    AdasumAllreduce adasum;
+    Status s = adasum.Run(links, buf.data(), buf.data(), static_cast<int64_t>(count), dtype,
+                          {static_cast<int64_t>(c0), static_cast<int64_t>(c1)});
+    EXPECT_TRUE(s.ok()) << s.message();
+    outs[static_cast<size_t>(r)] = buf;
+  });
+  for (int r = 1; r < n; ++r)
+    EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[static_cast<size_t>(r)].data(), count * sizeof(T)));
+  for (size_t part = 0; part < 2; ++part) {
+    size_t lo = part == 0 ? 0 : c0, hi = part == 0 ? c0 : count;
+    std::vector<std::vector<double>> level;
+    for (int r = 0; r < n; ++r) {
+      std::vector<double> v;
+      for (size_t i = lo; i < hi; ++i) v.push_back(load(store(AdasumInput(r, i))));
+      level.push_back(v);
+    }
+    while (level.size() > 1) {
+      std::vector<std::vector<double>> next;
+      for (size_t k = 0; k < level.size(); k += 2) next.push_back(AdasumPair(level[k], level[k + 1]));
+      level = next;
+    }
+    for (size_t i = lo; i < hi; ++i) {
+      double want = level[0][i - lo], got = load(outs[0][i]);
+      EXPECT_NEAR(got, want, tol * (1 + std::fabs(want))) << "n=" << n << " element " << i;
+    }
+  }
+}
+
+TEST(Adasum, MatchesTheFormulaTensorByTensorWithTheSameBitsEverywhere) {
+  for (int n : {1, 2, 4, 8}) {
+    TestAdasum<float>(n, DataType::FLOAT32, 1000, 37, 1e-5);
+    TestAdasum<double>(n, DataType::FLOAT64, 5, 1, 1e-12);
+    TestAdasum<uint16_t>(n, DataType::FLOAT16, 300, 3, 4e-3);
+  }
+  TestAdasum<float>(4, DataType::FLOAT32, 2, 1, 1e-5);  // fewer elements than ranks
+}
+
+TEST(Adasum, ZeroVectorsAndUnsupportedCases) {
+  // Adasum(a, 0) = a: a joined rank's zeros leave the others' gradient alone.
+  OnRanks(2, [&](Links& links) {
+    std::vector<float> v(10, links.rank() == 0 ? 1.5f : 0.0f);
+    AdasumAllreduce adasum;
+    EXPECT_TRUE(adasum.Run(links, v.data(), v.data(), 10, DataType::FLOAT32, {}).ok());
+    for (float x : v) EXPECT_EQ(x, 1.5f);
+  });
+  OnRanks(3, [&](Links& links) {
+    std::vector<float> v(4, 1.0f);
+    AdasumAllreduce adasum;
+    Status s = adasum.Run(links, v.data(), v.data(), 4, DataType::FLOAT32, {});
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("power-of-two number of ranks"), std::string::npos);
+    EXPECT_NE(s.message().find("this job has 3"), std::string::npos);
+  });
+  EXPECT_NE(AdasumAllreduce::Unsupported(2, DataType::INT32).find("not int32"), std::string::npos);
+}
+
+// --- topology link sets and the hierarchical allreduce --------------------------------
+TEST(Topology, MembersOfLocalAndCrossSets) {
+  // ranks 0,1,2 on host 0; 3 on host 1 (uneven); rank 1's sets.
+  std::vector<std::pair<int, int>> places = {{0, 0}, {0, 1}, {0, 2}, {1, 0}};
+  std::vector<int> local, cross;
+  bool homogeneous = true;
+  EXPECT_TRUE(TopologyMembers(places, 3, &local, &cross, &homogeneous).ok());
+  EXPECT_EQ(local, std::vector<int>({3}));
+  EXPECT_EQ(cross, std::vector<int>({0, 3}));
+  EXPECT_FALSE(homogeneous);
+  places = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};  // interleaved hosts
+  EXPECT_TRUE(TopologyMembers(places, 2, &local, &cross, &homogeneous).ok());
+  EXPECT_EQ(local, std::vector<int>({0, 2}));
+  EXPECT_EQ(cross, std::vector<int>({2, 3}));
+  EXPECT_TRUE(homogeneous);
+  places = {{0, 0}, {0, 0}};
+  Status s = TopologyMembers(places, 0, &local, &cross, &homogeneous);
+  EXPECT_NE(s.message().find("ranks 0 and 1 both claim local rank 0"), std::string::npos);
+}
+
+// hosts x per_host thread-ranks; host_major: ranks 0..per_host-1 on host 0,
+// else round-robin. Checks exact integer sums, the same float bits on every
+// rank, and floats against the flat ring within rounding.
+void TestHierarchical(int hosts, int per_host, bool host_major, size_t count) {
+  const int n = hosts * per_host;
+  std::vector<std::vector<float>> outs(static_cast<size_t>(n)), flat(static_cast<size_t>(n));
+  OnRanks(n, [&](Links& links) {
+    const int r = links.rank();
+    Topology t;
+    t.rank = r;
+    t.size = n;
+    t.cross_rank = host_major ? r / per_host : r % hosts;
+    t.local_rank = host_major ? r % per_host : r / hosts;
+    TopologyLinks topo;
+    Status s = OpenTopologyLinks(
+        links, t,
+        [&](const std::vector<int>& m, std::unique_ptr<LinkSet>* out) {
+          return MakeSubsetLinks(&links, m, out);
+        },
+        &topo);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_TRUE(topo.homogeneous);
+    EXPECT_EQ(topo.local->size(), per_host);
+    EXPECT_EQ(topo.cross->size(), hosts);
+    HierarchicalAllreduce h;
+    std::vector<float> in(count), out(count);
+    for (size_t i = 0; i < count; ++i) in[i] = Value(r, i);
+    for (int64_t gather_max : {int64_t{0}, int64_t{1} << 30}) {  // cross ring, cross gather
+      s = h.Run(*topo.local, *topo.cross, nullptr, gather_max, in.data(), out.data(),
+                static_cast<int64_t>(count), DataType::FLOAT32, ReduceOp::SUM);
+      EXPECT_TRUE(s.ok()) << s.message();
+    }
+    outs[static_cast<size_t>(r)] = out;
+    std::vector<int32_t> iv(count);
+    for (size_t i = 0; i < count; ++i) iv[i] = static_cast<int32_t>(i % 1000) * (r + 1);
+    s = h.Run(*topo.local, *topo.cross, nullptr, 1 << 20, iv.data(), iv.data(),
+              static_cast<int64_t>(count), DataType::INT32, ReduceOp::SUM);
+    EXPECT_TRUE(s.ok());
+    for (size_t i = 0; i < count; ++i)
+      EXPECT_EQ(iv[i], static_cast<int32_t>(i % 1000) * n * (n + 1) / 2) << "element " << i;
+    RingAllreduce ring;
+    std::vector<float> f(count);
+    EXPECT_TRUE(ring.Run(links, in.data(), f.data(), static_cast<int64_t>(count),
+                         DataType::FLOAT32, ReduceOp::SUM).ok());
+    flat[static_cast<size_t>(r)] = f;
+  });
+  for (int r = 1; r < n; ++r)
+    EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[static_cast<size_t>(r)].data(),
+                             count * sizeof(float)));
+  for (size_t i = 0; i < count; ++i) EXPECT_NEAR(outs[0][i], flat[0][i], 1e-5f * n);
+}
+
+TEST(Hierarchical, AllreduceEqualsFlatWithTheSameBitsEverywhere) {
+  for (size_t count : {size_t{1}, size_t{5}, size_t{1000}}) {
+    TestHierarchical(2, 2, true, count);
+    TestHierarchical(2, 2, false, count);
+    TestHierarchical(3, 2, true, count);
+    TestHierarchical(2, 3, false, count);
+    TestHierarchical(2, 1, true, count);
+    TestHierarchical(1, 3, true, count);
+  }
+}
 
 }  // namespace
