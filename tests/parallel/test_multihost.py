@@ -7,7 +7,8 @@ a head node; ranks on h2 are started over ssh (Gloo) or by MPICH's hydra over ss
 Per job (dense: one job checks many things, workers/multihost_checks.py): the topology of
 an even or uneven layout, the rendezvous secret reaching every rank but no command line,
 the job's environment on remote ranks, every collective case exact, and (in one job per
-transport) the training worker's equivalence with a single process. Then: start-up
+transport) the training worker's equivalence with a single process; the np=3 jobs
+with hierarchical allreduce/allgather, whose results must equal the flat ones exactly. Then: start-up
 errors naming the host with ssh's message, and a rank SIGKILLed on h2 ending the job on
 both hosts, leaving no process behind on either.
 """
@@ -82,10 +83,13 @@ def _leftovers(cluster, since_pids):
     return left
 
 
-# (transport, np, layout, how it is given, training sections run in the same job)
+# (transport, np, layout, how it is given, training sections run in the same job).
+# The np=3 jobs run hierarchical allreduce and allgather (reduce on the host, across
+# hosts, share on the host): every result must be exactly the flat one.
+HIERARCHICAL = {"HOROVOD_HIERARCHICAL_ALLREDUCE": "1", "HOROVOD_HIERARCHICAL_ALLGATHER": "1"}
 JOBS = [
     ("gloo", 4, "h1:2,h2:2", "-H", "tf2_equivalence"),
-    ("gloo", 3, "h1:1,h2:2", "--hostfile", ""),
+    ("gloo", 3, "h1:1,h2:2", "--hostfile", ""),  # + --hierarchical-allreduce/-allgather
     ("mpi", 4, "h1:3,h2:1", "-hosts", "tf2_equivalence"),
     ("mpi", 3, "h1:2,h2:1", "--mpi", ""),  # tfhvdrun --mpi -H ... -p 2222 -i KEY
 ]
@@ -98,7 +102,14 @@ def test_job_across_hosts(cluster, tmp_path, transport, np_, layout, given, trai
     env = job_env({"HOROVOD_FUSION_THRESHOLD": "1048576", "MULTIHOST_MARK": "x y"})
     cmd = _launcher(cluster, transport, np_, layout, hostfile=given == "--hostfile",
                     given=given)
-    cmd += [PYTHON, CHECKS, "--layout", layout, "--np", str(np_), "--transport", transport,
+    expect = []
+    if np_ == 3:
+        if given == "--hostfile":  # horovodrun's flags set the knobs
+            cmd += ["--hierarchical-allreduce", "--hierarchical-allgather"]
+        else:
+            env.update(HIERARCHICAL)
+        expect = ["--expect-env", "HOROVOD_HIERARCHICAL_ALLREDUCE=1"]
+    cmd += [PYTHON, CHECKS] + expect + [ "--layout", layout, "--np", str(np_), "--transport", transport,
             "--result-dir", result_dir, "--expect-env", "HOROVOD_FUSION_THRESHOLD=1048576",
             "--expect-env", "PYTHONPATH=%s" % env["PYTHONPATH"]]
     if train:
