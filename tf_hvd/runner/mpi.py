@@ -63,14 +63,26 @@ def _detect_flavor(mpiexec):
     return HYDRA
 
 
+def ssh_launcher_script(directory, ssh_args):
+    """Writes ``directory/ssh`` running ``ssh <ssh_args> "$@"`` (for hydra's
+    -launcher-exec, which takes a program, not arguments); returns its path."""
+    import shlex
+    path = os.path.join(directory, "ssh")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\nexec ssh %s \"$@\"\n" % " ".join(shlex.quote(a) for a in ssh_args))
+    os.chmod(path, 0o700)
+    return path
+
+
 def mpiexec_command(mpiexec, flavor, num_proc, hosts_arg, env, command,
                     output_dir=None, status_dir=None, python=None, mpi_args=None,
-                    binding_args=None, prefix_timestamp=False):
+                    binding_args=None, prefix_timestamp=False, ssh_args=()):
     """argv for subprocess.
 
     ``hosts_arg`` is ``"h1:2,h2:2"`` or None (all ranks local: let mpiexec place
     them). ``env`` are the variables every rank gets, passed explicitly so remote
-    ranks receive them too. ``binding_args`` (a string, --binding-args) replaces the
+    ranks receive them too. ``ssh_args`` (``-p PORT``, ``-i KEY``) reach mpiexec's ssh
+    launcher. ``binding_args`` (a string, --binding-args) replaces the
     default binding (Open MPI: ``-bind-to none -map-by slot``, as horovodrun; Hydra:
     none); ``mpi_args`` (--mpi-args) go last, just before the program.
     """
@@ -78,11 +90,16 @@ def mpiexec_command(mpiexec, flavor, num_proc, hosts_arg, env, command,
     if flavor == OPENMPI:
         if hosts_arg:
             argv += ["-H", hosts_arg]
+        if hosts_arg and ssh_args:
+            argv += ["-mca", "plm_rsh_args", " ".join(ssh_args)]
         for name in sorted(env):
             argv += ["-x", "%s=%s" % (name, env[name])]
     else:
         if hosts_arg:
             argv += ["-hosts", hosts_arg]
+        if hosts_arg and ssh_args and status_dir:
+            argv += ["-launcher", "ssh", "-launcher-exec",
+                     ssh_launcher_script(status_dir, ssh_args)]
         for name in sorted(env):
             argv += ["-genv", name, env[name]]
     if binding_args is not None:

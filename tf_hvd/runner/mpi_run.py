@@ -164,6 +164,16 @@ class _MpiJob(object):
         return 0
 
 
+def _ssh_args(args):
+    """tfhvdrun's -p/-i as ssh options for mpiexec's ssh launcher."""
+    extra = []
+    if args.ssh_port is not None:
+        extra += ["-p", str(args.ssh_port)]
+    if args.ssh_identity_file:
+        extra += ["-i", args.ssh_identity_file]
+    return extra
+
+
 def run(plan):
     """Run the job with mpiexec; return the launcher's exit code."""
     args = plan.args
@@ -184,7 +194,8 @@ def run(plan):
                                args.command, output_dir=args.output_filename,
                                status_dir=status_dir, mpi_args=args.mpi_args,
                                binding_args=args.binding_args,
-                               prefix_timestamp=args.prefix_output_with_timestamp)
+                               prefix_timestamp=args.prefix_output_with_timestamp,
+                               ssh_args=_ssh_args(args))
     if args.verbose:
         log_line(" ".join(shlex.quote(a) for a in argv))
     signals = SignalCatcher()

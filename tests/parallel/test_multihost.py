@@ -1,0 +1,190 @@
+"""Jobs across two hosts: network namespaces with their own sshd (tools/netns_cluster.py).
+
+Skipped, with the reason, unless this runs as root with ip, tc, ssh and sshd. One cluster
+(h1, h2) serves the whole module and is always torn down. The launcher runs on h1, as on
+a head node; ranks on h2 are started over ssh (Gloo) or by MPICH's hydra over ssh (MPI).
+
+Per job (dense: one job checks many things, workers/multihost_checks.py): the topology of
+an even or uneven layout, the rendezvous secret reaching every rank but no command line,
+the job's environment on remote ranks, every collective case exact, and (in one job per
+transport) the training worker's equivalence with a single process; the np=3 jobs
+with hierarchical allreduce/allgather, whose results must equal the flat ones exactly. Then: start-up
+errors naming the host with ssh's message, and a rank SIGKILLed on h2 ending the job on
+both hosts, leaving no process behind on either.
+"""
+
+import os
+import re
+import signal
+import sys
+import time
+
+import psutil
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+
+import netns_cluster  # noqa: E402
+from jobrunner import PYTHON, REPO, Job, job_env, mpiexec_path, run  # noqa: E402
+
+WORKERS = os.path.join(HERE, "workers")
+CHECKS = os.path.join(WORKERS, "multihost_checks.py")
+KILLER = os.path.join(WORKERS, "multihost_kill.py")
+TIMEOUT = 240
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    reason = netns_cluster.Cluster.available()
+    if reason:
+        pytest.skip("no namespace cluster: %s" % reason)
+    c = netns_cluster.Cluster(2, name="tfht%d" % (os.getpid() % 1000))
+    with c:
+        yield c
+
+
+def _layout_slots(layout):
+    return [int(e.split(":")[1]) for e in layout.split(",")]
+
+
+def _launcher(cluster, transport, np_, layout, hostfile=False, ssh_opts=True, given="-H"):
+    """argv (run on h1) that starts np_ ranks over ``layout`` on ``transport``: MPI with
+    mpiexec itself, or through ``tfhvdrun --mpi`` when ``given`` says so."""
+    if transport == "mpi" and given != "--mpi":
+        return cluster.exec_argv("h1", [mpiexec_path(), "-n", str(np_), "-hosts", layout])
+    cmd = [PYTHON, "-m", "tf_hvd.runner", "-np", str(np_)]
+    if given == "--mpi":
+        cmd.append("--mpi")
+    if hostfile:
+        cmd += ["--hostfile", cluster.hostfile(_layout_slots(layout))]
+    else:
+        cmd += ["-H", layout]
+    if ssh_opts:  # horovodrun's ssh options (sshd listens on 22 and 2222)
+        cmd += ["-p", "2222", "-i", cluster.client_key]
+    return cluster.exec_argv("h1", cmd)
+
+
+def _leftovers(cluster, since_pids):
+    """Processes in the cluster's namespaces that are not its sshd listeners."""
+    sshd = set(cluster.sshd_pids.values())
+    left = []
+    for host in cluster.hosts:
+        for pid in cluster.processes_in(host):
+            if pid in sshd or pid in since_pids:
+                continue
+            try:
+                p = psutil.Process(pid)
+                if p.ppid() in sshd and "sshd" in p.name():
+                    continue  # a session sshd being torn down
+                left.append("%s: %d %s" % (host, pid, " ".join(p.cmdline())[:120]))
+            except psutil.NoSuchProcess:
+                pass
+    return left
+
+
+# (transport, np, layout, how it is given, training sections run in the same job).
+# The np=3 jobs run hierarchical allreduce and allgather (reduce on the host, across
+# hosts, share on the host): every result must be exactly the flat one.
+HIERARCHICAL = {"HOROVOD_HIERARCHICAL_ALLREDUCE": "1", "HOROVOD_HIERARCHICAL_ALLGATHER": "1"}
+JOBS = [
+    ("gloo", 4, "h1:2,h2:2", "-H", "tf2_equivalence"),
+    ("gloo", 3, "h1:1,h2:2", "--hostfile", ""),  # + --hierarchical-allreduce/-allgather
+    ("mpi", 4, "h1:3,h2:1", "-hosts", "tf2_equivalence"),
+    ("mpi", 3, "h1:2,h2:1", "--mpi", ""),  # tfhvdrun --mpi -H ... -p 2222 -i KEY
+]
+
+
+@pytest.mark.parametrize("transport,np_,layout,given,train", JOBS,
+                         ids=["%s-np%d-%s" % (j[0], j[1], j[2]) for j in JOBS])
+def test_job_across_hosts(cluster, tmp_path, transport, np_, layout, given, train):
+    result_dir = str(tmp_path)
+    env = job_env({"HOROVOD_FUSION_THRESHOLD": "1048576", "MULTIHOST_MARK": "x y"})
+    cmd = _launcher(cluster, transport, np_, layout, hostfile=given == "--hostfile",
+                    given=given)
+    expect = []
+    if np_ == 3:
+        if given == "--hostfile":  # horovodrun's flags set the knobs
+            cmd += ["--hierarchical-allreduce", "--hierarchical-allgather"]
+        else:
+            env.update(HIERARCHICAL)
+        expect = ["--expect-env", "HOROVOD_HIERARCHICAL_ALLREDUCE=1"]
+    cmd += [PYTHON, CHECKS] + expect + [ "--layout", layout, "--np", str(np_), "--transport", transport,
+            "--result-dir", result_dir, "--expect-env", "HOROVOD_FUSION_THRESHOLD=1048576",
+            "--expect-env", "PYTHONPATH=%s" % env["PYTHONPATH"]]
+    if train:
+        cmd += ["--train", train]
+    res = run(cmd, TIMEOUT + (120 if train else 0), env=env, cwd=REPO)
+    out = res.output
+    assert res.ok, res.describe(text="\n".join(
+        l for l in out.splitlines() if "FAIL" in l or "EXCEPTION" in l or "tfhvdrun" in l
+        or "rror" in l)[-6000:] + "\n...\n" + out[-4000:])
+    assert not res.survivors, res.describe()
+    missing = [r for r in range(np_) if not os.path.exists(
+        os.path.join(result_dir, "rank%d.ok" % r))]
+    assert not missing, "ranks %s wrote no result\n%s" % (missing, out[-6000:])
+    ranks_ok = set(int(r) for r in re.findall(r"\[rank (\d+)\] OK \d+ checks", out))
+    assert ranks_ok == set(range(np_)), out[-6000:]
+    if train:
+        trained = set(int(r) for r in re.findall(r"\[rank (\d+)\] TRAINING OK", out))
+        assert trained == set(range(np_)), out[-6000:]
+    if transport == "gloo" or given == "--mpi":  # prefixed lines, also from h2
+        for r in range(np_):
+            assert re.search(r"^\[%d\]<stdout>:\[rank %d\] OK" % (r, r), out, re.M), out[-3000:]
+    assert not _leftovers(cluster, ()), _leftovers(cluster, ())
+
+
+def test_start_up_names_the_host_and_ssh_message(cluster):
+    env = job_env()
+    cases = [(["-H", "h1:1,h2:1", "-p", "2999"],
+              "cannot reach host h2 over ssh: ssh: connect to host %s port 2999: "
+              "Connection refused" % cluster.address("h2")),
+             (["-H", "h1:1,10.213.0.77:1"],
+              "cannot reach host 10.213.0.77 over ssh: ssh: connect to host 10.213.0.77 "
+              "port 22:"),
+             (["-H", "h1:1,nosuchhost:1"],
+              "cannot reach host nosuchhost over ssh: ssh: Could not resolve hostname "
+              "nosuchhost")]
+    for flags, message in cases:
+        cmd = cluster.exec_argv("h1", [PYTHON, "-m", "tf_hvd.runner", "-np", "2"] + flags +
+                                [PYTHON, "-c", "print('never runs')"])
+        res = run(cmd, 60, env=env, cwd=REPO)
+        assert res.returncode == 255, res.describe()
+        assert message in res.output, res.describe()
+        assert "never runs" not in res.output
+
+
+@pytest.mark.parametrize("transport", ["gloo", "mpi"])
+def test_killed_remote_rank_ends_the_job_on_all_hosts(cluster, tmp_path, transport):
+    layout, np_, victim = "h1:2,h2:2", 4, 2  # rank 2 is h2's first
+    cmd = _launcher(cluster, transport, np_, layout, ssh_opts=False)
+    cmd += [PYTHON, KILLER, str(tmp_path)]
+    pid_files = [os.path.join(str(tmp_path), "pid.%d" % r) for r in range(np_)]
+    with Job(cmd, env=job_env(), cwd=REPO) as job:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline and job.running() and \
+                not all(os.path.exists(p) for p in pid_files):
+            time.sleep(0.2)
+        assert all(os.path.exists(p) for p in pid_files), job.wait(0).describe()
+        with open(pid_files[victim]) as f:
+            pid, host = f.read().split()
+        assert host == "h2"
+        killed_at = time.monotonic()
+        os.kill(int(pid), signal.SIGKILL)
+        res = job.wait(60)
+    assert not res.timed_out, res.describe()
+    assert res.returncode != 0, res.describe()
+    assert time.monotonic() - killed_at < 45, res.describe()
+    assert not res.survivors, res.describe()
+    left = _leftovers(cluster, ())
+    deadline = time.monotonic() + 5
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = _leftovers(cluster, ())
+    assert not left, "processes left on the hosts: %s\n%s" % (left, res.describe())
+    if transport == "gloo":
+        # The launcher names a rank and its host; the survivors name the lost rank.
+        assert re.search(r"tfhvdrun: rank \d \(on h[12]\)", res.output), res.describe()
+        assert re.search(r"rank %d closed its connection|lost the connection to rank %d|"
+                         r"rank %d \(on h2\) was killed by signal 9" % (victim, victim, victim),
+                         res.output), res.describe()
