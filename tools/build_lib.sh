@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Build the op library / extension module with Bazel and place it at tf_hvd/_hvd.so.
-#   tools/build_lib.sh [extra bazel build flags, e.g. --config=cuda]
+#   tools/build_lib.sh [--cuda] [extra bazel build flags]
+#   tools/build_lib.sh --cuda      # the CUDA variant (NCCL for GPU tensors): needs the wheels of
+#                                  # tools/requirements-cuda.txt (tools/setup.sh --cuda), no GPU;
+#                                  # same as TF_HVD_CUDA=1 tools/build_lib.sh or --config=cuda
 #   TF_HVD_LIB_DEST=/some/dir/_hvd.so tools/build_lib.sh   # place it there instead (setup.py
 #                                     # does this for wheels, leaving tf_hvd/_hvd.so alone)
 # Python (and so TensorFlow, pybind11, mpich) comes from PYTHON_BIN_PATH, default
@@ -19,7 +22,14 @@ fi
 unset PYTHONPATH PYTHONNOUSERSITE PYTHONHOME PYTHONSAFEPATH || true
 BAZEL="${BAZEL:-bazel}"
 
-"${BAZEL}" build "$@" //:_hvd.so
+args=()
+cuda="${TF_HVD_CUDA:-0}"
+for a in "$@"; do
+  if [[ "$a" == "--cuda" ]]; then cuda=1; else args+=("$a"); fi
+done
+if [[ "${cuda}" == 1 ]]; then args+=("--config=cuda"); fi
+
+"${BAZEL}" build ${args[@]+"${args[@]}"} //:_hvd.so
 
 src="${ROOT}/bazel-bin/_hvd.so"
 dst="${TF_HVD_LIB_DEST:-${ROOT}/tf_hvd/_hvd.so}"

@@ -122,6 +122,9 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   if (s.ok()) SetLogRank(st->topology.rank);
   AllreduceRunner allreduce(st->transport.get(), st->topology, st->params);
   if (s.ok()) s = allreduce.Open();
+  // The GPU backend (CUDA variant only); its NCCL communicators start at first use.
+  std::unique_ptr<GpuBackend> gpu = CreateGpuBackend();
+  if (s.ok() && gpu) s = gpu->Open(st->transport.get(), st->topology, st->params);
   if (s.ok() && st->topology.rank == 0 && !st->params.timeline_path.empty()) {
     std::string error;
     if (!GlobalTimeline().Start(st->params.timeline_path, st->params.timeline_mark_cycles,
@@ -131,13 +134,14 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   }
   ready->set_value(s);
   if (!s.ok()) {
+    if (gpu) gpu->Close();
     allreduce.Close();
     return;
   }
   TFHVD_LOG(DEBUG) << "background thread started: transport " << st->transport->name()
                    << ", rank " << st->topology.rank << " of " << st->topology.size;
   Controller controller(st->transport.get(), st->topology, st->params, st->queue.get());
-  CollectiveOps ops(st->transport.get(), &allreduce, st->topology);
+  CollectiveOps ops(st->transport.get(), &allreduce, st->topology, gpu.get());
   auto cycle = std::chrono::microseconds(static_cast<int64_t>(st->params.cycle_time_ms * 1000));
   Status final_status = Status::Aborted(
       "Horovod has been shut down (hvd.shutdown() was called or a rank exited); "
@@ -195,6 +199,7 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   st->running = false;
   GlobalTimeline().Stop();
   st->queue->FailAll(final_status);
+  if (gpu) gpu->Close();
   allreduce.Close();
   st->transport->Finalize();
 }
@@ -292,6 +297,7 @@ namespace {
 // Checks one entry's arguments on this rank (and fills alltoall's even splits).
 Status CheckEntry(TensorTableEntry& entry) {
   GlobalState& st = State();
+  entry.request.on_gpu = entry.gpu.on_gpu();
   const Request& q = entry.request;
   const int size = st.topology.size;
   if ((q.type == OpType::ALLGATHER || q.type == OpType::ALLTOALL ||
