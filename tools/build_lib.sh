@@ -25,13 +25,16 @@ BAZEL="${BAZEL:-bazel}"
 args=()
 cuda="${TF_HVD_CUDA:-0}"
 for a in "$@"; do
-  if [[ "$a" == "--cuda" ]]; then cuda=1; else args+=("$a"); fi
+  # --config=cuda (e.g. from TF_HVD_BAZEL_FLAGS) means the CUDA target, built in the same
+  # configuration as the CPU one so that both share Bazel's cache (see BUILD).
+  if [[ "$a" == "--cuda" || "$a" == "--config=cuda" ]]; then cuda=1; else args+=("$a"); fi
 done
-if [[ "${cuda}" == 1 ]]; then args+=("--config=cuda"); fi
+target="_hvd_cpu.so"
+if [[ "${cuda}" == 1 ]]; then target="_hvd_cuda.so"; fi
 
-"${BAZEL}" build ${args[@]+"${args[@]}"} //:_hvd.so
+"${BAZEL}" build ${args[@]+"${args[@]}"} "//:${target}"
 
-src="${ROOT}/bazel-bin/_hvd.so"
+src="${ROOT}/bazel-bin/${target}"
 dst="${TF_HVD_LIB_DEST:-${ROOT}/tf_hvd/_hvd.so}"
 mkdir -p "$(dirname "${dst}")"
 if ! cmp -s "${src}" "${dst}" 2>/dev/null; then

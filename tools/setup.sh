@@ -4,8 +4,8 @@
 #      libcpp-httplib-dev, python3.11 (+venv) -- only if missing
 #   2. venv ${TF_HVD_VENV:-$HOME/.venvs/tf_hvd} from python3.11 -- only if missing
 #   3. pip install -r tools/requirements.txt -- only if a pinned requirement is not satisfied
-#   3b. pip install -r tools/requirements-cuda.txt (NCCL + CUDA runtime wheels, ~310 MiB download,
-#      ~480 MiB installed; tests/unit/test_cuda_build.py builds the CUDA variant with them)
+#   3b. pip install -r tools/requirements-cuda.txt (NCCL + CUDA runtime wheels, ~330 MiB download,
+#      ~475 MiB installed, ~30 s; tests/unit/test_cuda_build.py builds the CUDA variant)
 #   4. Bazel build of //:_hvd.so, copied to tf_hvd/_hvd.so (cached: ~2 s when unchanged);
 #      with --cuda (or TF_HVD_CUDA=1) the CUDA variant: NCCL for GPU tensors
 #   5. editable install of this tree (import tf_hvd anywhere, console script tfhvdrun)

@@ -3,10 +3,10 @@ PyPI wheels of tools/requirements-cuda.txt, which tools/setup.sh installs), and 
 holding it imports, says cuda_built() and nccl_built(), registers GPU kernels for every
 collective, and still runs CPU collectives at np=2.
 
-The CUDA library is built into a temporary copy of the package, never over
-tf_hvd/_hvd.so (the CPU library the rest of the suite imports). Only the GPU sources
-compile differently from the CPU variant (BUILD, //:gpu_backend), so with Bazel's cache
-warm from the CPU build this is a few compiles and a link.
+The CUDA library (//:_hvd_cuda.so) is built into a temporary copy of the package, never
+over tf_hvd/_hvd.so (the CPU library the rest of the suite imports). It shares every object
+file but the GPU code with the CPU library (BUILD, //:common_objects), so with Bazel's cache
+warm from the CPU build this is the GPU files (once) and a link.
 
     PYTHONPATH=. python -m pytest -q tests/unit/test_cuda_build.py
 """

@@ -15,6 +15,9 @@ struct Staged {
   std::vector<char> output;     // empty: the output is `input` (in place)
   void* device_output = nullptr;
   size_t output_bytes = 0;
+  // Recorded on the framework's stream after an output allocated late (from
+  // the background thread): memory the framework's later work may still use.
+  std::shared_ptr<GpuEvent> allocated;
 };
 
 }  // namespace
@@ -47,9 +50,12 @@ Status StageThroughHost(TensorTableEntry* e, double timeout_s) {
   }
   if (e->allocate_output) {
     auto allocate = std::move(e->allocate_output);
-    e->allocate_output = [staged, allocate, elem](const Shape& shape, void** data) -> Status {
+    const GpuPlacement where = e->gpu;
+    e->allocate_output = [staged, allocate, elem, where](const Shape& shape,
+                                                         void** data) -> Status {
       void* device = nullptr;
       Status st = allocate(shape, &device);  // the real output, in device memory
+      if (st.ok()) st = RecordReadyEvent(where.device, where.stream, &staged->allocated);
       if (!st.ok()) return st;
       staged->device_output = device;
       staged->output_bytes = static_cast<size_t>(NumElements(shape)) * elem;
@@ -65,6 +71,11 @@ Status StageThroughHost(TensorTableEntry* e, double timeout_s) {
     if (st.ok() && staged->device_output != nullptr && staged->output_bytes > 0) {
       const void* host = staged->output.empty() ? staged->input.data() : staged->output.data();
       st = ctx->Activate();
+      if (st.ok() && staged->allocated) {
+        GpuPlacement after = placement;
+        after.ready = staged->allocated;
+        st = ctx->WaitReady(after);
+      }
       if (st.ok()) st = ctx->Copy(staged->device_output, host, staged->output_bytes);
       if (st.ok()) {
         st = ctx->Finish(timeout_s, nullptr, "copying tensor '" + name + "' back to the device");

@@ -127,6 +127,17 @@ Status NcclBackend::Communicators(int device) {
   return s;
 }
 
+// An output allocated now, on the background thread: the framework's allocator
+// may hand out memory that work enqueued on its stream after the op's ready
+// event still uses, so our stream also waits for an event recorded after it.
+Status NcclBackend::AllocateOutput(TensorTableEntry& e, const Shape& shape, void** out) {
+  Status s = e.allocate_output(shape, out);
+  GpuPlacement after = e.gpu;
+  if (s.ok()) s = RecordReadyEvent(after.device, after.stream, &after.ready);
+  if (s.ok()) s = ctx_->WaitReady(after);
+  return s;
+}
+
 Status NcclBackend::Finish(const std::string& what) {
   Status s = ctx_->Finish(params_.nccl_timeout_s, [this, &what] {
     Status e = comm_->AsyncError(what);
@@ -257,7 +268,7 @@ Status NcclBackend::Allgather(const Response& r, TensorTableEntry& e, size_t ind
   Shape shape = e.request.shape;
   shape[0] = rows;
   void* out = nullptr;
-  Status s = e.allocate_output(shape, &out);
+  Status s = AllocateOutput(e, shape, &out);
   if (!s.ok()) return s;  // every rank allocates; a failure here fails the job
   const std::string what = "allgather of '" + r.names[index] + "'";
   if (equal) {
@@ -309,7 +320,7 @@ Status NcclBackend::Alltoall(const Response& r, TensorTableEntry& e) {
   Shape shape = e.request.shape;
   shape[0] = rows;
   void* out = nullptr;
-  s = e.allocate_output(shape, &out);
+  s = AllocateOutput(e, shape, &out);
   if (!s.ok()) return s;
   const std::string what = "alltoall of '" + r.names[0] + "'";
   const char* in = static_cast<const char*>(e.input);
@@ -348,7 +359,7 @@ Status NcclBackend::Reducescatter(const Response& r, TensorTableEntry& e) {
   Shape shape = e.request.shape;
   shape[0] = base + (rank < extra ? 1 : 0);
   void* out = nullptr;
-  Status s = e.allocate_output(shape, &out);
+  Status s = AllocateOutput(e, shape, &out);
   if (!s.ok()) return s;
   ncclDataType_t type = ncclFloat32;
   NcclType(r.dtype, &type);

@@ -50,6 +50,8 @@ class NcclBackend : public GpuBackend {
   Status Broadcast(const Response& r, TensorTableEntry& e);
   Status Alltoall(const Response& r, TensorTableEntry& e);
   Status Reducescatter(const Response& r, TensorTableEntry& e);
+  // e.allocate_output, ordered after the framework stream's work so far.
+  Status AllocateOutput(TensorTableEntry& e, const Shape& shape, void** out);
   // Waits for everything enqueued on the stream, polling NCCL's async errors.
   Status Finish(const std::string& what);
 
