@@ -3,6 +3,8 @@
 The library is built against the TensorFlow of the Python running pip (PYTHON_BIN_PATH
 overrides) and records that version; importing it with another TensorFlow fails naming
 both (tf_hvd/build_info.py). Extra Bazel flags: TF_HVD_BAZEL_FLAGS="--config=cuda" pip install .
+The CUDA variant (NCCL for GPU tensors; needs `pip install -r tools/requirements-cuda.txt`
+first, no GPU): TF_HVD_BAZEL_FLAGS=--config=cuda pip install .  (or TF_HVD_CUDA=1)
 
 A wheel for other environments with the same TensorFlow (no network needed):
     pip wheel --no-build-isolation --no-deps -w dist .

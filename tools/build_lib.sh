@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Build the op library / extension module with Bazel and place it at tf_hvd/_hvd.so.
-#   tools/build_lib.sh [extra bazel build flags, e.g. --config=cuda]
+#   tools/build_lib.sh [--cuda] [extra bazel build flags]
+#   tools/build_lib.sh --cuda      # the CUDA variant (NCCL for GPU tensors): needs the wheels of
+#                                  # tools/requirements-cuda.txt (tools/setup.sh --cuda), no GPU;
+#                                  # same as TF_HVD_CUDA=1 tools/build_lib.sh or --config=cuda
 #   TF_HVD_LIB_DEST=/some/dir/_hvd.so tools/build_lib.sh   # place it there instead (setup.py
 #                                     # does this for wheels, leaving tf_hvd/_hvd.so alone)
 # Python (and so TensorFlow, pybind11, mpich) comes from PYTHON_BIN_PATH, default
@@ -19,9 +22,19 @@ fi
 unset PYTHONPATH PYTHONNOUSERSITE PYTHONHOME PYTHONSAFEPATH || true
 BAZEL="${BAZEL:-bazel}"
 
-"${BAZEL}" build "$@" //:_hvd.so
+args=()
+cuda="${TF_HVD_CUDA:-0}"
+for a in "$@"; do
+  # --config=cuda (e.g. from TF_HVD_BAZEL_FLAGS) means the CUDA target, built in the same
+  # configuration as the CPU one so that both share Bazel's cache (see BUILD).
+  if [[ "$a" == "--cuda" || "$a" == "--config=cuda" ]]; then cuda=1; else args+=("$a"); fi
+done
+target="_hvd_cpu.so"
+if [[ "${cuda}" == 1 ]]; then target="_hvd_cuda.so"; fi
 
-src="${ROOT}/bazel-bin/_hvd.so"
+"${BAZEL}" build ${args[@]+"${args[@]}"} "//:${target}"
+
+src="${ROOT}/bazel-bin/${target}"
 dst="${TF_HVD_LIB_DEST:-${ROOT}/tf_hvd/_hvd.so}"
 mkdir -p "$(dirname "${dst}")"
 if ! cmp -s "${src}" "${dst}" 2>/dev/null; then

@@ -4,11 +4,20 @@
 #      libcpp-httplib-dev, python3.11 (+venv) -- only if missing
 #   2. venv ${TF_HVD_VENV:-$HOME/.venvs/tf_hvd} from python3.11 -- only if missing
 #   3. pip install -r tools/requirements.txt -- only if a pinned requirement is not satisfied
-#   4. Bazel build of //:_hvd.so, copied to tf_hvd/_hvd.so (cached: ~2 s when unchanged)
+#   3b. pip install -r tools/requirements-cuda.txt (NCCL + CUDA runtime wheels, ~330 MiB download,
+#      ~475 MiB installed, ~30 s; tests/unit/test_cuda_build.py builds the CUDA variant)
+#   4. Bazel build of //:_hvd.so, copied to tf_hvd/_hvd.so (cached: ~2 s when unchanged);
+#      with --cuda (or TF_HVD_CUDA=1) the CUDA variant: NCCL for GPU tensors
 #   5. editable install of this tree (import tf_hvd anywhere, console script tfhvdrun)
 #      -- only if the venv does not already point at this tree with the same setup.py
 # Second and later runs with nothing to do take a few seconds.
 set -euo pipefail
+for arg in "$@"; do
+  case "${arg}" in
+    --cuda) export TF_HVD_CUDA=1 ;;
+    *) echo "usage: tools/setup.sh [--cuda]" >&2; exit 2 ;;
+  esac
+done
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${TF_HVD_VENV:-${HOME:-/root}/.venvs/tf_hvd}"
 PY="${VENV}/bin/python"
@@ -58,7 +67,8 @@ if [[ ! -x "${PY}" ]]; then
 fi
 
 # 3. Python requirements (fast path: compare installed versions with the pins) ---------------
-if ! "${PY}" - "${ROOT}/tools/requirements.txt" <<'PYEOF'
+requirements_missing() {  # requirements_missing FILE: true when a pin is not satisfied
+  ! "${PY}" - "$1" <<'PYEOF'
 import re, sys
 from importlib import metadata
 bad = []
@@ -79,9 +89,16 @@ if bad:
     print("[setup] requirements to install: " + ", ".join(bad), file=sys.stderr)
     sys.exit(1)
 PYEOF
-then
+}
+if requirements_missing "${ROOT}/tools/requirements.txt"; then
   log "pip install -r tools/requirements.txt"
   "${PY}" -m pip install -q -r "${ROOT}/tools/requirements.txt"
+fi
+# The CUDA variant's wheels (headers and libraries only: no GPU needed); always, so that
+# tests/unit/test_cuda_build.py can build that variant.
+if requirements_missing "${ROOT}/tools/requirements-cuda.txt"; then
+  log "pip install -r tools/requirements-cuda.txt"
+  "${PY}" -m pip install -q --no-deps -r "${ROOT}/tools/requirements-cuda.txt"
 fi
 
 # 4. Build the library ------------------------------------------------------------------------

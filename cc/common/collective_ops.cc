@@ -32,7 +32,8 @@ Status CollectiveOps::Perform(const Response& r, std::vector<TensorTableEntry>& 
       if (present[i]) Complete(entries[i], err);
     return Status();
   }
-  Status s;
+  Status s = PlaceGpuTensors(r, entries, present);
+  if (!s.ok() || (gpu_ != nullptr && r.on_gpu && gpu_->RunsOnDevice(r))) return s;
   switch (r.type) {
     case OpType::ALLREDUCE:
       return Allreduce(r, entries, present);
@@ -67,6 +68,33 @@ Status CollectiveOps::Perform(const Response& r, std::vector<TensorTableEntry>& 
     GlobalTimeline().ActivityEnd(r.names[i]);
   }
   return s;
+}
+
+// GPU tensors either run on the device backend as they are (every rank's
+// tensors on a GPU, and the knobs choose it: NCCL), or this rank stages its
+// GPU tensors through host memory and the CPU path below runs as usual.
+Status CollectiveOps::PlaceGpuTensors(const Response& r, std::vector<TensorTableEntry>& entries,
+                                      const std::vector<bool>& present) {
+  if (gpu_ != nullptr && r.on_gpu && gpu_->RunsOnDevice(r)) {
+    return gpu_->Perform(r, entries, present);
+  }
+  Status failed;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!present[i] || !entries[i].gpu.on_gpu()) continue;
+    Status s = gpu_ != nullptr
+                   ? gpu_->StageThroughHost(&entries[i])
+                   : Status::Precondition(
+                         "tensor '" + r.names[i] +
+                         "' is in GPU memory, which this collective cannot take: the build has "
+                         "no GPU support, or the tensor is in a process set other than the "
+                         "global one (GPU tensors work in the global set only)");
+    if (!s.ok() && failed.ok()) failed = s;
+  }
+  if (failed.ok()) return failed;
+  // A device that cannot copy is broken: fail this response's tensors and stop.
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (present[i]) Complete(entries[i], failed);
+  return failed;
 }
 
 // Average is a sum followed by one multiplication by postscale / size, as in

@@ -8,6 +8,7 @@
 
 #include "cc/common/algorithms/allreduce_runner.h"
 #include "cc/common/fusion_buffer.h"
+#include "cc/common/gpu_backend.h"
 #include "cc/common/message.h"
 #include "cc/common/tensor_queue.h"
 #include "cc/common/transport.h"
@@ -16,9 +17,11 @@ namespace tfhvd {
 
 class CollectiveOps {
  public:
-  // allreduce runs every allreduce (the algorithm per response is its choice).
-  CollectiveOps(Transport* transport, AllreduceRunner* allreduce, const Topology& topology)
-      : transport_(transport), allreduce_(allreduce), topology_(topology) {}
+  // allreduce runs every allreduce (the algorithm per response is its choice);
+  // gpu (nullptr in the CPU variant) runs or stages responses on GPU tensors.
+  CollectiveOps(Transport* transport, AllreduceRunner* allreduce, const Topology& topology,
+                GpuBackend* gpu = nullptr)
+      : transport_(transport), allreduce_(allreduce), topology_(topology), gpu_(gpu) {}
 
   // entries[i] belongs to response.names[i]; present[i] is false where this
   // rank has no such tensor (it joined early). Returns a transport failure,
@@ -27,6 +30,8 @@ class CollectiveOps {
                  const std::vector<bool>& present);
 
  private:
+  Status PlaceGpuTensors(const Response& r, std::vector<TensorTableEntry>& e,
+                         const std::vector<bool>& present);
   Status Allreduce(const Response& r, std::vector<TensorTableEntry>& e,
                    const std::vector<bool>& present);
   Status Allgather(const Response& r, TensorTableEntry* e, bool present, size_t index);
@@ -41,6 +46,7 @@ class CollectiveOps {
   Transport* transport_;
   AllreduceRunner* allreduce_;
   Topology topology_;
+  GpuBackend* gpu_;
   FusionBuffer fusion_;
   FusionBuffer scratch_;
 };

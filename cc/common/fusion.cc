@@ -14,7 +14,7 @@ bool Compatible(const Response& a, const Response& b, bool separate_groups) {
   return a.kind == Response::OPERATION && b.kind == Response::OPERATION &&
          a.type == OpType::ALLREDUCE && b.type == OpType::ALLREDUCE &&
          a.dtype == b.dtype && a.reduce_op == b.reduce_op && a.prescale == b.prescale &&
-         a.postscale == b.postscale;
+         a.postscale == b.postscale && a.on_gpu == b.on_gpu;
 }
 }  // namespace
 

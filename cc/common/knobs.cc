@@ -145,6 +145,25 @@ const std::vector<KnobSpec>& Table() {
       {"HOROVOD_GLOO_IFACE", T::STRING, &P::gloo_iface, "", 0, 0, "", kUser,
        "--network-interface", "Network interface Gloo binds and publishes; empty: "
        "`HOROVOD_HOSTNAME`."},
+      // --- GPU tensors (the CUDA variant: tools/build_lib.sh --cuda) ---
+      {"HOROVOD_GPU_OPERATIONS", T::ENUM, &P::gpu_operations, "nccl", 0, 0, "nccl,mpi,gloo",
+       kUser, "",
+       "What runs collectives on GPU tensors: NCCL, or host staging through the job's CPU "
+       "transport (mpi/gloo: copied to host memory and back); the per-op knobs below win."},
+      {"HOROVOD_GPU_ALLREDUCE", T::ENUM, &P::gpu_allreduce, "(HOROVOD_GPU_OPERATIONS)", 0, 0,
+       "nccl,mpi,gloo", kUser, "", "As HOROVOD_GPU_OPERATIONS, for allreduce and grouped allreduce."},
+      {"HOROVOD_GPU_ALLGATHER", T::ENUM, &P::gpu_allgather, "(HOROVOD_GPU_OPERATIONS)", 0, 0,
+       "nccl,mpi,gloo", kUser, "", "As HOROVOD_GPU_OPERATIONS, for allgather."},
+      {"HOROVOD_GPU_BROADCAST", T::ENUM, &P::gpu_broadcast, "(HOROVOD_GPU_OPERATIONS)", 0, 0,
+       "nccl,mpi,gloo", kUser, "", "As HOROVOD_GPU_OPERATIONS, for broadcast."},
+      {"HOROVOD_GPU_ALLTOALL", T::ENUM, &P::gpu_alltoall, "(HOROVOD_GPU_OPERATIONS)", 0, 0,
+       "nccl,mpi,gloo", kUser, "", "As HOROVOD_GPU_OPERATIONS, for alltoall."},
+      {"HOROVOD_GPU_REDUCESCATTER", T::ENUM, &P::gpu_reducescatter, "(HOROVOD_GPU_OPERATIONS)",
+       0, 0, "nccl,mpi,gloo", kUser, "", "As HOROVOD_GPU_OPERATIONS, for reducescatter."},
+      {"HOROVOD_NCCL_TIMEOUT_SECONDS", T::SECONDS, &P::nccl_timeout_s, "300", 0.001,
+       kMaxSeconds, "", kUser, "",
+       "Bounds each NCCL operation and communicator set-up: past it (or on an NCCL error) the "
+       "communicator is aborted and every pending GPU op fails, naming the rank."},
       // --- set by the launcher ---
       {"HOROVOD_RANK", T::INT, &P::rank, "(unset)", 0, 1 << 24, "", kLauncher, "",
        "This process's rank; set: the job runs on Gloo."},

@@ -74,13 +74,14 @@ std::string SerializeRequestList(const RequestList& list) {
     w.Put<double>(r.postscale);
     w.PutString(r.group);
     w.Put<int32_t>(r.group_size);
+    w.Put<uint8_t>(r.on_gpu);
   }
   return w.Take();
 }
 
 bool ParseRequestList(const std::string& bytes, RequestList* list) {
   Reader r(bytes);
-  uint8_t shutdown, type, dtype, op;
+  uint8_t shutdown, type, dtype, op, on_gpu;
   uint32_t n;
   if (!r.Get(&shutdown) || !r.Get(&n)) return false;
   list->shutdown = shutdown != 0;
@@ -89,8 +90,9 @@ bool ParseRequestList(const std::string& bytes, RequestList* list) {
     if (!r.Get(&q.rank) || !r.Get(&type) || !r.Get(&dtype) || !r.GetString(&q.name) ||
         !r.GetInts(&q.shape) || !r.Get(&q.root_rank) || !r.Get(&op) ||
         !r.Get(&q.prescale) || !r.Get(&q.postscale) || !r.GetString(&q.group) ||
-        !r.Get(&q.group_size))
+        !r.Get(&q.group_size) || !r.Get(&on_gpu))
       return false;
+    q.on_gpu = on_gpu != 0;
     q.type = static_cast<OpType>(type);
     q.dtype = static_cast<DataType>(dtype);
     q.reduce_op = static_cast<ReduceOp>(op);
@@ -116,6 +118,7 @@ std::string SerializeResponseList(const ResponseList& list) {
     w.Put<double>(r.postscale);
     w.Put<int32_t>(r.last_joined_rank);
     w.Put<uint8_t>(r.cacheable);
+    w.Put<uint8_t>(r.on_gpu);
     w.Put<uint8_t>(r.error_code);
     w.PutString(r.error);
     w.PutString(r.group);
@@ -125,7 +128,7 @@ std::string SerializeResponseList(const ResponseList& list) {
 
 bool ParseResponseList(const std::string& bytes, ResponseList* list) {
   Reader r(bytes);
-  uint8_t shutdown, kind, type, dtype, op, cacheable;
+  uint8_t shutdown, kind, type, dtype, op, cacheable, on_gpu;
   uint32_t n, names;
   if (!r.Get(&shutdown) || !r.Get(&n)) return false;
   list->shutdown = shutdown != 0;
@@ -137,14 +140,15 @@ bool ParseResponseList(const std::string& bytes, ResponseList* list) {
       if (!r.GetString(&name)) return false;
     if (!r.GetInts(&q.sizes) || !r.GetInts(&q.row_elements) || !r.Get(&q.root_rank) ||
         !r.Get(&op) || !r.Get(&q.prescale) || !r.Get(&q.postscale) ||
-        !r.Get(&q.last_joined_rank) || !r.Get(&cacheable) || !r.Get(&q.error_code) ||
-        !r.GetString(&q.error) || !r.GetString(&q.group))
+        !r.Get(&q.last_joined_rank) || !r.Get(&cacheable) || !r.Get(&on_gpu) ||
+        !r.Get(&q.error_code) || !r.GetString(&q.error) || !r.GetString(&q.group))
       return false;
     q.kind = static_cast<Response::Type>(kind);
     q.type = static_cast<OpType>(type);
     q.dtype = static_cast<DataType>(dtype);
     q.reduce_op = static_cast<ReduceOp>(op);
     q.cacheable = cacheable != 0;
+    q.on_gpu = on_gpu != 0;
   }
   return r.done();
 }

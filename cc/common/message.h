@@ -27,6 +27,8 @@ struct Request {
   // is negotiated, validated and performed together, all or nothing.
   std::string group;
   int32_t group_size = 0;
+  // The tensor is in GPU memory on this rank (TensorTableEntry::gpu).
+  bool on_gpu = false;
 };
 
 struct RequestList {
@@ -51,6 +53,9 @@ struct Response {
   double postscale = 1.0;
   int32_t last_joined_rank = -1;
   bool cacheable = false;
+  // Every rank's tensors are in GPU memory: a GPU backend (NCCL) may run it.
+  // Otherwise GPU tensors are staged through host memory on their rank.
+  bool on_gpu = false;
   uint8_t error_code = 0;  // Status::Code when kind == ERROR
   std::string error;
   // The grouped allreduce its tensors belong to ("" for none, or tensors of

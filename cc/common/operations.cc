@@ -15,19 +15,21 @@
 
 #include <unistd.h>  // environ, gethostname
 
-#include "cc/common/algorithms/adasum_allreduce.h"
 #include <map>
+
+#include "cc/common/algorithms/adasum_allreduce.h"
 #include "cc/common/algorithms/allreduce_runner.h"
 #include "cc/common/algorithms/link_collectives.h"
 #include "cc/common/collective_ops.h"
 #include "cc/common/controller.h"
+#include "cc/common/gpu_backend.h"
 #include "cc/common/knobs.h"
 #include "cc/common/local_transport.h"
 #include "cc/common/logging.h"
 #include "cc/common/malloc_tuning.h"
 #include "cc/common/parameters.h"
-#include "cc/common/thread_affinity.h"
 #include "cc/common/process_set.h"
+#include "cc/common/thread_affinity.h"
 #include "cc/common/timeline.h"
 #if HAVE_GLOO
 #include "cc/common/gloo/gloo_transport.h"
@@ -382,15 +384,20 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
     }
   }
   if (s.ok()) s = ExchangeHosts(st);
+  // The GPU backend (CUDA variant only; the global set's GPU tensors); its NCCL
+  // communicators start at first use.
+  std::unique_ptr<GpuBackend> gpu = CreateGpuBackend();
   {
     std::lock_guard<std::mutex> lock(st->sets_mutex);
     st->sets.clear();
     st->next_set_id = 1;
     st->sets[0] = std::shared_ptr<ProcessSet>(
-        ProcessSet::Global(st->transport.get(), st->topology, st->queue.get(), st->params));
+        ProcessSet::Global(st->transport.get(), st->topology, st->queue.get(), st->params,
+                           gpu.get()));
   }
   ProcessSet& global = *st->sets[0];
   if (s.ok()) s = global.Open();
+  if (s.ok() && gpu) s = gpu->Open(st->transport.get(), st->topology, st->params);
   if (s.ok()) s = SetUpProcessSets(*st);
   // HOROVOD_TIMELINE=DYNAMIC: no file until hvd.start_timeline().
   if (s.ok() && st->topology.rank == 0 && !st->params.timeline_path.empty() &&
@@ -406,6 +413,7 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
     std::lock_guard<std::mutex> lock(st->sets_mutex);
     for (auto& kv : st->sets) kv.second->Close();
     st->sets.clear();
+    if (gpu) gpu->Close();
     return;
   }
   TFHVD_LOG(DEBUG) << "background thread started: transport " << st->transport->name()
@@ -481,6 +489,7 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
     if (kv.second->member()) kv.second->queue->FailAll(final_status);
     kv.second->Close();
   }
+  if (gpu) gpu->Close();
   st->transport->Finalize();
 }
 
@@ -628,6 +637,7 @@ namespace {
 
 // Checks one entry's arguments on this rank (and fills alltoall's even splits).
 Status CheckEntry(TensorTableEntry& entry, const ProcessSet& set) {
+  entry.request.on_gpu = entry.gpu.on_gpu();
   Request& q = entry.request;
   const int size = set.topology.size;
   if ((q.type == OpType::ALLGATHER || q.type == OpType::ALLTOALL ||

@@ -75,6 +75,20 @@ struct Parameters {
   // Default mesh: python/benchmarks/links_bench.py (README, Performance).
   std::string gloo_links = "mesh";     // HOROVOD_GLOO_LINKS
 
+  // --- GPU tensors (the CUDA variant; cc/common/nccl/) ---
+  // What carries each collective on GPU tensors: "nccl", or "mpi"/"gloo" for
+  // host staging through the job's CPU transport; "" = HOROVOD_GPU_OPERATIONS.
+  // Every rank must set the same values.
+  std::string gpu_operations = "nccl";  // HOROVOD_GPU_OPERATIONS
+  std::string gpu_allreduce;      // HOROVOD_GPU_ALLREDUCE (also grouped allreduce)
+  std::string gpu_allgather;      // HOROVOD_GPU_ALLGATHER
+  std::string gpu_broadcast;      // HOROVOD_GPU_BROADCAST
+  std::string gpu_alltoall;       // HOROVOD_GPU_ALLTOALL
+  std::string gpu_reducescatter;  // HOROVOD_GPU_REDUCESCATTER
+  // How long one NCCL operation (or communicator set-up) may take before the
+  // communicator is aborted and its ops fail.
+  double nccl_timeout_s = 300.0;  // HOROVOD_NCCL_TIMEOUT_SECONDS
+
   // --- read by the Python package at hvd.init() ---
   bool tf_threads = true;              // HOROVOD_TF_THREADS (tf_hvd/tf_threads.py)
 

@@ -108,7 +108,8 @@ Status ProcessSet::Create(int32_t id, std::vector<int> ranks, Transport* global,
 }
 
 std::unique_ptr<ProcessSet> ProcessSet::Global(Transport* global, const Topology& topology,
-                                               TensorQueue* queue, const Parameters& params) {
+                                               TensorQueue* queue, const Parameters& params,
+                                               GpuBackend* gpu) {
   std::unique_ptr<ProcessSet> set(new ProcessSet());
   set->id = 0;
   for (int r = 0; r < topology.size; ++r) set->ranks.push_back(r);
@@ -119,7 +120,7 @@ std::unique_ptr<ProcessSet> ProcessSet::Global(Transport* global, const Topology
   set->transport = global;
   set->allreduce.reset(new AllreduceRunner(global, topology, params));
   set->controller.reset(new Controller(global, topology, params, queue));
-  set->ops.reset(new CollectiveOps(global, set->allreduce.get(), topology));
+  set->ops.reset(new CollectiveOps(global, set->allreduce.get(), topology, gpu));
   return set;
 }
 

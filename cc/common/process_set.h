@@ -58,9 +58,12 @@ struct ProcessSet {
   static Status Create(int32_t id, std::vector<int> ranks, Transport* global,
                        const Topology& global_topology, const std::vector<std::string>& host_keys,
                        const Parameters& params, std::unique_ptr<ProcessSet>* out);
-  // The global set over the global transport and queue.
+  // The global set over the global transport and queue; gpu (nullptr in the
+  // CPU variant) runs or stages its GPU tensors. Other sets have no GPU
+  // backend yet: their GPU tensors fail with an error saying so.
   static std::unique_ptr<ProcessSet> Global(Transport* global, const Topology& topology,
-                                            TensorQueue* queue, const Parameters& params);
+                                            TensorQueue* queue, const Parameters& params,
+                                            GpuBackend* gpu = nullptr);
   // Collective among the members: maps the shared-memory regions when they
   // share one host.
   Status Open();

@@ -7,7 +7,7 @@ bool SameParameters(const Request& a, const Request& b) {
   return a.type == b.type && a.dtype == b.dtype && a.shape == b.shape &&
          a.root_rank == b.root_rank && a.reduce_op == b.reduce_op &&
          a.prescale == b.prescale && a.postscale == b.postscale && a.group == b.group &&
-         a.group_size == b.group_size;
+         a.group_size == b.group_size && a.on_gpu == b.on_gpu;
 }
 }  // namespace
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cc/common/common.h"
+#include "cc/common/gpu_backend.h"
 #include "cc/common/message.h"
 
 namespace tfhvd {
@@ -36,6 +37,9 @@ struct TensorTableEntry {
   int32_t* received_splits = nullptr;      // alltoall: [size] rows received
   int32_t* join_result = nullptr;          // join: last rank that joined
   std::function<void(const Status&)> callback;
+  // Device, stream and ready event of input/output buffers in GPU memory
+  // (request.on_gpu says the same to the other ranks); host memory by default.
+  GpuPlacement gpu;
   std::chrono::steady_clock::time_point enqueued;
 };
 

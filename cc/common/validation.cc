@@ -156,6 +156,12 @@ Response BuildResponse(const std::string& name, const std::vector<Request>& requ
   r.postscale = first->postscale;
   r.group = first->group;
   r.cacheable = !any_joined && type != OpType::BARRIER && type != OpType::JOIN;
+  // On the GPU only when every rank's tensor is (else GPU tensors are staged
+  // through host memory on their own rank; a joined rank has none).
+  r.on_gpu = !any_joined;
+  for (size_t k = 0; k < requests.size(); ++k) {
+    if (present[k] && !requests[k].on_gpu) r.on_gpu = false;
+  }
   if (type == OpType::ALLREDUCE) {
     r.sizes = {NumElements(first->shape)};
   } else if (type == OpType::ALLGATHER) {

@@ -205,16 +205,8 @@ PYBIND11_MODULE(_hvd, m) {
         "The CPU the background thread is pinned to (HOROVOD_THREAD_AFFINITY), or -1.");
   m.def("mpi_built", [] { return HAVE_MPI + 0 == 1; });
   m.def("gloo_built", [] { return HAVE_GLOO + 0 == 1; });
-#if HAVE_NCCL
-  m.def("nccl_built", [] { return true; });
-#else
-  m.def("nccl_built", [] { return false; });
-#endif
-#if HAVE_CUDA
-  m.def("cuda_built", [] { return true; });
-#else
-  m.def("cuda_built", [] { return false; });
-#endif
+  m.def("nccl_built", [] { return tfhvd::NcclBuilt(); });
+  m.def("cuda_built", [] { return tfhvd::CudaBuilt(); });
   m.def("mpi_enabled", [] { return TransportIs("mpi"); });
   m.def("gloo_enabled", [] { return TransportIs("gloo"); });
 #if HAVE_GLOO

@@ -171,6 +171,44 @@ TEST(Fusion, SameDtypeResponsesFuseUpToTheThreshold) {
   EXPECT_EQ(second.sizes, (std::vector<int64_t>{100}));
 }
 
+// GPU placement: sent with the messages, a response is on the GPU only when every rank's
+// tensor is (else GPU tensors are staged through host memory), CPU and GPU never fuse.
+TEST(GpuPlacement, RoundTripsAndIsOnTheGpuOnlyWhenEveryRankIs) {
+  RequestList list;
+  list.requests.push_back(MakeRequest(0, "g", {4}));
+  list.requests[0].on_gpu = true;
+  RequestList parsed;
+  ASSERT_TRUE(ParseRequestList(SerializeRequestList(list), &parsed));
+  EXPECT_TRUE(parsed.requests[0].on_gpu);
+  ResponseList responses;
+  Response r;
+  r.names = {"g"};
+  r.sizes = {4};
+  r.on_gpu = true;
+  responses.responses.push_back(r);
+  ResponseList back;
+  ASSERT_TRUE(ParseResponseList(SerializeResponseList(responses), &back));
+  EXPECT_TRUE(back.responses[0].on_gpu);
+
+  Request gpu0 = MakeRequest(0, "t", {2}), gpu1 = MakeRequest(1, "t", {2});
+  gpu0.on_gpu = gpu1.on_gpu = true;
+  EXPECT_TRUE(Validate({gpu0, gpu1}).on_gpu);
+  Request cpu1 = MakeRequest(1, "t", {2});
+  Response mixed = Validate({gpu0, cpu1});
+  EXPECT_EQ(mixed.kind, Response::OPERATION);
+  EXPECT_FALSE(mixed.on_gpu);
+
+  Response a = Validate({gpu0, gpu1});
+  Response b = Validate({MakeRequest(0, "u", {2}), MakeRequest(1, "u", {2})});
+  Response c = a;
+  c.names = {"v"};
+  auto fused = FuseResponses({a, b, c}, 1 << 20);
+  ASSERT_EQ(fused.size(), 2u);
+  EXPECT_EQ(fused[0].names, (std::vector<std::string>{"t", "v"}));
+  EXPECT_TRUE(fused[0].on_gpu);
+  EXPECT_FALSE(fused[1].on_gpu);
+}
+
 TEST(ResponseCache, HitMissInvalidAndLeastRecentlyUsedEviction) {
   ResponseCache cache(2);
   Request a = MakeRequest(0, "a", {3});

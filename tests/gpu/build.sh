@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds tests/gpu/core_gpu_test: the core (cc/common/, no TensorFlow, no Gloo/MPI: a job of
+# one process) with its NCCL backend and GPU paths, against CUDA 12 or 13 and NCCL from
+# either the PyPI wheels or a system install. See tests/gpu/README.md.
+#   tests/gpu/build.sh                  # NVIDIA_ROOT = <python site-packages>/nvidia
+#   NVIDIA_ROOT=/path/to/site-packages/nvidia tests/gpu/build.sh
+#   CUDA_HOME=/usr/local/cuda NCCL_HOME=/usr tests/gpu/build.sh   # system CUDA / NCCL
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+OUT="${OUT_DIR:-${ROOT}/tests/gpu/out}"
+mkdir -p "${OUT}"
+inc=() libs=()
+if [[ -n "${CUDA_HOME:-}" ]]; then
+  inc+=(-isystem "${CUDA_HOME}/include")
+  libs+=(-L"${CUDA_HOME}/lib64" -Wl,-rpath,"${CUDA_HOME}/lib64" -lcudart)
+  if [[ -n "${NCCL_HOME:-}" ]]; then
+    inc+=(-isystem "${NCCL_HOME}/include")
+    libs+=(-L"${NCCL_HOME}/lib" -Wl,-rpath,"${NCCL_HOME}/lib")
+  fi
+  libs+=(-lnccl)
+else
+  PY="${PYTHON:-python3}"
+  NV="${NVIDIA_ROOT:-$("${PY}" -c 'import nvidia, os; print(list(nvidia.__path__)[0])')}"
+  # CUDA 12 wheels: one directory per component; CUDA 13 wheels (nvidia-cuda-runtime, ...)
+  # install everything under nvidia/cu13.
+  for d in cuda_runtime/include cuda_nvcc/include cuda_cccl/include nccl/include cu13/include \
+           cu13/include/cccl; do
+    if [[ -d "${NV}/${d}" ]]; then inc+=(-isystem "${NV}/${d}"); fi
+  done
+  for d in cuda_runtime/lib nccl/lib cu13/lib; do
+    if [[ -d "${NV}/${d}" ]]; then libs+=(-L"${NV}/${d}" -Wl,-rpath,"${NV}/${d}"); fi
+  done
+  cudart="$( (ls "${NV}"/cuda_runtime/lib/libcudart.so.* "${NV}"/cu13/lib/libcudart.so.* 2>/dev/null || true) | head -1)"
+  libs+=(-l:"$(basename "${cudart}")" -l:libnccl.so.2)
+fi
+srcs=("${ROOT}"/cc/common/*.cc "${ROOT}"/cc/common/algorithms/*.cc "${ROOT}"/cc/common/gpu/*.cc
+      "${ROOT}"/cc/common/nccl/*.cc "${ROOT}/tests/gpu/core_gpu_test.cc")
+srcs=("${srcs[@]/${ROOT}\/cc\/common\/gpu_backend_none.cc}")
+"${CXX:-g++}" -std=c++17 -O2 -pthread -DHAVE_GLOO=0 -DHAVE_MPI=0 -I"${ROOT}" "${inc[@]}" \
+  ${srcs[@]} -o "${OUT}/core_gpu_test" "${libs[@]}" -lrt -ldl
+echo "built ${OUT}/core_gpu_test" >&2

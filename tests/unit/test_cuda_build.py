@@ -1,0 +1,85 @@
+"""The CUDA variant builds here (no GPU, no system CUDA; NCCL and the CUDA runtime from the
+PyPI wheels of tools/requirements-cuda.txt, which tools/setup.sh installs), and a package
+holding it imports, says cuda_built() and nccl_built(), registers GPU kernels for every
+collective, and still runs CPU collectives at np=2.
+
+The CUDA library (//:_hvd_cuda.so) is built into a temporary copy of the package, never
+over tf_hvd/_hvd.so (the CPU library the rest of the suite imports). It shares every object
+file but the GPU code with the CPU library (BUILD, //:common_objects), so with Bazel's cache
+warm from the CPU build this is the GPU files (once) and a link.
+
+    PYTHONPATH=. python -m pytest -q tests/unit/test_cuda_build.py
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from jobrunner import PYTHON, REPO, base_env, run, tfhvdrun_cmd
+
+REQUIREMENTS = os.path.join(REPO, "tools", "requirements-cuda.txt")
+
+# Runs on every rank of the job, importing the CUDA package.
+WORKER = r"""
+import numpy as np
+import tensorflow as tf
+import tf_hvd as hvd
+from tensorflow.python.framework import kernels
+
+assert hvd.__file__.startswith(PACKAGE_ROOT), hvd.__file__
+assert hvd.cuda_built() and hvd.nccl_built(), (hvd.cuda_built(), hvd.nccl_built())
+for op in ["HorovodAllreduce", "HorovodGroupedAllreduce", "HorovodAllgather", "HorovodBroadcast",
+           "HorovodAlltoall", "HorovodReducescatter", "HorovodJoin", "HorovodBarrier"]:
+    devices = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
+    assert devices >= {"CPU", "GPU"}, (op, devices)
+hvd.init()
+r, n = hvd.rank(), hvd.size()
+assert n == 2
+x = tf.constant([1.0, 2.0, 3.0]) * (r + 1)
+np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Sum).numpy(), [3.0, 6.0, 9.0])
+np.testing.assert_array_equal(hvd.allreduce(x).numpy(), [1.5, 3.0, 4.5])
+g = hvd.allgather(tf.fill([r + 1, 2], r))
+np.testing.assert_array_equal(g.numpy(), [[0, 0], [1, 1], [1, 1]])
+b = hvd.broadcast(tf.constant([r, r]), root_rank=1)
+np.testing.assert_array_equal(b.numpy(), [1, 1])
+print("CUDA-BUILD-OK rank", r, flush=True)
+hvd.shutdown()
+"""
+
+
+def _wheels_installed():
+    code = ("import importlib\n"
+            "for m in ['nvidia.nccl', 'nvidia.cuda_runtime', 'nvidia.cuda_nvcc']:\n"
+            "    importlib.import_module(m)\n")
+    return subprocess.run([PYTHON, "-c", code], capture_output=True).returncode == 0
+
+
+def test_cuda_variant_builds_imports_and_runs_cpu_collectives(tmp_path):
+    assert _wheels_installed(), (
+        "the CUDA wheels are missing: pip install -r tools/requirements-cuda.txt "
+        "(tools/setup.sh does it)")
+    package = tmp_path / "pkg"
+    shutil.copytree(os.path.join(REPO, "tf_hvd"), package / "tf_hvd",
+                    ignore=shutil.ignore_patterns("_hvd.so", "__pycache__", "*.tmp.*"))
+    library = package / "tf_hvd" / "_hvd.so"
+    env = dict(os.environ, TF_HVD_LIB_DEST=str(library))
+    build = run(["bash", os.path.join(REPO, "tools", "build_lib.sh"), "--cuda"], timeout=1500,
+                env=env, cwd=REPO)
+    assert build.ok, build.describe(text=build.output[-6000:])
+    assert library.exists()
+
+    # The library finds NCCL and the CUDA runtime without LD_LIBRARY_PATH.
+    ldd = subprocess.run(["ldd", str(library)], capture_output=True, text=True).stdout
+    for lib in ("libnccl.so.2", "libcudart.so.12"):
+        line = [l for l in ldd.splitlines() if lib in l]
+        assert line and "not found" not in line[0], ldd
+
+    worker = tmp_path / "worker.py"
+    worker.write_text("PACKAGE_ROOT = %r\n" % str(package) + WORKER)
+    job_env = base_env({"PYTHONPATH": os.pathsep.join([str(package), REPO])})
+    res = run(tfhvdrun_cmd(2) + [sys.executable, str(worker)], timeout=240, env=job_env,
+              cwd=str(tmp_path))
+    assert res.ok, res.describe(text=res.output[-6000:])
+    assert res.output.count("CUDA-BUILD-OK") == 2, res.output[-3000:]
