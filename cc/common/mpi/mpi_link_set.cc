@@ -11,9 +11,9 @@ constexpr int kCreateTag = 4711;
 }  // namespace
 
 MpiLinkSet::MpiLinkSet(MpiTransport* transport, MPI_Comm comm, std::vector<int> members,
-                       int rank, int64_t spin_us)
+                       int rank, int64_t spin_us, double limit_s)
     : LinkSet(std::move(members), rank), transport_(transport), comm_(comm) {
-  links_.Reset(comm_, rank, size(), spin_us);
+  links_.Reset(comm_, rank, size(), spin_us, limit_s);
 }
 
 MpiLinkSet::~MpiLinkSet() {
@@ -23,7 +23,7 @@ MpiLinkSet::~MpiLinkSet() {
 }
 
 Status MpiLinkSet::Open(MpiTransport* transport, MPI_Comm parent, const std::vector<int>& members,
-                        int64_t spin_us, std::unique_ptr<LinkSet>* out) {
+                        int64_t spin_us, double limit_s, std::unique_ptr<LinkSet>* out) {
   int rank = 0, size = 0, index = 0;
   MPI_Comm_rank(parent, &rank);
   MPI_Comm_size(parent, &size);
@@ -38,7 +38,7 @@ Status MpiLinkSet::Open(MpiTransport* transport, MPI_Comm parent, const std::vec
   MPI_Group_free(&all);
   if (!s.ok()) return s;
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  out->reset(new MpiLinkSet(transport, comm, members, index, spin_us));
+  out->reset(new MpiLinkSet(transport, comm, members, index, spin_us, limit_s));
   return Status();
 }
 

@@ -4,7 +4,7 @@
 // MPI_Allreduce over it. The communicator is freed with the set.
 //
 //   std::unique_ptr<LinkSet> set;
-//   Status s = MpiLinkSet::Open(transport, comm, {0, 2}, spin_us, &set);
+//   Status s = MpiLinkSet::Open(transport, comm, {0, 2}, spin_us, limit_s, &set);
 #ifndef TFHVD_COMMON_MPI_MPI_LINK_SET_H_
 #define TFHVD_COMMON_MPI_MPI_LINK_SET_H_
 
@@ -25,7 +25,7 @@ class MpiLinkSet : public LinkSet {
   // parent: the job's communicator; members: global ranks, as for
   // Transport::OpenLinkSet.
   static Status Open(MpiTransport* transport, MPI_Comm parent, const std::vector<int>& members,
-                     int64_t spin_us, std::unique_ptr<LinkSet>* out);
+                     int64_t spin_us, double limit_s, std::unique_ptr<LinkSet>* out);
   ~MpiLinkSet() override;
 
   Status Send(int to, const void* data, size_t bytes) override {
@@ -44,7 +44,7 @@ class MpiLinkSet : public LinkSet {
 
  private:
   MpiLinkSet(MpiTransport* transport, MPI_Comm comm, std::vector<int> members, int rank,
-             int64_t spin_us);
+             int64_t spin_us, double limit_s);
   MpiTransport* transport_;
   MPI_Comm comm_;
   MpiLinks links_;

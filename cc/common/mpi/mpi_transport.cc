@@ -215,7 +215,7 @@ Status MpiTransport::BitwiseOr(uint64_t* words, size_t n) {
 
 Status MpiTransport::OpenLinkSet(const std::vector<int>& members,
                                  std::unique_ptr<LinkSet>* out) {
-  return MpiLinkSet::Open(this, comm_, members, params_.spin_us, out);
+  return MpiLinkSet::Open(this, comm_, members, params_.spin_us, params_.stall_shutdown_s, out);
 }
 
 Status MpiTransport::AllreduceOver(MPI_Comm comm, const void* input, void* output, int64_t count,
