@@ -119,7 +119,7 @@ HOROVOD_0_28_METHODS = {
 
 # Parameters tf_hvd adds after Horovod's, each on purpose.
 EXTENSIONS = {
-    "join": ["name"],
+    "join": ["name", "process_set"],
     "grouped_reducescatter": ["name", "ignore_name_scope"],
     "LocalGradientAggregationHelperEager": ["name"],
     ("tape", "gradient"): ["unconnected_gradients"],

@@ -175,7 +175,9 @@ def test_scalar_ops():
     assert int(hvd.size_op().numpy()) == 1
     assert int(hvd.size_op(0).numpy()) == 1  # Horovod's order: process_set_id first
     assert int(hvd.process_set_included_op().numpy()) == 1
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"Process set does not exist or has not been registered "
+                             r"\(process set id 3\)"):
         hvd.size_op(3)
     assert int(hvd.rank_op().numpy()) == 0
     assert int(hvd.local_size_op().numpy()) == 1

@@ -203,7 +203,8 @@ def _params(device_dense, device_sparse, compression, sparse_as_dense, op,
                 op=op, gradient_predivide_factor=gradient_predivide_factor,
                 backward_passes_per_step=int(backward_passes_per_step),
                 average_aggregated_gradients=average_aggregated_gradients,
-                groups=groups, scale_local_gradients=bool(scale_local_gradients))
+                groups=groups, process_set=process_set,
+                scale_local_gradients=bool(scale_local_gradients))
 
 
 def distributed_optimizer_class(base, name=None, device_dense='',

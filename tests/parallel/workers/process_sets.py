@@ -116,13 +116,14 @@ def check_static(ck, n, r, sets):
                     ck.close(what + " reducescatter",
                              hvd.reducescatter(big, op=hvd.Sum, process_set=ps),
                              full[first:first + 2 + (1 if me < 1 else 0)])
-        # Gradients within the set: d(sum of every member's loss)/d(my x).
+        # Gradients within the set, as Horovod defines them: allgather's is the
+        # set's average of the incoming gradients, then this rank's rows.
         x = tf.Variable([1.0, 2.0])
         weights = tf.range(2 * len(members), dtype=tf.float32)
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(hvd.allgather(x, process_set=ps) * weights)
         ck.close(label + " allgather gradient", tape.gradient(loss, x),
-                 len(members) * np.arange(2 * me, 2 * me + 2, dtype=np.float32))
+                 np.arange(2 * me, 2 * me + 2, dtype=np.float32))
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(hvd.allreduce(x * float(r + 1), op=hvd.Sum, process_set=ps))
         ck.close(label + " allreduce gradient", tape.gradient(loss, x),
@@ -238,7 +239,8 @@ def check_errors(ck, n, r, sets):
         others = ",".join(str(k) for k in over.ranks if k != last)
         ck.raises("mismatch in set", lambda: hvd.allreduce(tf.ones(shape), name="mm",
                                                            process_set=over),
-                  IAE, ["process set 3 (ranks %s)" % ", ".join(map(str, over.ranks)),
+                  tf.errors.FailedPreconditionError,
+                  ["process set 3 (ranks %s)" % ", ".join(map(str, over.ranks)),
                         "tensor 'mm': mismatched shape",
                         "on rank%s %s" % ("s" if len(over.ranks) > 2 else "", others),
                         "[3] on rank %d" % last])
