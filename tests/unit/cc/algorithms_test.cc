@@ -25,82 +25,15 @@
 #include "cc/common/algorithms/ring_allreduce.h"
 #include "cc/common/algorithms/selection.h"
 #include "cc/common/reduce_kernels.h"
+#include "tests/unit/cc/thread_links.h"
 
 using namespace tfhvd;
 
 namespace {
 
-// A message queue per ordered pair of ranks (empty transfers send nothing,
-// as on real links); sends never block (unbounded),
-// receives wait for the next message.
-class Wires {
- public:
-  explicit Wires(int n) : n_(n), streams_(static_cast<size_t>(n * n)) {}
-  void Put(int from, int to, const char* p, size_t k) {
-    std::lock_guard<std::mutex> lock(m_);
-    streams_[static_cast<size_t>(from * n_ + to)].emplace_back(p, k);
-    cv_.notify_all();
-  }
-  // Messages are taken whole: every test sends and receives the same sizes.
-  void Take(int from, int to, char* p, size_t k) {
-    std::unique_lock<std::mutex> lock(m_);
-    auto& q = streams_[static_cast<size_t>(from * n_ + to)];
-    cv_.wait(lock, [&] { return !q.empty(); });
-    std::string m = std::move(q.front());
-    q.pop_front();
-    lock.unlock();
-    if (m.size() != k) {
-      std::fprintf(stderr, "rank %d sent %zu bytes to rank %d, which expected %zu\n", from,
-                   m.size(), to, k);
-      std::abort();
-    }
-    if (k > 0) std::memcpy(p, m.data(), k);
-  }
-
- private:
-  int n_;
-  std::vector<std::deque<std::string>> streams_;
-  std::mutex m_;
-  std::condition_variable cv_;
-};
-
-class ThreadLinks : public Links {
- public:
-  ThreadLinks(Wires* wires, int rank, int size) : wires_(wires), rank_(rank), size_(size) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  Status Send(int to, const void* data, size_t bytes) override {
-    if (to == rank_ || to < 0 || to >= size_) return Status::InvalidArgument("bad peer");
-    if (bytes > 0) wires_->Put(rank_, to, static_cast<const char*>(data), bytes);
-    return Status();
-  }
-  Status Recv(int from, void* data, size_t bytes) override {
-    if (from == rank_ || from < 0 || from >= size_) return Status::InvalidArgument("bad peer");
-    if (bytes > 0) wires_->Take(from, rank_, static_cast<char*>(data), bytes);
-    return Status();
-  }
-  Status Exchange(int to, const void* send, size_t send_bytes, int from, void* recv,
-                  size_t recv_bytes) override {
-    Status s = Send(to, send, send_bytes);
-    return s.ok() ? Recv(from, recv, recv_bytes) : s;
-  }
-
- private:
-  Wires* wires_;
-  int rank_, size_;
-};
-
-// Runs body(links) on n threads, one per rank.
+// Threads as ranks over in-memory links (thread_links.h).
 void OnRanks(int n, const std::function<void(Links&)>& body) {
-  Wires wires(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      ThreadLinks links(&wires, r, n);
-      body(links);
-    });
-  }
-  for (auto& t : threads) t.join();
+  tfhvd::testing::OnThreadRanks(n, body);
 }
 
 float Value(int rank, size_t i) { return 0.1f * static_cast<float>(rank + 1) + 1e-3f * (i % 97); }
