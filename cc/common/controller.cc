@@ -40,6 +40,7 @@ Controller::Controller(Transport* transport, const Topology& topology,
 Status Controller::ComputeResponseList(Leaving leaving, ResponseList* out) {
   out->responses.clear();
   out->shutdown = false;
+  out->has_tuned = false;
   out->shutdown_called_by.clear();
   out->exiting.clear();
 
@@ -117,6 +118,8 @@ Status Controller::ComputeResponseList(Leaving leaving, ResponseList* out) {
     bits[0] |= kUncachedFlag;
     last_stall_round_ = now;
   }
+  // New autotune values travel in the coordinator's response list.
+  if (coordinator_ && tuning_pending_) bits[0] |= kUncachedFlag;
 
   Status s = transport_->BitwiseOr(bits.data(), bits.size());
   if (!s.ok()) return s;
@@ -175,6 +178,11 @@ Status Controller::ComputeResponseList(Leaving leaving, ResponseList* out) {
       negotiated.responses = FuseResponses(coordinator_->TakeReadyResponses(&negotiated.shutdown),
                                            params_.fusion_threshold_bytes,
                                            params_.disable_group_fusion);
+      if (tuning_pending_ && !negotiated.shutdown) {
+        negotiated.has_tuned = true;
+        negotiated.tuned = tuning_;
+        tuning_pending_ = false;
+      }
       encoded = SerializeResponseList(negotiated);
     }
     s = transport_->BroadcastBytes(&encoded, 0);
@@ -194,12 +202,37 @@ Status Controller::ComputeResponseList(Leaving leaving, ResponseList* out) {
       if (r.type == OpType::JOIN && r.kind == Response::OPERATION) joined_ = false;
       out->responses.push_back(std::move(r));
     }
+    // Every rank switches here, after this round's fusion decisions.
+    if (negotiated.has_tuned) {
+      ApplyTuning(negotiated.tuned);
+      out->has_tuned = true;
+      out->tuned = negotiated.tuned;
+    }
   } else if (!uncached.empty()) {
     // Only possible for requests orphaned by an invalidation this round when no
     // rank flagged uncached work: send them next round.
     for (auto& q : uncached) waiting_hits_.push_back({std::move(q), now});
   }
   return Status();
+}
+
+void Controller::ProposeTuning(const TunedParameters& values) {
+  tuning_ = values;
+  tuning_pending_ = true;
+}
+
+void Controller::ApplyTuning(const TunedParameters& values) {
+  params_.fusion_threshold_bytes = values.fusion_threshold_bytes;
+  params_.cycle_time_ms = values.cycle_time_ms;
+  if (values.response_cache != cache_.enabled()) {
+    // Every rank switches in the same round, so the caches stay alike: a
+    // fresh one (or none). Hits waiting for other ranks are looked up again
+    // next round, and go to the coordinator when they miss.
+    size_t capacity = values.response_cache && params_.cache_capacity > 0
+                          ? static_cast<size_t>(params_.cache_capacity)
+                          : 0;
+    cache_ = ResponseCache(capacity);
+  }
 }
 
 std::vector<uint32_t> Controller::OrderCachedHits(

@@ -37,6 +37,11 @@ class Controller {
   Status ComputeResponseList(Leaving leaving, ResponseList* out);
   // Records a performed response in the response cache (all ranks, same order).
   void CacheResponse(const Response& response, const std::vector<Request>& own_requests);
+  // Coordinator only (autotune): send these values to every rank in the next
+  // round's response list. Every rank applies the fusion threshold and the
+  // response cache switch at the end of that round and reports the values in
+  // ResponseList::tuned (the caller applies the rest).
+  void ProposeTuning(const TunedParameters& values);
 
  private:
   struct Waiting {
@@ -57,6 +62,10 @@ class Controller {
   bool joined_ = false;  // this rank sent a JOIN that has not completed
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
   std::chrono::steady_clock::time_point last_stall_round_{};
+  bool tuning_pending_ = false;  // coordinator: proposed values not sent yet
+  TunedParameters tuning_;
+
+  void ApplyTuning(const TunedParameters& values);
 };
 
 }  // namespace tfhvd

@@ -90,6 +90,30 @@ const std::vector<KnobSpec>& Table() {
        "Reserved for the hierarchical allgather (gather within each host, exchange between "
        "hosts, broadcast within the host); not implemented yet: the backend's allgather "
        "runs whatever its value."},
+      {"HOROVOD_AUTOTUNE", T::BOOL, &P::autotune, "0", 0, 0, "", kUser, "--autotune",
+       "Rank 0 tunes the fusion threshold (0-64 MiB), cycle time (1-25 ms), response cache "
+       "on/off and (on several hosts) hierarchical allreduce online, by Bayesian "
+       "optimisation of the bytes allreduced per second; every rank switches at the same "
+       "round. Knobs set explicitly stay fixed. README, Autotune."},
+      {"HOROVOD_AUTOTUNE_LOG", T::STRING, &P::autotune_log, "", 0, 0, "", kUser,
+       "--autotune-log-file",
+       "Rank 0 writes one CSV row per autotune sample (the values tried and their score, "
+       "bytes allreduced per second) to this file; empty: no log."},
+      {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", T::INT, &P::autotune_warmup_samples, "3", 0, 1e6, "",
+       kUser, "--autotune-warmup-samples",
+       "Samples discarded at the start of autotuning (start-up is slower than steady state)."},
+      {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", T::INT, &P::autotune_steps_per_sample, "10", 1, 1e6,
+       "", kUser, "--autotune-steps-per-sample",
+       "Background-loop cycles that allreduce something per autotune sample."},
+      {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", T::INT, &P::autotune_bayes_opt_max_samples,
+       "20", 1, 1e4, "", kUser, "--autotune-bayes-opt-max-samples",
+       "Scored samples before autotuning stops and keeps the best values for the rest of the "
+       "job."},
+      {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", T::NUMBER,
+       &P::autotune_gaussian_process_noise, "0.8", 0, 1e6, "", kUser,
+       "--autotune-gaussian-process-noise",
+       "Noise of the Gaussian process (added to its kernel's diagonal, in units of the "
+       "scores' variance): higher trusts single measurements less."},
       {"HOROVOD_MALLOC_REUSE", T::BOOL, &P::malloc_reuse, "1", 0, 0, "", kUser, "",
        "Raises glibc's mmap/trim thresholds at init (unless `MALLOC_MMAP_THRESHOLD_`/"
        "`MALLOC_TRIM_THRESHOLD_` are set) so large freed buffers are reused instead of "
@@ -276,6 +300,7 @@ const char* KnobTypeName(KnobType type) {
     case KnobType::BYTES: return "bytes";
     case KnobType::SECONDS: return "seconds";
     case KnobType::MILLISECONDS: return "milliseconds";
+    case KnobType::NUMBER: return "number";
     case KnobType::STRING: return "string";
     case KnobType::ENUM: return "enum";
   }
@@ -332,7 +357,8 @@ Status ParseKnob(const KnobSpec& spec, const std::string& raw, Parameters* out) 
       return Status();
     }
     case KnobType::SECONDS:
-    case KnobType::MILLISECONDS: {
+    case KnobType::MILLISECONDS:
+    case KnobType::NUMBER: {
       char* end = nullptr;
       errno = 0;
       double v = text.empty() ? 0 : std::strtod(text.c_str(), &end);

@@ -26,6 +26,7 @@ enum class KnobType {
   BYTES,         // a plain integer number of bytes in [min, max] (no "1M" suffixes)
   SECONDS,       // a finite number in [min, max]
   MILLISECONDS,  // a finite number in [min, max]
+  NUMBER,        // a finite number in [min, max], no unit
   STRING,        // any text
   ENUM,          // one of `values` (any case; stored in lower case)
 };

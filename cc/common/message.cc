@@ -123,6 +123,13 @@ std::string SerializeResponseList(const ResponseList& list) {
     w.PutString(r.error);
     w.PutString(r.group);
   }
+  w.Put<uint8_t>(list.has_tuned);
+  if (list.has_tuned) {
+    w.Put<int64_t>(list.tuned.fusion_threshold_bytes);
+    w.Put<double>(list.tuned.cycle_time_ms);
+    w.Put<uint8_t>(list.tuned.response_cache);
+    w.Put<uint8_t>(list.tuned.hierarchical_allreduce);
+  }
   return w.Take();
 }
 
@@ -149,6 +156,16 @@ bool ParseResponseList(const std::string& bytes, ResponseList* list) {
     q.reduce_op = static_cast<ReduceOp>(op);
     q.cacheable = cacheable != 0;
     q.on_gpu = on_gpu != 0;
+  }
+  uint8_t has_tuned, cache, hierarchical;
+  if (!r.Get(&has_tuned)) return false;
+  list->has_tuned = has_tuned != 0;
+  if (list->has_tuned) {
+    if (!r.Get(&list->tuned.fusion_threshold_bytes) || !r.Get(&list->tuned.cycle_time_ms) ||
+        !r.Get(&cache) || !r.Get(&hierarchical))
+      return false;
+    list->tuned.response_cache = cache != 0;
+    list->tuned.hierarchical_allreduce = hierarchical != 0;
   }
   return r.done();
 }

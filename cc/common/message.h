@@ -63,9 +63,27 @@ struct Response {
   std::string group;
 };
 
+// The values the autotuner (autotune/parameter_manager.h) tunes; the
+// coordinator sends new ones in a round's ResponseList and every rank applies
+// them at the end of that round.
+struct TunedParameters {
+  int64_t fusion_threshold_bytes = 0;
+  double cycle_time_ms = 0;
+  bool response_cache = true;
+  bool hierarchical_allreduce = false;
+  bool operator==(const TunedParameters& o) const {
+    return fusion_threshold_bytes == o.fusion_threshold_bytes &&
+           cycle_time_ms == o.cycle_time_ms && response_cache == o.response_cache &&
+           hierarchical_allreduce == o.hierarchical_allreduce;
+  }
+};
+
 struct ResponseList {
   std::vector<Response> responses;
   bool shutdown = false;
+  // Set in a round where the coordinator switched the tuned parameters.
+  bool has_tuned = false;
+  TunedParameters tuned;
   // Filled by the controller (never sent): when shutdown is set, the ranks
   // that asked for it, by how (hvd.shutdown() called / the process exiting).
   std::vector<int> shutdown_called_by;

@@ -20,6 +20,7 @@
 #include "cc/common/algorithms/adasum_allreduce.h"
 #include "cc/common/algorithms/allreduce_runner.h"
 #include "cc/common/algorithms/link_collectives.h"
+#include "cc/common/autotune/parameter_manager.h"
 #include "cc/common/collective_ops.h"
 #include "cc/common/controller.h"
 #include "cc/common/gpu_backend.h"
@@ -72,6 +73,8 @@ struct GlobalState {
   std::vector<std::vector<int>> requested_sets;  // hvd.init(process_sets=...)
   JobCommunicator comm;                          // hvd.init(comm=...)
   std::vector<std::string> host_keys;            // by global rank
+  std::mutex autotune_mutex;
+  std::vector<AutotuneRecord> autotune_history;  // AutotuneHistory()
 };
 
 GlobalState& State() {
@@ -366,6 +369,23 @@ Status RunSetRound(ProcessSet& set, Controller::Leaving leaving, ResponseList* l
   return Status();
 }
 
+// Bytes an allreduce response list reduced (autotune's score).
+int64_t AllreducedBytes(const ResponseList& list) {
+  int64_t bytes = 0;
+  for (const Response& r : list.responses) {
+    if (r.kind != Response::OPERATION || r.type != OpType::ALLREDUCE) continue;
+    int64_t elements = 0;
+    for (int64_t n : r.sizes) elements += n;
+    bytes += elements * static_cast<int64_t>(DataTypeSize(r.dtype));
+  }
+  return bytes;
+}
+
+double SecondsNow() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // The background loop: wait for work (or the cycle time), then one round per
 // process set this rank belongs to (the global set first), each negotiating
 // and performing its own collectives.
@@ -419,6 +439,21 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   TFHVD_LOG(DEBUG) << "background thread started: transport " << st->transport->name()
                    << ", rank " << st->topology.rank << " of " << st->topology.size;
   auto cycle = std::chrono::microseconds(static_cast<int64_t>(st->params.cycle_time_ms * 1000));
+  // HOROVOD_AUTOTUNE: rank 0 tunes; every rank applies what the global
+  // round's response list carries.
+  std::unique_ptr<ParameterManager> tuner;
+  if (st->params.autotune && st->topology.rank == 0) {
+    const bool hierarchical = global.allreduce && global.allreduce->hierarchical_ready();
+    tuner.reset(new ParameterManager(st->params, hierarchical));
+    if (tuner->active()) {
+      std::string names;
+      for (auto k : tuner->tuned()) {
+        names += (names.empty() ? "" : ", ") + std::string(ParameterManager::KnobName(k));
+      }
+      TFHVD_LOG(INFO) << "autotune: tuning " << names;
+    }
+  }
+  int64_t global_rounds = 0;
   Status final_status = Status::Aborted(
       "Horovod has been shut down in this process (hvd.shutdown(), or the process is "
       "exiting); this collective did not run");
@@ -429,7 +464,7 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
   // do not need its rounds until it has work, and work wakes it at once.
   // With process sets, an idle rank's global round may be what members of
   // another set wait for, so it polls every cycle time.
-  const auto max_idle = std::max(cycle, std::chrono::microseconds(20000));
+  auto max_idle = std::max(cycle, std::chrono::microseconds(20000));
   auto backoff = std::chrono::microseconds(0);
   auto idle_wait = cycle;
   for (;;) {
@@ -450,6 +485,27 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
       const auto leaving = set->id == 0 ? static_cast<Controller::Leaving>(st->leaving.load())
                                         : Controller::Leaving::NO;
       s = RunSetRound(*set, leaving, &list);
+      if (s.ok() && set->id == 0) {
+        ++global_rounds;
+        if (list.has_tuned) {
+          // The controller switched fusion and cache at this round's end; the
+          // cycle time and the allreduce algorithm switch here.
+          cycle = std::chrono::microseconds(
+              static_cast<int64_t>(list.tuned.cycle_time_ms * 1000));
+          max_idle = std::max(cycle, std::chrono::microseconds(20000));
+          idle_wait = std::min(idle_wait, cycle);
+          if (set->allreduce) set->allreduce->SetHierarchical(list.tuned.hierarchical_allreduce);
+          {
+            std::lock_guard<std::mutex> lock(st->autotune_mutex);
+            st->autotune_history.push_back({global_rounds, list.tuned});
+          }
+          if (tuner) tuner->Applied(SecondsNow());
+        }
+        TunedParameters next;
+        if (tuner && !list.has_tuned && tuner->Update(AllreducedBytes(list), SecondsNow(), &next)) {
+          set->controller->ProposeTuning(next);
+        }
+      }
       if (!s.ok()) {
         final_status = Failed(st, s);
         s = final_status;
@@ -518,6 +574,10 @@ Status Initialize(const std::vector<std::vector<int>>& process_sets,
     st.hosts.clear();
   }
   st.requested_sets = process_sets;
+  {
+    std::lock_guard<std::mutex> lock(st.autotune_mutex);
+    st.autotune_history.clear();
+  }
   if (comm.has_handle && st.params.controller != "mpi" && !std::getenv("PMI_RANK") &&
       !std::getenv("PMI_SIZE") && !std::getenv("OMPI_COMM_WORLD_RANK")) {
     return Status::InvalidArgument(
@@ -579,6 +639,12 @@ void Shutdown(bool exiting) {
 }
 
 bool IsInitialized() { return State().running.load(); }
+
+std::vector<AutotuneRecord> AutotuneHistory() {
+  GlobalState& st = State();
+  std::lock_guard<std::mutex> lock(st.autotune_mutex);
+  return st.autotune_history;
+}
 
 bool TopologyKnown() { return State().topology_known.load(); }
 

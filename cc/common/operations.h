@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "cc/common/message.h"
 #include "cc/common/tensor_queue.h"
 #include "cc/common/transport.h"
 
@@ -51,6 +52,15 @@ bool TimelineIsDynamic(const std::string& value);
 bool MpiThreadsSupported();
 // The CPU the background thread is pinned to (HOROVOD_THREAD_AFFINITY), or -1.
 int BackgroundThreadCpu();
+
+// Autotune (HOROVOD_AUTOTUNE): the values this rank switched to, one record
+// per switch, with the global negotiation round (counted from 1, the same on
+// every rank) whose end it switched at. Cleared at init.
+struct AutotuneRecord {
+  int64_t round = 0;
+  TunedParameters values;
+};
+std::vector<AutotuneRecord> AutotuneHistory();
 
 // Hands one tensor to the background thread. On error the callback is NOT
 // called; the caller completes the op with the returned status.

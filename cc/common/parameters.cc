@@ -14,6 +14,7 @@ Status Parameters::FromLookup(const std::function<const char*(const char*)>& loo
     if (v == nullptr || *v == '\0') continue;  // unset or empty: the default
     Status s = ParseKnob(spec, v, p);
     if (!s.ok()) return s;
+    p->set_knobs.insert(spec.name);
   }
   // Defaults that follow other knobs.
   p->stall_check = !p->stall_check_disable;

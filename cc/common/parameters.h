@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 
 #include "cc/common/common.h"
@@ -50,6 +51,14 @@ struct Parameters {
   // (algorithms/hierarchical_*.h; selection.h decides when they apply).
   bool hierarchical_allreduce = false;                 // HOROVOD_HIERARCHICAL_ALLREDUCE
   bool hierarchical_allgather = false;                 // HOROVOD_HIERARCHICAL_ALLGATHER
+  // Autotune (autotune/parameter_manager.h): rank 0 tunes the fusion
+  // threshold, cycle time, response cache and hierarchical allreduce online.
+  bool autotune = false;                               // HOROVOD_AUTOTUNE
+  std::string autotune_log;                            // HOROVOD_AUTOTUNE_LOG; "" = none
+  int64_t autotune_warmup_samples = 3;                 // HOROVOD_AUTOTUNE_WARMUP_SAMPLES
+  int64_t autotune_steps_per_sample = 10;              // HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE
+  int64_t autotune_bayes_opt_max_samples = 20;         // HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES
+  double autotune_gaussian_process_noise = 0.8;        // HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE
 
   // --- the job's shape, set by the launcher (tfhvdrun); -1 = not set ---
   int64_t rank = -1;        // HOROVOD_RANK (set: the Gloo transport is used)
@@ -88,6 +97,9 @@ struct Parameters {
   // How long one NCCL operation (or communicator set-up) may take before the
   // communicator is aborted and its ops fail.
   double nccl_timeout_s = 300.0;  // HOROVOD_NCCL_TIMEOUT_SECONDS
+
+  // The knobs set (non-empty) in the environment: autotune leaves these fixed.
+  std::set<std::string> set_knobs;
 
   // --- read by the Python package at hvd.init() ---
   bool tf_threads = true;              // HOROVOD_TF_THREADS (tf_hvd/tf_threads.py)

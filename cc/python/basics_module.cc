@@ -199,6 +199,15 @@ PYBIND11_MODULE(_hvd, m) {
     tfhvd::Status s = tfhvd::StopTimeline();
     if (!s.ok()) throw std::runtime_error(s.message());
   });
+  m.def("autotune_history", [] {
+    // [(round, fusion_threshold_bytes, cycle_time_ms, response_cache, hierarchical_allreduce)]
+    py::list out;
+    for (const auto& r : tfhvd::AutotuneHistory()) {
+      out.append(py::make_tuple(r.round, r.values.fusion_threshold_bytes, r.values.cycle_time_ms,
+                                r.values.response_cache, r.values.hierarchical_allreduce));
+    }
+    return out;
+  }, "Autotune: the values this rank switched to, with the global round of each switch.");
   m.def("transport", [] { return std::string(tfhvd::TransportName()); });
   m.def("mpi_threads_supported", [] { return tfhvd::MpiThreadsSupported(); });
   m.def("background_thread_cpu", [] { return tfhvd::BackgroundThreadCpu(); },

@@ -1,5 +1,5 @@
 """Runs every C++ unit test (GoogleTest cc_test targets: //:core_test,
-//:shm_allreduce_test, //:algorithms_test, //:subset_transport_test) with `bazel test //...`; a failure shows Bazel's output and the
+//:shm_allreduce_test, //:algorithms_test, //:subset_transport_test, //:autotune_test) with `bazel test //...`; a failure shows Bazel's output and the
 failing tests' logs.
 
     tools/bazel test --build_tests_only --test_output=errors //...
@@ -23,5 +23,5 @@ def test_bazel_cc_tests_pass():
     # Every suite ran (a glob or rule change must not silently drop them).
     passed = re.findall(r"^(//\S+)\s+(?:\(cached\) )?PASSED", res.output, re.M)
     for target in ("//:core_test", "//:shm_allreduce_test", "//:algorithms_test",
-                   "//:subset_transport_test"):
+                   "//:subset_transport_test", "//:autotune_test"):
         assert target in passed, "%s not reported PASSED\n%s" % (target, res.describe(60))

@@ -59,7 +59,7 @@ def test_every_plain_default_parses_to_the_value_used_when_unset(lib):
     defaults = lib.default_knob_values()
     assert set(defaults) == {k["name"] for k in lib.knobs()}
     for k in lib.knobs():
-        assert k["type"] in ("bool", "int", "bytes", "seconds", "milliseconds", "string", "enum")
+        assert k["type"] in ("bool", "int", "bytes", "seconds", "milliseconds", "number", "string", "enum")
         assert k["set_by"] in ("user", "launcher"), k
         assert k["meaning"], k
         if k["default"].startswith("("):

@@ -16,7 +16,7 @@ Status AllreduceRunner::OpenHierarchical() {
       &topology_links_);
   if (!s.ok()) return s;
   if (!topology_links_.homogeneous) {
-    if (topology_.rank == 0) {
+    if (topology_.rank == 0 && params_.hierarchical_allreduce) {
       TFHVD_LOG(WARNING) << "HOROVOD_HIERARCHICAL_ALLREDUCE: the hosts run different numbers "
                             "of ranks; the flat allreduce is used";
     }
@@ -36,7 +36,9 @@ Status AllreduceRunner::OpenHierarchical() {
 
 Status AllreduceRunner::Open() {
   const bool backend = transport_->has_backend_allreduce();
-  if (params_.hierarchical_allreduce && topology_.local_size < topology_.size) {
+  // Autotune may switch hierarchical allreduce on later unless the user fixed it.
+  const bool may_tune = params_.autotune && !params_.set_knobs.count("HOROVOD_HIERARCHICAL_ALLREDUCE");
+  if ((params_.hierarchical_allreduce || may_tune) && topology_.local_size < topology_.size) {
     Status s = OpenHierarchical();
     if (!s.ok()) return s;
   }

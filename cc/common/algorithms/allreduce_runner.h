@@ -48,6 +48,12 @@ class AllreduceRunner {
   // copy: ShmAllreduce::Allreduce(segments, ...)); nullptr otherwise.
   ShmAllreduce* SharedMemoryFor(int64_t bytes, ReduceOp op);
 
+  // Autotune: hierarchical allreduce on or off from the next allreduce on
+  // (every rank switches at the same round). Only takes effect where the
+  // hierarchical links are open (hierarchical_ready()).
+  void SetHierarchical(bool on) { params_.hierarchical_allreduce = on; }
+  bool hierarchical_ready() const { return hierarchical_ready_; }
+
  private:
   AllreduceCase Case(int64_t bytes, ReduceOp op) const;
   Status OpenHierarchical();
