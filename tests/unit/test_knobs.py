@@ -59,7 +59,8 @@ def test_every_plain_default_parses_to_the_value_used_when_unset(lib):
     defaults = lib.default_knob_values()
     assert set(defaults) == {k["name"] for k in lib.knobs()}
     for k in lib.knobs():
-        assert k["type"] in ("bool", "int", "bytes", "seconds", "milliseconds", "number", "string", "enum")
+        assert k["type"] in ("bool", "int", "bytes", "seconds", "milliseconds", "number",
+                             "string", "enum")
         assert k["set_by"] in ("user", "launcher"), k
         assert k["meaning"], k
         if k["default"].startswith("("):
@@ -74,6 +75,8 @@ def test_every_plain_default_parses_to_the_value_used_when_unset(lib):
     ("HOROVOD_TF_THREADS", "0", False), ("HOROVOD_GLOO_DIRECT_MAX_BYTES", " 1048576 ", 1048576),
     ("HOROVOD_CYCLE_TIME", "2.5", 2.5), ("HOROVOD_LOG_LEVEL", "Debug", "debug"),
     ("HOROVOD_CONTROLLER", "MPI", "mpi"), ("HOROVOD_TIMELINE", " /tmp/t l.json", " /tmp/t l.json"),
+    ("HOROVOD_AUTOTUNE", "1", True), ("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "4", 4),
+    ("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.25", 0.25),
 ])
 def test_valid_values_parse(lib, name, text, value):
     assert lib.parse_knob(name, text) == value
@@ -90,6 +93,8 @@ def test_valid_values_parse(lib, name, text, value):
     ("HOROVOD_GLOO_TIMEOUT_SECONDS", "0x10", "non-negative number of seconds"),
     ("HOROVOD_GLOO_RENDEZVOUS_PORT", "70000", "up to 65535"),
     ("HOROVOD_SIZE", "0", "from 1 to 16777216"),
+    ("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "0", "from 1 to 1000000"),
+    ("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "nan", "non-negative number up to 1000000"),
     ("HOROVOD_LOG_LEVEL", "warn", "one of trace, debug, info, warning, error, fatal"),
 ])
 def test_malformed_values_are_rejected_naming_them(lib, name, text, expected):

@@ -58,8 +58,35 @@ def test_knob_flags_parse():
     assert a.stall_check_shutdown_time_seconds == 120 and a.network_interface == "eth0"
 
 
+def test_autotune_flags_map_to_horovods_knobs(tmp_path):
+    from tf_hvd.runner.env import knob_env
+    a = cli.parse(["-np", "2", "--autotune", "--autotune-log-file", "/tmp/at.csv",
+                   "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "4",
+                   "--autotune-bayes-opt-max-samples", "6",
+                   "--autotune-gaussian-process-noise", "0.5", "x"])
+    env = knob_env(a)
+    assert {k: v for k, v in env.items() if "AUTOTUNE" in k} == {
+        "HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_LOG": "/tmp/at.csv",
+        "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "4",
+        "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "6",
+        "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE": "0.5"}
+    assert not any("AUTOTUNE" in k for k in knob_env(cli.parse(["-np", "2", "x"])))
+    # horovodrun's config-file section; the command line wins.
+    path = tmp_path / "tune.yaml"
+    path.write_text("autotune:\n  enabled: true\n  log_file: /tmp/x.csv\n"
+                    "  warmup_samples: 2\n  steps_per_sample: 5\n"
+                    "  bayes_opt_max_samples: 7\n  gaussian_process_noise: 0.25\n")
+    a = cli.parse(["-np", "2", "--autotune-steps-per-sample", "9", "--config-file", str(path),
+                   "x"])
+    assert (a.autotune, a.autotune_log_file, a.autotune_warmup_samples,
+            a.autotune_steps_per_sample, a.autotune_bayes_opt_max_samples,
+            a.autotune_gaussian_process_noise) == (True, "/tmp/x.csv", 2, 9, 7, 0.25)
+
+
 @pytest.mark.parametrize("argv, fragment", [
     ([], "-np"),
+    (["-np", "2", "--autotune-steps-per-sample", "0", "x"], "--autotune-steps-per-sample"),
+    (["-np", "2", "--autotune-warmup-samples", "-1", "x"], "--autotune-warmup-samples"),
     (["python", "x.py"], "-np"),
     (["-np", "2"], "no command"),
     (["-np", "2", "--"], "no command"),

@@ -56,6 +56,32 @@ class _NicsAction(argparse.Action):
         setattr(namespace, self.dest, nics)
 
 
+def _add_autotune_flags(p):
+    """horovodrun's autotune flags (HOROVOD_AUTOTUNE*; README, Autotune)."""
+    tune = p.add_argument_group("autotune")
+    tune.add_argument("--autotune", dest="autotune", action="store_true",
+                      help="tune the fusion threshold, cycle time, response cache and "
+                           "hierarchical allreduce online (HOROVOD_AUTOTUNE=1)")
+    tune.add_argument("--autotune-log-file", dest="autotune_log_file", metavar="FILE",
+                      help="rank 0 writes one CSV row per autotune sample (HOROVOD_AUTOTUNE_LOG)")
+    tune.add_argument("--autotune-warmup-samples", dest="autotune_warmup_samples",
+                      type=_integer, metavar="N",
+                      help="samples discarded at the start (HOROVOD_AUTOTUNE_WARMUP_SAMPLES, "
+                           "default 3)")
+    tune.add_argument("--autotune-steps-per-sample", dest="autotune_steps_per_sample",
+                      type=_integer, metavar="N",
+                      help="reducing cycles per sample (HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE, "
+                           "default 10)")
+    tune.add_argument("--autotune-bayes-opt-max-samples", dest="autotune_bayes_opt_max_samples",
+                      type=_integer, metavar="N",
+                      help="scored samples before the best values are kept "
+                           "(HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES, default 20)")
+    tune.add_argument("--autotune-gaussian-process-noise",
+                      dest="autotune_gaussian_process_noise", type=_number, metavar="X",
+                      help="noise of the Gaussian process "
+                           "(HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE, default 0.8)")
+
+
 def _add_horovodrun_flags(p):
     """horovodrun's build, config, library and logging flags (same names and meanings)."""
     p.add_argument("-cb", "--check-build", dest="check_build", action="store_true",
@@ -172,6 +198,7 @@ def build_parser():
     knobs.add_argument("--stall-check-shutdown-time-seconds",
                        dest="stall_check_shutdown_time_seconds", type=_number,
                        metavar="S", help="HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")
+    _add_autotune_flags(p)
     _add_horovodrun_flags(p)
     _add_fault_tolerance_flags(p)
     knobs.add_argument("--hierarchical-allreduce", dest="hierarchical_allreduce",
@@ -322,6 +349,13 @@ def parse(argv):
         raise UsageError("--start-timeout must be positive (got %s)" % args.start_timeout)
     _check_nonnegative(args.fusion_threshold_mb, "--fusion-threshold-mb")
     _check_nonnegative(args.cycle_time_ms, "--cycle-time-ms")
+    _check_nonnegative(args.autotune_warmup_samples, "--autotune-warmup-samples")
+    _check_nonnegative(args.autotune_gaussian_process_noise, "--autotune-gaussian-process-noise")
+    for value, flag in ((args.autotune_steps_per_sample, "--autotune-steps-per-sample"),
+                        (args.autotune_bayes_opt_max_samples,
+                         "--autotune-bayes-opt-max-samples")):
+        if value is not None and value < 1:
+            raise UsageError("%s must be at least 1, got %s" % (flag, value))
     _check_nonnegative(args.cache_capacity, "--cache-capacity")
     _check_nonnegative(args.stall_check_warning_time_seconds,
                        "--stall-check-warning-time-seconds")

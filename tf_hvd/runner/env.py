@@ -39,6 +39,19 @@ def knob_env(args):
         env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
     if args.hierarchical_allgather:
         env["HOROVOD_HIERARCHICAL_ALLGATHER"] = "1"
+    if args.autotune:
+        env["HOROVOD_AUTOTUNE"] = "1"
+    if args.autotune_log_file is not None:
+        env["HOROVOD_AUTOTUNE_LOG"] = args.autotune_log_file
+    for dest, name in (("autotune_warmup_samples", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES"),
+                       ("autotune_steps_per_sample", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE"),
+                       ("autotune_bayes_opt_max_samples",
+                        "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES")):
+        if getattr(args, dest) is not None:
+            env[name] = str(getattr(args, dest))
+    if args.autotune_gaussian_process_noise is not None:
+        env["HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"] = _number(
+            args.autotune_gaussian_process_noise)
     if args.no_stall_check:
         env["HOROVOD_STALL_CHECK_DISABLE"] = "1"
     if args.stall_check_warning_time_seconds is not None:
