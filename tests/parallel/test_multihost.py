@@ -134,6 +134,24 @@ def test_job_across_hosts(cluster, tmp_path, transport, np_, layout, given, trai
     assert not _leftovers(cluster, ()), _leftovers(cluster, ())
 
 
+def test_autotune_across_hosts(cluster, tmp_path):
+    # Autotune with hierarchical allreduce among the tuned knobs: exact results, the
+    # same switches at the same round on all four ranks (test_autotune.py's checks).
+    from test_autotune import autotune_env, check_histories
+    result_dir = str(tmp_path)
+    log = os.path.join(result_dir, "autotune.csv")
+    cmd = _launcher(cluster, "gloo", 4, "h1:2,h2:2")
+    cmd += [PYTHON, os.path.join(WORKERS, "autotune_checks.py"), "--np", "4",
+            "--transport", "gloo", "--result-dir", result_dir]
+    res = run(cmd, TIMEOUT, env=job_env(autotune_env(log)), cwd=REPO)
+    assert res.ok, res.describe(text=res.output[-6000:])
+    assert not res.survivors, res.describe()
+    ranks_ok = set(int(r) for r in re.findall(r"\[rank (\d+)\] OK \d+ checks", res.output))
+    assert ranks_ok == set(range(4)), res.output[-6000:]
+    check_histories(result_dir, 4, log, hierarchical_tuned=True)
+    assert not _leftovers(cluster, ()), _leftovers(cluster, ())
+
+
 def test_start_up_names_the_host_and_ssh_message(cluster):
     env = job_env()
     cases = [(["-H", "h1:1,h2:1", "-p", "2999"],

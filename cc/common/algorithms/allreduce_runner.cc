@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cc/common/algorithms/link_collectives.h"
+#include "cc/common/autotune/parameter_manager.h"
 #include "cc/common/logging.h"
 
 namespace tfhvd {
@@ -37,8 +38,9 @@ Status AllreduceRunner::OpenHierarchical() {
 Status AllreduceRunner::Open() {
   const bool backend = transport_->has_backend_allreduce();
   // Autotune may switch hierarchical allreduce on later unless the user fixed it.
-  const bool may_tune = params_.autotune && !params_.set_knobs.count("HOROVOD_HIERARCHICAL_ALLREDUCE");
-  if ((params_.hierarchical_allreduce || may_tune) && topology_.local_size < topology_.size) {
+  const bool hierarchical =
+      params_.hierarchical_allreduce || ParameterManager::MayTuneHierarchical(params_);
+  if (hierarchical && topology_.local_size < topology_.size) {
     Status s = OpenHierarchical();
     if (!s.ok()) return s;
   }

@@ -68,6 +68,11 @@ class ParameterManager {
   std::vector<double> PointOf(const TunedParameters& values) const;
 
   static const char* KnobName(Knob knob);
+  // Autotune may switch hierarchical allreduce on later (HOROVOD_AUTOTUNE set,
+  // HOROVOD_HIERARCHICAL_ALLREDUCE not): its links must be opened at start.
+  static bool MayTuneHierarchical(const Parameters& params) {
+    return params.autotune && !params.set_knobs.count(KnobName(Knob::HIERARCHICAL_ALLREDUCE));
+  }
 
  private:
   void WriteLogRow(double score);
