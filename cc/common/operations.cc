@@ -501,8 +501,10 @@ void BackgroundLoop(GlobalState* st, std::shared_ptr<std::promise<Status>> ready
           }
           if (tuner) tuner->Applied(SecondsNow());
         }
+        // A round that switched values belongs to no sample.
         TunedParameters next;
-        if (tuner && !list.has_tuned && tuner->Update(AllreducedBytes(list), SecondsNow(), &next)) {
+        if (tuner && !list.has_tuned &&
+            tuner->Update(AllreducedBytes(list), SecondsNow(), &next)) {
           set->controller->ProposeTuning(next);
         }
       }

@@ -15,6 +15,7 @@ took. Writes <results>/autotune.json.
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -105,6 +106,22 @@ def run_job(np_, steps, autotune, max_tuning_steps, log_path):
     return result
 
 
+def summarize_runs(runs):
+    """Median and spread of each mode's rates, the values the tuner kept, the ratio."""
+    summary = {}
+    for mode, results in runs.items():
+        rates = [r["steps_per_s"] for r in results]
+        summary[mode] = {"median_steps_per_s": statistics.median(rates), "min": min(rates),
+                         "max": max(rates), "n": len(rates)}
+    summary["autotune"]["kept"] = [
+        {"fusion_threshold_mib": r["final"][1] / common.MiB, "cycle_time_ms": r["final"][2],
+         "response_cache": r["final"][3], "tuning_s": r["tuning_s"]}
+        for r in runs["autotune"] if r["final"]]
+    summary["ratio_autotune_over_defaults"] = (summary["autotune"]["median_steps_per_s"] /
+                                               summary["defaults"]["median_steps_per_s"])
+    return summary
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--np", type=int, default=2)
@@ -135,17 +152,7 @@ def main(argv=None):
                 rep, mode, res["steps_per_s"],
                 "  tuned in %.1fs: %s" % (res["tuning_s"], res["final"])
                 if mode == "autotune" else ""))
-    summary = {}
-    for mode, results in runs.items():
-        rates = sorted(r["steps_per_s"] for r in results)
-        summary[mode] = {"median_steps_per_s": rates[len(rates) // 2], "min": rates[0],
-                         "max": rates[-1]}
-    summary["autotune"]["kept"] = [
-        {"fusion_threshold_mib": r["final"][1] / common.MiB, "cycle_time_ms": r["final"][2],
-         "response_cache": r["final"][3], "tuning_s": r["tuning_s"]}
-        for r in runs["autotune"] if r["final"]]
-    summary["ratio_autotune_over_defaults"] = (summary["autotune"]["median_steps_per_s"] /
-                                               summary["defaults"]["median_steps_per_s"])
+    summary = summarize_runs(runs)
     common.print_table("fusion workload (200 x 16 KiB + 4 x 4 MiB), np=%d" % args.np,
                        ["mode", "median steps/s", "min", "max"],
                        [[m, common.fmt(summary[m]["median_steps_per_s"]),
