@@ -8,7 +8,8 @@ Per job (dense: one job checks many things, workers/multihost_checks.py): the to
 an even or uneven layout, the rendezvous secret reaching every rank but no command line,
 the job's environment on remote ranks, every collective case exact, and (in one job per
 transport) the training worker's equivalence with a single process; the np=3 jobs
-with hierarchical allreduce/allgather, whose results must equal the flat ones exactly. Then: start-up
+with hierarchical allreduce/allgather, whose results must equal the flat ones exactly; an autotune
+job whose tuner also switches hierarchical allreduce (test_autotune.py's checks). Then: start-up
 errors naming the host with ssh's message, and a rank SIGKILLed on h2 ending the job on
 both hosts, leaving no process behind on either.
 """
