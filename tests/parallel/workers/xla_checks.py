@@ -161,6 +161,7 @@ def check_keras(ck, n, r):
         model = make_model(keras, seed=7)
         opt = hvd_keras.DistributedOptimizer(keras.optimizers.Adam(0.01))
         model.compile(optimizer=opt, loss="mse", jit_compile=jit)
+        ck.equal("keras kept jit_compile=%s" % jit, bool(model.jit_compile), jit)
         model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
         weights[jit] = [w.copy() for w in model.get_weights()]
     for i, (a, b) in enumerate(zip(weights[True], weights[False])):
