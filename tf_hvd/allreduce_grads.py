@@ -117,20 +117,16 @@ def _graph_name(kind, index, label):
     return "%s_%d_%s" % (kind, index, label) if label else "%s_%d" % (kind, index)
 
 
-def _in_xla_function():
-    try:
-        from tensorflow.python.ops import control_flow_util
-    except ImportError:  # pragma: no cover - private module moved
-        return False
-    return control_flow_util.GraphOrParentsInXlaContext(
-        tf.compat.v1.get_default_graph())
-
-
-_XLA_MESSAGE = (
-    "tf_hvd collectives cannot run inside an XLA-compiled function "
-    "(tf.function(jit_compile=True), or Keras' jit_compile, which Keras turns "
-    "on by itself on GPUs): compile the model with "
-    "model.compile(..., jit_compile=False), or drop jit_compile=True.")
+def _xla_layout(grads):
+    """Inside XLA every collective is a custom call that blocks until it is done,
+    so reducing gradients one by one would run them one after the other, unfused.
+    Without explicit groups, XLA-compiled steps reduce all dense gradients of one
+    dtype as one grouped allreduce instead (the core fuses it)."""
+    by_dtype = collections.OrderedDict()
+    for i, g in enumerate(grads):
+        if g is not None and not _is_sparse(g):
+            by_dtype.setdefault(g.dtype, []).append(i)
+    return tuple(tuple(idxs) for idxs in by_dtype.values())
 
 
 def _check_groups(groups):
@@ -239,11 +235,12 @@ def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
         if _set_size(process_set) == 1:
             return grads
         variables = list(variables) if variables is not None else None
-        layout = _group_layout(grads, variables, groups)
+        if not groups and ops.in_xla_function():
+            layout = _xla_layout(grads)
+        else:
+            layout = _group_layout(grads, variables, groups)
         labels = _labels(variables, len(grads))
         if not tf.executing_eagerly():
-            if _in_xla_function():
-                raise ValueError(_XLA_MESSAGE)
             return reduce_all(grads, layout, labels)
         key = (layout, labels)
         fn = eager_fns.get(key)

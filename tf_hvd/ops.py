@@ -92,6 +92,35 @@ def _names(kind, op_type, name, tensor=None):
     return str(name), ""
 
 
+def in_xla_function():
+    """True while tracing a function that XLA compiles (tf.function(jit_compile=True),
+    Keras' jit_compile)."""
+    if tf.executing_eagerly():
+        return False
+    try:
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # pragma: no cover - private module moved
+        return False
+    return control_flow_util.GraphOrParentsInXlaContext(
+        tf.compat.v1.get_default_graph())
+
+
+# The ops that have XLA kernels (cc/tensorflow/xla/xla_kernels.cc).
+XLA_OPS = ("HorovodAllreduce", "HorovodGroupedAllreduce", "HorovodAllgather",
+           "HorovodBroadcast")
+
+
+def _check_not_xla(op_type):
+    """Ops without an XLA kernel stop at trace time, naming the op, instead of
+    failing later in XLA's compiler with a long list of unsupported nodes."""
+    if in_xla_function():
+        raise NotImplementedError(
+            "%s has no XLA kernel and cannot run inside an XLA-compiled function "
+            "(tf.function(jit_compile=True), Keras jit_compile=True); inside XLA "
+            "tf_hvd supports %s. Call it outside the compiled function." % (
+                op_type, ", ".join(XLA_OPS)))
+
+
 def _sub_name(name, suffix):
     return None if name is None else "%s_%s" % (name, suffix)
 
@@ -198,6 +227,7 @@ def _broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_se
 
 def _alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set_id=0):
     _check_initialized()
+    _check_not_xla("HorovodAlltoall")
     tensor = tf.convert_to_tensor(tensor)
     if splits is None:
         splits = tf.zeros([0], dtype=tf.int32)
@@ -215,6 +245,7 @@ def _alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_s
 def _reducescatter(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
                    ignore_name_scope=False, process_set_id=0):
     _check_initialized()
+    _check_not_xla("HorovodReducescatter")
     tensor = tf.convert_to_tensor(tensor)
     op_name, tensor_name = _names("reducescatter", "HorovodReducescatter", name, tensor)
     return _op_lib.horovod_reducescatter(
@@ -457,6 +488,7 @@ def join(name=None, process_set=None):
     joined, it takes part in other ranks' allreduces with zeros. Returns
     (int32 scalar) the rank that joined last (its rank within the set)."""
     _check_initialized()
+    _check_not_xla("HorovodJoin")
     set_id = _check_process_set(process_set)
     op_name, tensor_name = _names("join", "HorovodJoin", name)
     return _op_lib.horovod_join(tensor_name=tensor_name, process_set_id=set_id, name=op_name)
@@ -466,6 +498,7 @@ def barrier(name=None, process_set=None):
     """Blocks until every rank (of ``process_set``) reaches the barrier (eager);
     returns the op in a graph."""
     _check_initialized()
+    _check_not_xla("HorovodBarrier")
     set_id = _check_process_set(process_set)
     op_name, tensor_name = _names("barrier", "HorovodBarrier", name)
     return _op_lib.horovod_barrier(tensor_name=tensor_name, process_set_id=set_id,

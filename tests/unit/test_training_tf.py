@@ -349,16 +349,19 @@ def test_broadcast_hook_builds_its_op_per_graph():
             assert hook.bcast_op.graph is graph
 
 
-def test_xla_functions_are_refused_with_a_clear_message(monkeypatch):
-    # In one process nothing is reduced, so pretend there are two ranks; the
-    # check happens before any collective is built.
-    monkeypatch.setattr(ag.basics, "size", lambda: 2)
-    fn = ag.make_allreduce_grads_fn("XlaCheck")
+def test_xla_steps_reduce_each_dtype_as_one_group():
+    grads = [tf.ones(2), None, tf.ones(3, tf.float64), tf.ones(1),
+             tf.IndexedSlices(tf.ones([1, 2]), tf.constant([0])), tf.ones(4, tf.float64)]
+    assert ag._xla_layout(grads) == ((0, 3), (2, 5))
+
+
+def test_ops_without_xla_kernels_are_refused_naming_the_op():
+    from tf_hvd import ops as hvd_ops
 
     @tf.function(jit_compile=True)
-    def step(g):
-        return fn([g])[0]
+    def step(x):
+        return hvd_ops.alltoall(x)
 
-    with pytest.raises(ValueError, match="jit_compile=False"):
+    with pytest.raises(NotImplementedError, match="HorovodAlltoall has no XLA kernel"):
         step(tf.ones(2))
-    assert ag._in_xla_function() is False
+    assert hvd_ops.in_xla_function() is False
