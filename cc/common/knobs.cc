@@ -87,9 +87,11 @@ const std::vector<KnobSpec>& Table() {
        "uneven hosts: the flat algorithms."},
       {"HOROVOD_HIERARCHICAL_ALLGATHER", T::BOOL, &P::hierarchical_allgather, "0", 0, 0, "",
        kUser, "--hierarchical-allgather",
-       "Reserved for the hierarchical allgather (gather within each host, exchange between "
-       "hosts, broadcast within the host); not implemented yet: the backend's allgather "
-       "runs whatever its value."},
+       "On several hosts with the same number of ranks each: each rank exchanges its block "
+       "with the ranks of its local rank on the other hosts, then the ranks of each host "
+       "share what they received; the result is byte for byte the flat allgather's (rank "
+       "order, ragged first dimensions). Off, or on one host or uneven hosts: the "
+       "backend's allgather."},
       {"HOROVOD_MALLOC_REUSE", T::BOOL, &P::malloc_reuse, "1", 0, 0, "", kUser, "",
        "Raises glibc's mmap/trim thresholds at init (unless `MALLOC_MMAP_THRESHOLD_`/"
        "`MALLOC_TRIM_THRESHOLD_` are set) so large freed buffers are reused instead of "
