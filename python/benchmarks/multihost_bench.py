@@ -16,7 +16,7 @@ and tears the cluster down. Contenders, one after the other in one run:
                     HOROVOD_HIERARCHICAL_ALLGATHER=1 (reduce on the host, allreduce across
                     hosts, share on the host; allgather across hosts, then on the host)
   tf_hvd_mpi        mpiexec -n 4 -hosts h1:2,h2:2 (MPICH's hydra over ssh)
-  tf_hvd_mpi_hier   the same with the hierarchical knobs (not in the default list)
+  tf_hvd_mpi_hier   the same with the hierarchical knobs
   mwms_ring         MultiWorkerMirroredStrategy (RING), 2 workers per host, TF_CONFIG
                     naming the hosts' addresses (allreduce and Keras fit; no allgather)
 
@@ -153,7 +153,8 @@ def main(argv=None):
                    help="one-way delay between the hosts (netem; skipped, and said so, "
                         "where the kernel has no netem)")
     p.add_argument("--sizes", default="4K,1M,64M", help="allreduce and allgather sizes")
-    p.add_argument("--contenders", default="tf_hvd_gloo,tf_hvd_gloo_hier,tf_hvd_mpi,mwms_ring")
+    p.add_argument("--contenders", default="tf_hvd_gloo,tf_hvd_gloo_hier,tf_hvd_mpi,"
+                   "tf_hvd_mpi_hier,mwms_ring")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per contender")
     p.add_argument("--results-dir", default=common.DEFAULT_RESULTS_DIR)
     p.add_argument("--tag", default="multihost")
