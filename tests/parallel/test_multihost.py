@@ -115,6 +115,8 @@ def test_job_across_hosts(cluster, tmp_path, transport, np_, layout, given, trai
             cmd += ["--hierarchical-allreduce", "--hierarchical-allgather"]
         else:
             env.update(HIERARCHICAL)
+        if algorithms == "hierarchical":  # + process sets across hosts, added at run time
+            env["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
         expect = ["--expect-env", "HOROVOD_HIERARCHICAL_ALLREDUCE=1",
                   "--expect-env", "HOROVOD_HIERARCHICAL_ALLGATHER=1",
                   "--algorithms", algorithms]
@@ -138,6 +140,11 @@ def test_job_across_hosts(cluster, tmp_path, transport, np_, layout, given, trai
         checked = set(int(r) for r in re.findall(
             r"\[rank (\d+)\] section hierarchical +\d+ checks, 0 failures", out))
         assert checked == set(range(np_)), out[-6000:]
+        if algorithms == "hierarchical":  # every rank is in one of the two sets
+            checked = set(int(r) for r in re.findall(
+                r"\[rank (\d+)\] section hierarchical process sets +[1-9]\d* checks, "
+                r"0 failures", out))
+            assert checked == set(range(np_)), out[-6000:]
     if train:
         trained = set(int(r) for r in re.findall(r"\[rank (\d+)\] TRAINING OK", out))
         assert trained == set(range(np_)), out[-6000:]

@@ -11,8 +11,12 @@ results are compared exactly with what any correct algorithm gives: integer-valu
 sums (exact in any order), integer sums, and allgathers byte for byte in rank order with
 ragged first dimensions. Floats whose sums round must have the same bits on every rank.
 The path taken is read from the core's per-algorithm counters (tf_hvd._hvd.algorithm_counts),
-never from timings.
+never from timings. With HOROVOD_DYNAMIC_PROCESS_SETS=1 on 2 hosts x 2 ranks, process sets
+take their own path: {0, 2} (one rank per host) the hierarchical one, {0, 1, 3} (uneven)
+the flat one.
 """
+
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -121,3 +125,36 @@ def check_algorithms(ck, expected_path):
         ck.equal("hierarchical runs on uneven hosts", (hier_ar, hier_ag), (0, 0))
         ck.expect(flat_ag >= gathers, "the flat allgather ran",
                   "%d of %d; counts %s" % (flat_ag, gathers, after))
+
+
+def check_process_sets(ck):
+    """On h1:2,h2:2 (ranks 0,1 on h1, 2,3 on h2) with the knobs on: a set with one rank
+    per host is hierarchical, an uneven set flat; both exact."""
+    n, r = hvd.size(), hvd.rank()
+    if n != 4 or os.environ.get("HOROVOD_DYNAMIC_PROCESS_SETS") != "1":
+        return
+    for ranks, path in (([0, 2], "hierarchical"), ([0, 1, 3], "backend")):
+        ps = hvd.add_process_set(ranks)
+        if r in ranks:
+            before = _counts()
+            blocks = [_gather_block(q, q + 1, (2,), np.float32) for q in ranks]
+            got = hvd.allgather(tf.constant(blocks[ranks.index(r)]), process_set=ps,
+                                name="hier_set_gather").numpy()
+            ck.expect(got.tobytes() == np.concatenate(blocks).tobytes(),
+                      "allgather in process set %s" % ranks, "differs from rank order")
+            x = _rank_input(r, 1000, np.float32)
+            got = hvd.allreduce(tf.constant(x), op=hvd.Sum, process_set=ps,
+                                name="hier_set_sum").numpy()
+            want = sum(_rank_input(q, 1000, np.int64) for q in ranks).astype(np.float32)
+            ck.equal("allreduce in process set %s" % ranks, got.tolist(), want.tolist())
+            after = _counts()
+            ck.equal("process set %s: allgather path" % ranks,
+                     _delta(before, after, "allgather/" + path), 1)
+            if path == "hierarchical":
+                ck.equal("process set %s: allreduce path" % ranks,
+                         _delta(before, after, "allreduce/hierarchical"), 1)
+            else:
+                ck.equal("process set %s: no hierarchical run" % ranks,
+                         _delta(before, after, "allreduce/hierarchical") +
+                         _delta(before, after, "allgather/hierarchical"), 0)
+        hvd.remove_process_set(ps)

@@ -107,6 +107,7 @@ def main():
     ck.section("cases tf.function", cc.run_cases, ck, cases, "function")
     if mine.algorithms:
         ck.section("hierarchical", hierarchical_checks.check_algorithms, ck, mine.algorithms)
+        ck.section("hierarchical process sets", hierarchical_checks.check_process_sets, ck)
     code = ck.finish()
     if code or not mine.train:
         hvd.shutdown()
