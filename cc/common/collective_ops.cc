@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "cc/common/algorithms/algorithm_counts.h"
 #include "cc/common/reduce_kernels.h"
 #include "cc/common/algorithms/shm_allreduce.h"
 #include "cc/common/timeline.h"
@@ -119,6 +120,7 @@ Status CollectiveOps::AllreduceSegments(ShmAllreduce* shm, const Response& r,
     segments.push_back({entries[i].input, entries[i].output, r.sizes[i]});
   }
   if (traced) for (const auto& name : r.names) timeline.ActivityStart(name, "ALLREDUCE");
+  CountAlgorithm("allreduce", AllreduceAlgorithmName(AllreduceAlgorithm::SHARED_MEMORY));
   Status s = shm->Allreduce(segments, r.dtype, r.reduce_op);
   if (traced) for (const auto& name : r.names) timeline.ActivityEnd(name);
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -225,7 +227,7 @@ Status CollectiveOps::Allgather(const Response& r, TensorTableEntry* e, bool pre
   }
   const void* in = present ? e->input : nullptr;
   if (!present) bytes[static_cast<size_t>(topology_.rank)] = 0;
-  Status s = transport_->Allgatherv(in, out, bytes);
+  Status s = allgather_.Run(allreduce_->host_links(), in, out, bytes);
   if (present) Complete(*e, s.ok() ? alloc : s);
   return s;
 }

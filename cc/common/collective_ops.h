@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "cc/common/algorithms/allgather_runner.h"
 #include "cc/common/algorithms/allreduce_runner.h"
 #include "cc/common/fusion_buffer.h"
 #include "cc/common/gpu_backend.h"
@@ -21,7 +22,11 @@ class CollectiveOps {
   // gpu (nullptr in the CPU variant) runs or stages responses on GPU tensors.
   CollectiveOps(Transport* transport, AllreduceRunner* allreduce, const Topology& topology,
                 GpuBackend* gpu = nullptr)
-      : transport_(transport), allreduce_(allreduce), topology_(topology), gpu_(gpu) {}
+      : transport_(transport),
+        allreduce_(allreduce),
+        allgather_(transport, allreduce->params()),
+        topology_(topology),
+        gpu_(gpu) {}
 
   // entries[i] belongs to response.names[i]; present[i] is false where this
   // rank has no such tensor (it joined early). Returns a transport failure,
@@ -45,6 +50,7 @@ class CollectiveOps {
 
   Transport* transport_;
   AllreduceRunner* allreduce_;
+  AllgatherRunner allgather_;  // over allreduce_'s host link sets
   Topology topology_;
   GpuBackend* gpu_;
   FusionBuffer fusion_;

@@ -87,9 +87,11 @@ const std::vector<KnobSpec>& Table() {
        "uneven hosts: the flat algorithms."},
       {"HOROVOD_HIERARCHICAL_ALLGATHER", T::BOOL, &P::hierarchical_allgather, "0", 0, 0, "",
        kUser, "--hierarchical-allgather",
-       "Reserved for the hierarchical allgather (gather within each host, exchange between "
-       "hosts, broadcast within the host); not implemented yet: the backend's allgather "
-       "runs whatever its value."},
+       "On several hosts with the same number of ranks each: each rank exchanges its block "
+       "with the ranks of its local rank on the other hosts, then the ranks of each host "
+       "share what they received; the result is byte for byte the flat allgather's (rank "
+       "order, ragged first dimensions). Off, or on one host or uneven hosts: the "
+       "backend's allgather."},
       {"HOROVOD_AUTOTUNE", T::BOOL, &P::autotune, "0", 0, 0, "", kUser, "--autotune",
        "Rank 0 tunes the fusion threshold (0-64 MiB), cycle time (1-25 ms), response cache "
        "on/off and (on several hosts) hierarchical allreduce online, by Bayesian "

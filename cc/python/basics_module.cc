@@ -8,6 +8,7 @@
 #include <string>
 #include <variant>
 
+#include "cc/common/algorithms/algorithm_counts.h"
 #include "cc/common/knobs.h"
 #include "cc/common/operations.h"
 #include "cc/common/parameters.h"
@@ -208,6 +209,9 @@ PYBIND11_MODULE(_hvd, m) {
     }
     return out;
   }, "Autotune: the values this rank switched to, with the global round of each switch.");
+  // Debug hook: {"allreduce/hierarchical": n, "allgather/backend": m, ...},
+  // the collectives each algorithm ran in this process (tests check a knob's path).
+  m.def("algorithm_counts", [] { return tfhvd::AlgorithmCounts(); });
   m.def("transport", [] { return std::string(tfhvd::TransportName()); });
   m.def("mpi_threads_supported", [] { return tfhvd::MpiThreadsSupported(); });
   m.def("background_thread_cpu", [] { return tfhvd::BackgroundThreadCpu(); },

@@ -21,8 +21,8 @@ import traceback
 
 import common
 
-PART_MODULES = {"allreduce": "allreduce_bench", "fusion": "fusion_bench",
-                "training": "training_bench"}
+PART_MODULES = {"allreduce": "allreduce_bench", "allgather": "allgather_bench",
+                "fusion": "fusion_bench", "training": "training_bench"}
 
 
 def _watchdog(deadline):
@@ -127,6 +127,15 @@ class Context(object):
                 self._mwms_barrier = tf.function(lambda: strategy.run(replica_fn))
             self._mwms_barrier()
 
+    def algorithm_counts(self):
+        """tf_hvd: how many collectives each algorithm ran in this process so far
+        ({"allreduce/hierarchical": n, ...}), which shows which path a knob took."""
+        if self.kind != "hvd":
+            return None
+        from tf_hvd.basics import _lib
+        counts = getattr(_lib, "algorithm_counts", None)  # absent in older libraries
+        return dict(counts()) if counts else None
+
     def finish(self):
         if self.kind == "hvd":
             self.hvd.shutdown()
@@ -160,6 +169,7 @@ def main(argv=None):
             result["errors"][part] = text
             status = 1
         result["part_seconds"][part] = round(time.time() - t0, 2)
+        result["algorithm_counts"] = ctx.algorithm_counts()
         if ctx.rank == 0:
             common.write_json(args.out, result)
         if status:

@@ -7,8 +7,10 @@ a head node; ranks on h2 are started over ssh (Gloo) or by MPICH's hydra over ss
 Per job (dense: one job checks many things, workers/multihost_checks.py): the topology of
 an even or uneven layout, the rendezvous secret reaching every rank but no command line,
 the job's environment on remote ranks, every collective case exact, and (in one job per
-transport) the training worker's equivalence with a single process; the np=3 jobs
-with hierarchical allreduce/allgather, whose results must equal the flat ones exactly; an autotune
+transport) the training worker's equivalence with a single process. With the hierarchical
+allreduce/allgather knobs on: on h1:2,h2:2 (Gloo, with training, and MPI) the hierarchical
+path must run (the core's algorithm counters say so) and every result must equal the
+flat one exactly; on the uneven np=3 layouts the flat algorithms must run. An autotune
 job whose tuner also switches hierarchical allreduce (test_autotune.py's checks). Then: start-up
 errors naming the host with ssh's message, and a rank SIGKILLed on h2 ending the job on
 both hosts, leaving no process behind on either.
@@ -84,32 +86,41 @@ def _leftovers(cluster, since_pids):
     return left
 
 
-# (transport, np, layout, how it is given, training sections run in the same job).
-# The np=3 jobs run hierarchical allreduce and allgather (reduce on the host, across
-# hosts, share on the host): every result must be exactly the flat one.
+# (transport, np, layout, how it is given, training sections run in the same job,
+# algorithms: with HOROVOD_HIERARCHICAL_ALLREDUCE/ALLGATHER on, the path that must run).
+# On even hosts the hierarchical allreduce and allgather run (reduce on the host, across
+# hosts, share on the host; the allgather across hosts, then on the host) and every
+# result must be exactly the flat one, training included; on uneven hosts the knobs are
+# on yet the flat algorithms must run.
 HIERARCHICAL = {"HOROVOD_HIERARCHICAL_ALLREDUCE": "1", "HOROVOD_HIERARCHICAL_ALLGATHER": "1"}
 JOBS = [
-    ("gloo", 4, "h1:2,h2:2", "-H", "tf2_equivalence"),
-    ("gloo", 3, "h1:1,h2:2", "--hostfile", ""),  # + --hierarchical-allreduce/-allgather
-    ("mpi", 4, "h1:3,h2:1", "-hosts", "tf2_equivalence"),
-    ("mpi", 3, "h1:2,h2:1", "--mpi", ""),  # tfhvdrun --mpi -H ... -p 2222 -i KEY
+    ("gloo", 4, "h1:2,h2:2", "-H", "tf2_equivalence", "hierarchical"),
+    ("gloo", 3, "h1:1,h2:2", "--hostfile", "", "flat"),  # --hierarchical-* flags
+    ("mpi", 4, "h1:3,h2:1", "-hosts", "tf2_equivalence", ""),
+    ("mpi", 4, "h1:2,h2:2", "-hosts", "", "hierarchical"),
+    ("mpi", 3, "h1:2,h2:1", "--mpi", "", "flat"),  # tfhvdrun --mpi -H ... -p 2222 -i KEY
 ]
 
 
-@pytest.mark.parametrize("transport,np_,layout,given,train", JOBS,
+@pytest.mark.parametrize("transport,np_,layout,given,train,algorithms", JOBS,
                          ids=["%s-np%d-%s" % (j[0], j[1], j[2]) for j in JOBS])
-def test_job_across_hosts(cluster, tmp_path, transport, np_, layout, given, train):
+def test_job_across_hosts(cluster, tmp_path, transport, np_, layout, given, train,
+                          algorithms):
     result_dir = str(tmp_path)
     env = job_env({"HOROVOD_FUSION_THRESHOLD": "1048576", "MULTIHOST_MARK": "x y"})
     cmd = _launcher(cluster, transport, np_, layout, hostfile=given == "--hostfile",
                     given=given)
     expect = []
-    if np_ == 3:
+    if algorithms:
         if given == "--hostfile":  # horovodrun's flags set the knobs
             cmd += ["--hierarchical-allreduce", "--hierarchical-allgather"]
         else:
             env.update(HIERARCHICAL)
-        expect = ["--expect-env", "HOROVOD_HIERARCHICAL_ALLREDUCE=1"]
+        if algorithms == "hierarchical":  # + process sets across hosts, added at run time
+            env["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
+        expect = ["--expect-env", "HOROVOD_HIERARCHICAL_ALLREDUCE=1",
+                  "--expect-env", "HOROVOD_HIERARCHICAL_ALLGATHER=1",
+                  "--algorithms", algorithms]
     cmd += [PYTHON, CHECKS] + expect + [ "--layout", layout, "--np", str(np_), "--transport", transport,
             "--result-dir", result_dir, "--expect-env", "HOROVOD_FUSION_THRESHOLD=1048576",
             "--expect-env", "PYTHONPATH=%s" % env["PYTHONPATH"]]
@@ -126,6 +137,15 @@ def test_job_across_hosts(cluster, tmp_path, transport, np_, layout, given, trai
     assert not missing, "ranks %s wrote no result\n%s" % (missing, out[-6000:])
     ranks_ok = set(int(r) for r in re.findall(r"\[rank (\d+)\] OK \d+ checks", out))
     assert ranks_ok == set(range(np_)), out[-6000:]
+    if algorithms:  # the section ran on every rank, with its path check
+        checked = set(int(r) for r in re.findall(
+            r"\[rank (\d+)\] section hierarchical +\d+ checks, 0 failures", out))
+        assert checked == set(range(np_)), out[-6000:]
+        if algorithms == "hierarchical":  # every rank is in one of the two sets
+            checked = set(int(r) for r in re.findall(
+                r"\[rank (\d+)\] section hierarchical process sets +[1-9]\d* checks, "
+                r"0 failures", out))
+            assert checked == set(range(np_)), out[-6000:]
     if train:
         trained = set(int(r) for r in re.findall(r"\[rank (\d+)\] TRAINING OK", out))
         assert trained == set(range(np_)), out[-6000:]

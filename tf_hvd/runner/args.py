@@ -207,7 +207,7 @@ def build_parser():
                             "(HOROVOD_HIERARCHICAL_ALLREDUCE=1)")
     knobs.add_argument("--hierarchical-allgather", dest="hierarchical_allgather",
                        action="store_true",
-                       help="allgather within each host, then across hosts "
+                       help="allgather across hosts, then within each host "
                             "(HOROVOD_HIERARCHICAL_ALLGATHER=1)")
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="the program to run on every rank, e.g. python train.py")

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "cc/common/algorithms/algorithm_counts.h"
 #include "cc/common/algorithms/link_collectives.h"
 #include "cc/common/autotune/parameter_manager.h"
 #include "cc/common/logging.h"
@@ -17,10 +18,19 @@ Status AllreduceRunner::OpenHierarchical() {
       &topology_links_);
   if (!s.ok()) return s;
   if (!topology_links_.homogeneous) {
-    if (topology_.rank == 0 && params_.hierarchical_allreduce) {
-      TFHVD_LOG(WARNING) << "HOROVOD_HIERARCHICAL_ALLREDUCE: the hosts run different numbers "
-                            "of ranks; the flat allreduce is used";
+    if (topology_.rank == 0 &&
+        (params_.hierarchical_allreduce || params_.hierarchical_allgather)) {
+      const char* knobs = !params_.hierarchical_allgather ? "HOROVOD_HIERARCHICAL_ALLREDUCE"
+                          : !params_.hierarchical_allreduce
+                              ? "HOROVOD_HIERARCHICAL_ALLGATHER"
+                              : "HOROVOD_HIERARCHICAL_ALLREDUCE/ALLGATHER";
+      TFHVD_LOG(WARNING) << knobs << ": the hosts run different numbers of ranks; the flat "
+                         << "algorithms are used";
     }
+    return Status();
+  }
+  if (!params_.hierarchical_allreduce) {
+    hierarchical_ready_ = true;  // the allgather needs no shared memory
     return Status();
   }
   LinkSet* local = topology_links_.local.get();
@@ -38,8 +48,8 @@ Status AllreduceRunner::OpenHierarchical() {
 Status AllreduceRunner::Open() {
   const bool backend = transport_->has_backend_allreduce();
   // Autotune may switch hierarchical allreduce on later unless the user fixed it.
-  const bool hierarchical =
-      params_.hierarchical_allreduce || ParameterManager::MayTuneHierarchical(params_);
+  const bool hierarchical = params_.hierarchical_allreduce || params_.hierarchical_allgather ||
+                            ParameterManager::MayTuneHierarchical(params_);
   if (hierarchical && topology_.local_size < topology_.size) {
     Status s = OpenHierarchical();
     if (!s.ok()) return s;
@@ -73,7 +83,9 @@ ShmAllreduce* AllreduceRunner::SharedMemoryFor(int64_t bytes, ReduceOp op) {
 Status AllreduceRunner::Run(const void* input, void* output, int64_t count, DataType dtype,
                             ReduceOp op, const std::vector<int64_t>& tensor_counts) {
   const AllreduceCase c = Case(count * static_cast<int64_t>(DataTypeSize(dtype)), op);
-  switch (SelectAllreduce(c, params_)) {
+  const AllreduceAlgorithm a = SelectAllreduce(c, params_);
+  CountAlgorithm("allreduce", AllreduceAlgorithmName(a));
+  switch (a) {
     case AllreduceAlgorithm::COPY:
       if (output != input && c.bytes > 0) std::memmove(output, input, static_cast<size_t>(c.bytes));
       return Status();

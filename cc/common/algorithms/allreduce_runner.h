@@ -29,8 +29,9 @@ class AllreduceRunner {
       : transport_(transport), topology_(topology), params_(params) {}
 
   // Collective: maps the shared-memory regions when every rank is on this
-  // host; on several hosts with HOROVOD_HIERARCHICAL_ALLREDUCE, opens the
-  // local and cross link sets (and shared memory among the local ranks).
+  // host; on several hosts with HOROVOD_HIERARCHICAL_ALLREDUCE or
+  // HOROVOD_HIERARCHICAL_ALLGATHER, opens the local and cross link sets (and,
+  // for the allreduce, shared memory among the local ranks).
   Status Open();
   void Close() {
     local_shm_.Close();
@@ -53,6 +54,14 @@ class AllreduceRunner {
   // hierarchical links are open (hierarchical_ready()).
   void SetHierarchical(bool on) { params_.hierarchical_allreduce = on; }
   bool hierarchical_ready() const { return hierarchical_ready_; }
+
+  // The local and cross link sets when they are open and every host runs the
+  // same number of ranks (the hierarchical allgather runs over them), else
+  // nullptr.
+  const TopologyLinks* host_links() const {
+    return hierarchical_ready_ ? &topology_links_ : nullptr;
+  }
+  const Parameters& params() const { return params_; }
 
  private:
   AllreduceCase Case(int64_t bytes, ReduceOp op) const;

@@ -41,7 +41,36 @@ const Row kAllreduceTable[] = {
     {AllreduceAlgorithm::RING, [](const AllreduceCase&, const Parameters&) { return true; }},
 };
 
+struct AllgatherRow {
+  AllgatherAlgorithm algorithm;
+  bool (*applies)(const AllgatherCase& c, const Parameters& knobs);
+};
+
+// The allgather table: first match wins.
+const AllgatherRow kAllgatherTable[] = {
+    // Several hosts with the same number of ranks, HOROVOD_HIERARCHICAL_ALLGATHER.
+    {AllgatherAlgorithm::HIERARCHICAL, [](const AllgatherCase& c, const Parameters& k) {
+       return k.hierarchical_allgather && c.hierarchical_ready && c.ranks > 1;
+     }},
+    {AllgatherAlgorithm::BACKEND, [](const AllgatherCase&, const Parameters&) { return true; }},
+};
+
 }  // namespace
+
+AllgatherAlgorithm SelectAllgather(const AllgatherCase& c, const Parameters& knobs) {
+  for (const AllgatherRow& row : kAllgatherTable) {
+    if (row.applies(c, knobs)) return row.algorithm;
+  }
+  return AllgatherAlgorithm::BACKEND;
+}
+
+const char* AllgatherAlgorithmName(AllgatherAlgorithm a) {
+  switch (a) {
+    case AllgatherAlgorithm::HIERARCHICAL: return "hierarchical";
+    case AllgatherAlgorithm::BACKEND: return "backend";
+  }
+  return "?";
+}
 
 AllreduceAlgorithm SelectAllreduce(const AllreduceCase& c, const Parameters& knobs) {
   for (const Row& row : kAllreduceTable) {

@@ -8,6 +8,7 @@
 //
 //   AllreduceCase c{ReduceOp::SUM, 4096, 2, true, true, false};
 //   SelectAllreduce(c, params);  // AllreduceAlgorithm::GATHER
+//   SelectAllgather(AllgatherCase{4, true}, params);  // HIERARCHICAL if the knob is on
 #ifndef TFHVD_COMMON_ALGORITHMS_SELECTION_H_
 #define TFHVD_COMMON_ALGORITHMS_SELECTION_H_
 
@@ -44,6 +45,23 @@ struct AllreduceCase {
 };
 
 AllreduceAlgorithm SelectAllreduce(const AllreduceCase& c, const Parameters& knobs);
+
+// The allgather's table (HOROVOD_HIERARCHICAL_ALLGATHER), the same way.
+enum class AllgatherAlgorithm : uint8_t {
+  HIERARCHICAL,  // hierarchical_allgather.h: across hosts, then within hosts
+  BACKEND,       // the transport's allgather (Gloo's allgatherv, MPI_Allgatherv)
+};
+
+const char* AllgatherAlgorithmName(AllgatherAlgorithm a);
+
+struct AllgatherCase {
+  int ranks = 1;
+  // Several hosts, each with the same number of ranks, and their local and
+  // cross link sets are open.
+  bool hierarchical_ready = false;
+};
+
+AllgatherAlgorithm SelectAllgather(const AllgatherCase& c, const Parameters& knobs);
 
 }  // namespace tfhvd
 

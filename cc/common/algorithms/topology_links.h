@@ -29,9 +29,14 @@ struct TopologyLinks {
   // Every host runs the same number of ranks (the hierarchical allreduce
   // needs it: chunk l of every host meets on the cross set of local rank l).
   bool homogeneous = false;
+  // hosts[h][l]: the rank (in the job's links) of local rank l on host h,
+  // hosts in cross-rank order; filled when homogeneous. The hierarchical
+  // allgather places every rank's block by it.
+  std::vector<std::vector<int>> hosts;
   void Close() {
     cross.reset();
     local.reset();
+    hosts.clear();
   }
 };
 
@@ -43,6 +48,11 @@ using OpenLinkSetFn =
 // ranks claim the same place or a host's local ranks are not 0..n-1.
 Status TopologyMembers(const std::vector<std::pair<int, int>>& places, int rank,
                        std::vector<int>* local, std::vector<int>* cross, bool* homogeneous);
+
+// The same places as a grid: (*hosts)[h][l] is the global rank of local rank l
+// on the h-th host (in cross-rank order). Fails as TopologyMembers does.
+Status TopologyHosts(const std::vector<std::pair<int, int>>& places,
+                     std::vector<std::vector<int>>* hosts);
 
 // Collective over the job: gathers the places over `job`, then opens the
 // local set, then the cross set, through `open`.

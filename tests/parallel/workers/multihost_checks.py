@@ -6,7 +6,9 @@
 Sections: the topology the layout implies (rank, local_rank, local_size, cross_rank,
 cross_size, is_homogeneous, the host name each rank runs on); no process on any host
 shows the rendezvous secret on its command line (Gloo); every collective case of
-collective_cases.py exact in one tf.function; then, with ``--train``, the training
+collective_cases.py exact in one tf.function; with ``--algorithms hierarchical|flat``,
+the hierarchical allreduce/allgather checks (hierarchical_checks.py: exact, equal to the
+flat results, and which path ran); then, with ``--train``, the training
 worker's equivalence sections (train_eager.py, one process's results on the same
 samples) run in this same process. Prints ``OK <n> checks`` (and the training worker's
 ``TRAINING OK <n> checks``) per rank.
@@ -24,6 +26,7 @@ import tf_hvd as hvd
 
 import checklib
 import collective_cases as cc
+import hierarchical_checks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_EAGER = os.path.join(os.path.dirname(HERE), "training_workers", "train_eager.py")
@@ -87,6 +90,8 @@ def main():
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--layout", required=True)
     pre.add_argument("--train", default="")
+    pre.add_argument("--algorithms", choices=("hierarchical", "flat"), default="",
+                     help="check that this allreduce/allgather path ran (knobs on)")
     mine, rest = pre.parse_known_args()
     args = checklib.parse_args(rest)
     hvd.init()
@@ -100,6 +105,9 @@ def main():
     # (the cases' local_*_op expect one host; the topology section checks them here)
     cases = [c for c in cc.all_cases(n, r) if not c.label.startswith("local_")]
     ck.section("cases tf.function", cc.run_cases, ck, cases, "function")
+    if mine.algorithms:
+        ck.section("hierarchical", hierarchical_checks.check_algorithms, ck, mine.algorithms)
+        ck.section("hierarchical process sets", hierarchical_checks.check_process_sets, ck)
     code = ck.finish()
     if code or not mine.train:
         hvd.shutdown()

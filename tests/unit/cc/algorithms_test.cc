@@ -18,6 +18,9 @@
 
 #include "cc/common/algorithms/adasum_allreduce.h"
 #include "cc/common/algorithms/gather_allreduce.h"
+#include "cc/common/algorithms/algorithm_counts.h"
+#include "cc/common/algorithms/allgather_runner.h"
+#include "cc/common/algorithms/hierarchical_allgather.h"
 #include "cc/common/algorithms/hierarchical_allreduce.h"
 #include "cc/common/algorithms/topology_links.h"
 #include "cc/common/half.h"
@@ -168,6 +171,23 @@ TEST(Allreduce, GatherReducesInRankOrder) { TestGatherReducesInRankOrder(); }
 TEST(LinkCollectives, StringsBroadcastOrAndBarrier) { TestLinkCollectives(); }
 
 TEST(Selection, EveryTableRow) { TestSelectionTable(); }
+
+TEST(Selection, AllgatherTable) {
+  Parameters k;
+  AllgatherCase c;
+  c.ranks = 4;
+  c.hierarchical_ready = true;
+  EXPECT_TRUE(SelectAllgather(c, k) == AllgatherAlgorithm::BACKEND);  // knob off
+  k.hierarchical_allgather = true;
+  EXPECT_TRUE(SelectAllgather(c, k) == AllgatherAlgorithm::HIERARCHICAL);
+  c.hierarchical_ready = false;  // one host, or hosts with different numbers of ranks
+  EXPECT_TRUE(SelectAllgather(c, k) == AllgatherAlgorithm::BACKEND);
+  c.hierarchical_ready = true;
+  c.ranks = 1;
+  EXPECT_TRUE(SelectAllgather(c, k) == AllgatherAlgorithm::BACKEND);
+  EXPECT_EQ(std::string(AllgatherAlgorithmName(AllgatherAlgorithm::HIERARCHICAL)),
+            "hierarchical");
+}
 
 
 // --- Adasum: against the formula in double precision -------------------------------
@@ -344,6 +364,118 @@ void TestHierarchical(int hosts, int per_host, bool host_major, size_t count) {
     EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[static_cast<size_t>(r)].data(),
                              count * sizeof(float)));
   for (size_t i = 0; i < count; ++i) EXPECT_NEAR(outs[0][i], flat[0][i], 1e-5f * n);
+}
+
+TEST(Topology, HostGrid) {
+  std::vector<std::vector<int>> hosts;
+  // host of rank r: 1,0,1,0 (cross ranks need not start with rank 0's host)
+  EXPECT_TRUE(TopologyHosts({{1, 0}, {0, 0}, {1, 1}, {0, 1}}, &hosts).ok());
+  EXPECT_EQ(hosts, std::vector<std::vector<int>>({{1, 3}, {0, 2}}));
+  Status s = TopologyHosts({{0, 0}, {0, 2}}, &hosts);
+  EXPECT_NE(s.message().find("the local ranks on host (cross rank) 0 are not 0..1"),
+            std::string::npos);
+}
+
+// The host (cross rank) and local rank of every rank, for a layout.
+std::vector<std::pair<int, int>> Layout(int hosts, int per_host, const std::string& how) {
+  const int n = hosts * per_host;
+  std::vector<int> host_of(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    if (how == "host-major") host_of[static_cast<size_t>(r)] = r / per_host;
+    if (how == "interleaved") host_of[static_cast<size_t>(r)] = r % hosts;
+  }
+  // Neither: rank 0 not on the first host, a host's ranks neither adjacent
+  // nor evenly spaced.
+  if (how == "scrambled" && hosts == 2 && per_host == 2) host_of = {1, 0, 0, 1};
+  if (how == "scrambled" && hosts == 3 && per_host == 2) host_of = {2, 0, 1, 1, 2, 0};
+  if (how == "scrambled" && hosts == 2 && per_host == 3) host_of = {1, 0, 0, 1, 1, 0};
+  std::vector<std::pair<int, int>> places(static_cast<size_t>(n));
+  std::vector<int> next(static_cast<size_t>(hosts), 0);
+  for (int r = 0; r < n; ++r) {
+    const int h = host_of[static_cast<size_t>(r)];
+    places[static_cast<size_t>(r)] = {h, next[static_cast<size_t>(h)]++};
+  }
+  return places;
+}
+
+// Rank r's block in allgather `round`: ragged (rank 1 empty in round 0), bytes
+// that say whose they are and where.
+std::string AllgatherBlock(int r, int round) {
+  const size_t rows = round == 0 ? (r == 1 ? 0 : static_cast<size_t>(r) + 1)
+                                 : static_cast<size_t>((r * 5 + round) % 4) * 1000 + 3;
+  std::string b(rows * 6, '\0');
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<char>(r * 31 + i * 7 + round);
+  return b;
+}
+
+// hosts x per_host thread-ranks in a layout: the hierarchical allgather's
+// output is byte for byte the blocks in rank order (what the flat allgather
+// gives) on every rank, for ragged blocks, through the runner and directly.
+void TestHierarchicalAllgather(int hosts, int per_host, const std::string& how) {
+  const int n = hosts * per_host;
+  const auto places = Layout(hosts, per_host, how);
+  OnRanks(n, [&](Links& links) {
+    const int r = links.rank();
+    Topology t;
+    t.rank = r;
+    t.size = n;
+    t.cross_rank = places[static_cast<size_t>(r)].first;
+    t.local_rank = places[static_cast<size_t>(r)].second;
+    TopologyLinks topo;
+    Status s = OpenTopologyLinks(
+        links, t,
+        [&](const std::vector<int>& m, std::unique_ptr<LinkSet>* out) {
+          return MakeSubsetLinks(&links, m, out);
+        },
+        &topo);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_TRUE(topo.homogeneous);
+    ASSERT_EQ(topo.hosts.size(), static_cast<size_t>(hosts));
+    Parameters knobs;
+    knobs.hierarchical_allgather = true;
+    AllgatherRunner runner(nullptr, knobs);  // never reaches the (absent) transport
+    for (int round = 0; round < 3; ++round) {
+      std::vector<int64_t> bytes(static_cast<size_t>(n));
+      std::string expected;
+      for (int q = 0; q < n; ++q) {
+        bytes[static_cast<size_t>(q)] = static_cast<int64_t>(AllgatherBlock(q, round).size());
+        expected += AllgatherBlock(q, round);
+      }
+      const std::string mine = AllgatherBlock(r, round);
+      std::string out(expected.size() + 1, '?');
+      s = round == 2 ? runner.Run(&topo, mine.data(), &out[0], bytes)
+                     : HierarchicalAllgather::Run(topo, mine.data(), &out[0], bytes);
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(out.substr(0, expected.size()), expected)
+          << how << " " << hosts << "x" << per_host << " rank " << r << " round " << round;
+      EXPECT_EQ(out.back(), '?') << "wrote past the output";
+    }
+    std::vector<int64_t> wrong(static_cast<size_t>(n) + 1, 0);
+    s = HierarchicalAllgather::Run(topo, nullptr, nullptr, wrong);
+    EXPECT_NE(s.message().find(std::to_string(n + 1) + " block sizes for a job of " +
+                               std::to_string(n) + " ranks"),
+              std::string::npos);
+  });
+}
+
+TEST(Hierarchical, AllgatherEqualsFlatByteForByte) {
+  const uint64_t before = AlgorithmCounts()["allgather/hierarchical"];
+  for (const char* how : {"host-major", "interleaved", "scrambled"}) {
+    TestHierarchicalAllgather(2, 2, how);
+    TestHierarchicalAllgather(3, 2, how);
+    TestHierarchicalAllgather(2, 3, how);
+  }
+  TestHierarchicalAllgather(2, 1, "host-major");
+  TestHierarchicalAllgather(1, 3, "host-major");
+  // The runner counted its hierarchical runs (one per rank per layout).
+  EXPECT_EQ(AlgorithmCounts()["allgather/hierarchical"] - before,
+            uint64_t{3 * (4 + 6 + 6) + 2 + 3});
+}
+
+TEST(Hierarchical, AllgatherNeedsOpenLinkSets) {
+  TopologyLinks none;
+  Status s = HierarchicalAllgather::Run(none, nullptr, nullptr, {});
+  EXPECT_NE(s.message().find("link sets are not open"), std::string::npos);
 }
 
 TEST(Hierarchical, AllreduceEqualsFlatWithTheSameBitsEverywhere) {
