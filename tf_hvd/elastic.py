@@ -24,8 +24,11 @@ core down, agrees with the other survivors (through the launcher's rendezvous st
 who is left, initialises again as a job of that size (ranks renumbered in the old order),
 broadcasts the state from the new rank 0 and calls the function again.
 
-Not available yet: ranks that join (--host-discovery-script, HostsUpdatedInterrupt); here
-``check_host_updates()`` never interrupts.
+With --host-discovery-script the launcher starts ranks on the slots the script adds
+(localhost for now, up to --max-np); ``commit()`` (through ``check_host_updates()``) then
+raises HostsUpdatedInterrupt on every rank, and ``run`` re-forms the job with them. A host
+where a rank failed gets no new rank for the rest of the job, or until its
+--blacklist-cooldown-range cooldown ends. Keras: tf_hvd.keras.elastic.
 """
 
 import copy

@@ -8,6 +8,8 @@ survivors roll back to their last commit, re-form the job among themselves and g
 * np=3 --min-np 2, Keras model.fit with tf_hvd.keras.elastic's callbacks, rank 1
   SIGKILLed in epoch 2: the survivors resume at the committed epoch/batch and finish
   every epoch at np=2 with identical weights;
+* np=3 --min-np 2, a discovery script offering 3 slots and --blacklist-cooldown-range 1 1:
+  rank 1 SIGKILLed, its host is blacklisted for 1 s, then a new rank joins there;
 * np=2 --max-np 3 with a discovery script that later prints a third slot (localhost:3):
   the new rank joins at the next commit, starting from the committed state.
 """
@@ -134,3 +136,29 @@ def test_a_host_the_discovery_script_adds_joins_with_the_committed_state(tmp_pat
         done = _event(events[first], "done")
         assert done and (done["step"], done["samples"], done["size"]) == \
             (12, 12 * GLOBAL_BATCH, 3), events[first]
+
+
+def test_a_failed_rank_s_host_takes_a_new_rank_after_the_blacklist_cooldown(tmp_path):
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\necho localhost:3\n")
+    script.chmod(0o755)
+    res, events, launcher = _job(
+        tmp_path, 3, ["--min-np", 2, "--host-discovery-script", script,
+                      "--blacklist-cooldown-range", 1, 1],
+        ["--grow-marker", tmp_path / "unused", "--steps", 6, "--kill-at", 2])
+    assert res.returncode == 0, res.describe()
+    assert launcher == [
+        "tfhvdrun: rank 1 (on localhost) was killed by signal 9 (SIGKILL); the job goes on "
+        "with the 2 rank(s) left (elastic reset 1)",
+        "tfhvdrun: blacklisting localhost after rank 1's failure (failure 1 of this host): "
+        "no rank starts on it for 1.0 s (--blacklist-cooldown-range 1 1)",
+        "tfhvdrun: localhost's blacklist cooldown is over: ranks may start on it again",
+        "tfhvdrun: host discovery: 3 slot(s) on localhost; started rank(s) 3, which join at "
+        "the running ranks' next commit"], launcher
+    joined = _event(events[3], "train_begins")
+    assert joined and joined["size"] == 3 and joined["rank"] == 2 and joined["step"] == 3, \
+        events[3]
+    for first in (0, 2, 3):
+        done = _event(events[first], "done")
+        assert done and (done["step"], done["samples"], done["size"]) == \
+            (6, 6 * GLOBAL_BATCH, 3), events[first]

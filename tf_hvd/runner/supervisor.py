@@ -107,13 +107,14 @@ class RankProcess(object):
 
 class Supervisor(object):
     def __init__(self, signals=None, grace=3.0, poll_interval=0.05, log=None,
-                 fault_records=None, elastic=None, tick=None):
+                 fault_records=None, elastic=None, tick=None, on_rank_lost=None):
         """``fault_records()``: rank -> failures.FaultRecord reported by the ranks' cores
         so far (none when not given). ``elastic``: None, or an object with ``min_np``,
         ``timeout`` and ``reset_limit`` (None: no limit): a failed rank then does not end
         the job while at least min_np ranks are left (tf_hvd.elastic re-forms it)."""
         self.elastic = elastic
         self._tick = tick  # called every poll while the job runs (elastic host discovery)
+        self._on_rank_lost = on_rank_lost  # called with each rank an elastic run lost
         self.resets = 0
         self._elastic_failed = []
         self._short_since = None
@@ -261,6 +262,13 @@ class Supervisor(object):
         self._elastic_failed.append(proc)
         what = failures.describe(proc.outcome())
         limit = self.elastic.reset_limit
+        try:
+            return self._elastic_decision(proc, running, what, limit)
+        finally:
+            if self._on_rank_lost is not None:
+                self._on_rank_lost(proc)
+
+    def _elastic_decision(self, proc, running, what, limit):
         if limit is not None and self.resets > limit:
             self._log("%s; stopping the job: it has been reset %d time(s), more than "
                       "--reset-limit %d allows" % (what, self.resets, limit))
