@@ -12,10 +12,11 @@ the file descriptors the MPI process manager passes (PMI_FD), and
   DIR/rank.<r>/{stdout,stderr};
 * writes ``<status-dir>/rank.<r>.pgid`` at start, ``rank.<r>.traceback`` when the
   command first prints a Python traceback on stderr, and ``rank.<r>.exit`` (the exit
-  code, negative for a signal) at the end; the rank's core writes ``rank.<r>.fault``
-  (TF_HVD_FAULT_FILE: which rank made it stop, as under Gloo through the store), so the launcher learns which rank failed
-  first (the files' modification times say when; see failures.py) and can clean up
-  every rank's process group.
+  code, negative for a signal) at the end, and has the rank's core write
+  ``rank.<r>.fault`` (TF_HVD_FAULT_FILE: which rank made it stop, the report Gloo
+  ranks put in the store), so the launcher learns which rank failed first (the files'
+  modification times say when; see failures.py) and can clean up every rank's process
+  group.
 
 It is run by file path, not ``-m``, so starting it never imports the tf_hvd package
 (and with it TensorFlow); it needs only the standard library and output.py next to it.

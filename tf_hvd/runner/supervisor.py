@@ -8,9 +8,10 @@ Policy (the same as horovodrun's, stated precisely):
 * SIGINT/SIGTERM/SIGHUP received by the launcher are forwarded to every rank's group;
   a second signal kills them (SIGKILL);
 * when a rank exits with a non-zero status (and we are not already stopping), the
-  others get SIGTERM (``settle`` seconds later: ranks failing at the same moment, such
-  as a remote rank whose status comes over ssh, end with their own status) and, ``grace`` seconds later, SIGKILL -- except the ranks that the
-  failed ranks' cores named as the cause (fault records, failures.py), which are given
+  others get SIGTERM ``settle`` seconds later (ranks failing at the same moment, such
+  as a remote rank whose status comes over ssh, end with their own status) and,
+  ``grace`` seconds later, SIGKILL -- except the ranks that the failed ranks' cores
+  named as the cause (fault records, failures.py), which are given
   ``grace`` seconds to end by themselves first, so that their own exit status is known;
   once all are gone, one line names the rank whose failure came first, how it ended, and
   the ranks that stopped in consequence (failures.blame);
@@ -107,8 +108,8 @@ class RankProcess(object):
 
 
 class Supervisor(object):
-    def __init__(self, signals=None, grace=3.0, poll_interval=0.05, log=None, settle=0.5,
-                 fault_records=None, elastic=None, tick=None, on_rank_lost=None):
+    def __init__(self, signals=None, grace=3.0, poll_interval=0.05, log=None,
+                 fault_records=None, elastic=None, tick=None, on_rank_lost=None, settle=0.5):
         """``fault_records()``: rank -> failures.FaultRecord reported by the ranks' cores
         so far (none when not given). ``elastic``: None, or an object with ``min_np``,
         ``timeout`` and ``reset_limit`` (None: no limit): a failed rank then does not end
