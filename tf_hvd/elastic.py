@@ -294,7 +294,7 @@ def _cause(error):
     """The line of a failed collective's error that names the lost rank (TensorFlow
     puts its own lines around the core's message)."""
     lines = [l.strip() for l in str(error).splitlines() if l.strip()]
-    naming = [l for l in lines if "rank" in l]
+    naming = [l for l in lines if "rank" in l and not l.startswith(("File ", "[[", "Detected"))]
     return ((naming or lines or [type(error).__name__])[0])[:300]
 
 
