@@ -24,8 +24,11 @@ core down, agrees with the other survivors (through the launcher's rendezvous st
 who is left, initialises again as a job of that size (ranks renumbered in the old order),
 broadcasts the state from the new rank 0 and calls the function again.
 
-Not available yet: ranks that join (--host-discovery-script, HostsUpdatedInterrupt); here
-``check_host_updates()`` never interrupts.
+With --host-discovery-script the launcher starts ranks on the slots the script adds
+(localhost for now, up to --max-np); ``commit()`` (through ``check_host_updates()``) then
+raises HostsUpdatedInterrupt on every rank, and ``run`` re-forms the job with them. A host
+where a rank failed gets no new rank for the rest of the job, or until its
+--blacklist-cooldown-range cooldown ends. Keras: tf_hvd.keras.elastic.
 """
 
 import copy
@@ -128,33 +131,77 @@ class TensorFlowState(ObjectState):
         ObjectState.__init__(self, **kwargs)
         TensorFlowState.save(self)
 
+    def _state_variables(self):
+        """The variables to save, restore and sync (subclasses may find them anew each
+        time: a Keras optimizer creates its variables at its first step)."""
+        return self.variables
+
     def save(self):
         ObjectState.save(self)
-        self._saved_values = [v.numpy().copy() for v in self.variables]
+        self._saved_values = [(v, v.numpy().copy()) for v in self._state_variables()]
 
     def restore(self):
         ObjectState.restore(self)
-        for v, value in zip(self.variables, self._saved_values):
+        for v, value in self._saved_values:
             v.assign(value)
 
     def sync(self):
-        if self.variables:
-            functions.broadcast_variables(self.variables, root_rank=0)
+        variables = self._state_variables()
+        if variables:
+            functions.broadcast_variables(variables, root_rank=0)
         ObjectState.sync(self)
         TensorFlowState.save(self)
 
 
 class TensorFlowKerasState(TensorFlowState):
-    """A Keras model and optimizer (their variables) plus Python attributes."""
+    """A Keras model and its optimizer (their variables, the optimizer's as soon as it
+    has created them) plus Python attributes. ``optimizer`` defaults to the model's.
+    After a reset the model's compiled functions are dropped, so that the next fit
+    traces them again for the new number of ranks."""
 
-    def __init__(self, model, optimizer=None, **kwargs):
+    def __init__(self, model, optimizer=None, backend=None, **kwargs):
         self.model = model
         self.optimizer = optimizer
-        variables = list(model.variables)
-        if optimizer is not None:
-            variables += [v for v in getattr(optimizer, "variables", [])
+        self.backend = backend  # accepted as in Horovod; tf_hvd does not need it
+        TensorFlowState.__init__(self, None, **kwargs)
+
+    def _optimizer(self):
+        return self.optimizer if self.optimizer is not None else \
+            getattr(self.model, "optimizer", None)
+
+    def _state_variables(self):
+        from tf_hvd.keras import flavors
+        variables = list(self.model.weights)
+        opt = self._optimizer()
+        if opt is not None and not isinstance(opt, str) and flavors.optimizer_built(opt):
+            variables += [v for v in flavors.optimizer_variables(opt)
                           if not any(v is w for w in variables)]
-        TensorFlowState.__init__(self, variables, **kwargs)
+        return variables
+
+    def _build_optimizer(self):
+        """Create the optimizer's variables now, so that a rank that has not trained
+        yet (one that joins) syncs the same variables as those that have."""
+        from tf_hvd.keras import flavors
+        opt = self._optimizer()
+        if opt is None or isinstance(opt, str) or flavors.optimizer_built(opt):
+            return
+        trainable = list(self.model.trainable_variables)
+        if not trainable:
+            return
+        if flavors.optimizer_kind(opt) == flavors.TF_KERAS_LEGACY:
+            opt._create_all_weights(trainable)
+        else:
+            opt.build(trainable)
+
+    def sync(self):
+        self._build_optimizer()
+        TensorFlowState.sync(self)
+
+    def on_reset(self):
+        for name in ("train_function", "test_function", "predict_function"):
+            if getattr(self.model, name, None) is not None:
+                setattr(self.model, name, None)
+        TensorFlowState.on_reset(self)
 
 
 def _client():
@@ -243,6 +290,14 @@ def _reset():
     _init_round(my_id, _seen["round"] + 1)
 
 
+def _cause(error):
+    """The line of a failed collective's error that names the lost rank (TensorFlow
+    puts its own lines around the core's message)."""
+    lines = [l.strip() for l in str(error).splitlines() if l.strip()]
+    naming = [l for l in lines if "rank" in l and not l.startswith(("File ", "[[", "Detected"))]
+    return ((naming or lines or [type(error).__name__])[0])[:300]
+
+
 def run(func):
     """Decorator: runs ``func(state, ...)``, and after a lost rank rolls ``state`` back to
     its last commit, re-forms the job with the ranks left and runs ``func`` again."""
@@ -256,7 +311,7 @@ def run(func):
                 resets += 1
                 print("tf_hvd.elastic: a collective failed (%s); rolling back to the last "
                       "commit and re-forming the job (reset %d)"
-                      % ((str(e).splitlines() or [""])[-1][:300], resets), flush=True)
+                      % (_cause(e), resets), flush=True)
                 state.restore()
                 _reset()
                 state.on_reset()

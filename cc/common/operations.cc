@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <cstdlib>
 #include <future>
@@ -226,10 +227,29 @@ Status LeftByOthers(const GlobalState& st, const ResponseList& list, int* culpri
   return Status::Aborted(who + "; this collective did not run");
 }
 
+// Writes ``record`` to the file tfhvdrun --mpi's rank wrapper names in TF_HVD_FAULT_FILE
+// (MPI has no rendezvous store): written aside, then renamed, so the launcher never
+// reads half a record.
+void WriteFaultFile(const std::string& record) {
+  const char* path = std::getenv("TF_HVD_FAULT_FILE");
+  if (path == nullptr || *path == '\0') return;
+  const std::string tmp = std::string(path) + ".tmp." + std::to_string(getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return;
+  const bool ok = std::fwrite(record.data(), 1, record.size(), f) == record.size();
+  if (std::fclose(f) == 0 && ok) {
+    std::rename(tmp.c_str(), path);
+  } else {
+    std::remove(tmp.c_str());
+  }
+}
+
 // The report the launcher reads: "culprit=<rank>\nkind=<kind>\n<message>".
 void ReportFault(GlobalState* st, int culprit, const std::string& kind, const Status& s) {
-  st->transport->ReportFault("culprit=" + std::to_string(culprit) + "\nkind=" + kind + "\n" +
-                             s.message());
+  const std::string record =
+      "culprit=" + std::to_string(culprit) + "\nkind=" + kind + "\n" + s.message();
+  st->transport->ReportFault(record);
+  WriteFaultFile(record);
 }
 
 // A link error names the peer rank: say where it runs, and if that rank had

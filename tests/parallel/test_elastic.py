@@ -5,6 +5,11 @@ survivors roll back to their last commit, re-form the job among themselves and g
   batch counted exactly once (total samples), weights as computed without the failure;
 * --reset-limit 0: the first lost rank ends the job, saying why;
 * np=2 --min-np 2: one rank left is too few; the job ends after --elastic-timeout;
+* np=3 --min-np 2, Keras model.fit with tf_hvd.keras.elastic's callbacks, rank 1
+  SIGKILLed in epoch 2: the survivors resume at the committed epoch/batch and finish
+  every epoch at np=2 with identical weights;
+* np=3 --min-np 2, a discovery script offering 3 slots and --blacklist-cooldown-range 1 1:
+  rank 1 SIGKILLed, its host is blacklisted for 1 s, then a new rank joins there;
 * np=2 --max-np 3 with a discovery script that later prints a third slot (localhost:3):
   the new rank joins at the next commit, starting from the committed state.
 """
@@ -19,15 +24,16 @@ from jobrunner import job_env, run, tfhvdrun_cmd
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORKER = os.path.join(REPO, "tests", "parallel", "fault_workers", "elastic_worker.py")
+KERAS_WORKER = os.path.join(REPO, "tests", "parallel", "fault_workers", "elastic_keras.py")
 PY = sys.executable
 STEPS, GLOBAL_BATCH = 20, 12
 
 
-def _job(tmp_path, np_, launcher_args, worker_args=("--steps", STEPS)):
+def _job(tmp_path, np_, launcher_args, worker_args=("--steps", STEPS), worker=WORKER):
     result_dir = tmp_path / "job"
     result_dir.mkdir()
     cmd = tfhvdrun_cmd(np_, launcher_args=launcher_args) + [
-        PY, WORKER, "--dir", str(result_dir)] + [str(a) for a in worker_args]
+        PY, worker, "--dir", str(result_dir)] + [str(a) for a in worker_args]
     res = run([str(c) for c in cmd], 240,
               env=job_env({"HOROVOD_GLOO_TIMEOUT_SECONDS": "20"}), cwd=REPO,
               log_path=str(result_dir / "output.log"))
@@ -62,6 +68,31 @@ def test_a_killed_rank_leaves_the_job_at_np_minus_one_with_every_sample_counted(
             (STEPS, STEPS * GLOBAL_BATCH, 2), done
         assert np.allclose(done["w"], expected_w, rtol=1e-4), (done, expected_w)
     assert _event(events[1], "killing_myself") and not _event(events[1], "done")
+
+
+def test_keras_fit_resumes_at_the_committed_epoch_and_batch(tmp_path):
+    res, events, launcher = _job(tmp_path, 3, ["--min-np", 2], (), worker=KERAS_WORKER)
+    assert res.returncode == 0, res.describe()
+    assert launcher == ["tfhvdrun: rank 1 (on localhost) was killed by signal 9 (SIGKILL); "
+                        "the job goes on with the 2 rank(s) left (elastic reset 1)"], launcher
+    # 3 epochs of 8 batches; rank 1 dies as batch 4 of epoch 2 begins (after 11 batches)
+    before = [(0, b, 3) for b in range(1, 9)] + [(1, b, 3) for b in range(1, 4)]
+    after = [(1, b, 2) for b in range(4, 9)] + [(2, b, 2) for b in range(1, 9)]
+    assert _event(events[1], "killing_myself")["batch"] == 3
+    assert not _event(events[1], "done")
+    weights = []
+    for first, new_rank in ((0, 0), (2, 1)):
+        batches = [(e["epoch"], e["batch"], e["size"]) for e in events[first]
+                   if e["event"] == "batch"]
+        assert batches == before + after, batches
+        reset = _event(events[first], "reset")
+        assert (reset["size"], reset["rank"], reset["epoch"], reset["batch"],
+                reset["iterations"]) == (2, new_rank, 1, 3, 11), reset
+        done = _event(events[first], "done")
+        assert (done["epoch"], done["batch"], done["iterations"], done["size"]) == \
+            (3, 0, 24, 2), done
+        weights.append(done["weights"])
+    assert weights[0] == weights[1]
 
 
 def test_reset_limit_ends_the_job_with_a_clear_message(tmp_path):
@@ -105,3 +136,29 @@ def test_a_host_the_discovery_script_adds_joins_with_the_committed_state(tmp_pat
         done = _event(events[first], "done")
         assert done and (done["step"], done["samples"], done["size"]) == \
             (12, 12 * GLOBAL_BATCH, 3), events[first]
+
+
+def test_a_failed_rank_s_host_takes_a_new_rank_after_the_blacklist_cooldown(tmp_path):
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\necho localhost:3\n")
+    script.chmod(0o755)
+    res, events, launcher = _job(
+        tmp_path, 3, ["--min-np", 2, "--host-discovery-script", script,
+                      "--blacklist-cooldown-range", 1, 1],
+        ["--grow-marker", tmp_path / "unused", "--steps", 6, "--kill-at", 2])
+    assert res.returncode == 0, res.describe()
+    assert launcher == [
+        "tfhvdrun: rank 1 (on localhost) was killed by signal 9 (SIGKILL); the job goes on "
+        "with the 2 rank(s) left (elastic reset 1)",
+        "tfhvdrun: blacklisting localhost after rank 1's failure (failure 1 of this host): "
+        "no rank starts on it for 1.0 s (--blacklist-cooldown-range 1 1)",
+        "tfhvdrun: localhost's blacklist cooldown is over: ranks may start on it again",
+        "tfhvdrun: host discovery: 3 slot(s) on localhost; started rank(s) 3, which join at "
+        "the running ranks' next commit"], launcher
+    joined = _event(events[3], "train_begins")
+    assert joined and joined["size"] == 3 and joined["rank"] == 2 and joined["step"] == 3, \
+        events[3]
+    for first in (0, 2, 3):
+        done = _event(events[first], "done")
+        assert done and (done["step"], done["samples"], done["size"]) == \
+            (6, 6 * GLOBAL_BATCH, 3), events[first]

@@ -239,6 +239,18 @@ def test_launcher_and_survivors_name_the_rank_that_left(tmp_path, how):
         assert "not been initialized" not in later["message"], later
 
 
+def test_under_mpi_the_launcher_follows_the_ranks_fault_reports(tmp_path):
+    """tfhvdrun --mpi, np=3, rank 1 sys.exit(3) while ranks 0 and 2 reduce: their cores'
+    fault reports (rank.<r>.fault in the launcher's status directory) name rank 1, so the
+    launcher names rank 1 and its code 3 whichever process ended first."""
+    _needs_mpi("mpi")
+    job = run_job(tmp_path, 3, "mpi", "leave", worker_args=["--victim", 1, "--how", "exit"])
+    assert job.launcher_lines() == [
+        "tfhvdrun: rank 1 exited with code 3; ranks 0, 2 stopped in consequence"], \
+        job.describe()
+    assert job.code == 3, job.describe()
+
+
 def test_survivors_init_again_as_a_smaller_job_in_the_same_process(tmp_path):
     """What elastic training builds on: after rank 1 of 3 left, ranks 0 and 2 shut down and
     init again with a new HOROVOD_RANK/SIZE in the same process, and reduce as 2 ranks."""

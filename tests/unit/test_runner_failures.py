@@ -142,3 +142,41 @@ def test_a_rank_that_shut_down_early_is_named_although_it_exited_cleanly():
         "and then exited with code 0; rank 0 stopped in consequence"
     assert failures.exit_code_of(root, 1, first_exit) == 1
     assert failures.culprits_named(records) == {1}
+
+
+def test_a_remote_rank_killed_first_is_named_although_its_status_came_last():
+    # rank 2 SIGKILLed on h2: rank 3 (h2) exits first and left no record; ranks 0 and 1
+    # name rank 2; rank 2's "killed by 9" came over ssh after the others' exits
+    outcomes = [Outcome(0, "h1", 1, 1.4, 1.2), Outcome(1, "h1", 1, 1.45, 1.25),
+                Outcome(2, "h2", -9, 1.6, None), Outcome(3, "h2", 1, 1.1, 1.05)]
+    records = {0: _rec(2, "lost"), 1: _rec(2, "lost")}
+    root, consequences, first_exit = failures.blame(outcomes, records)
+    assert root.rank == 2 and consequences == [0, 1, 3]
+    assert failures.describe_blame(root, consequences, first_exit, records) == \
+        "rank 2 (on h2) was killed by signal 9 (SIGKILL); ranks 0, 1, 3 stopped in consequence"
+    assert failures.exit_code_of(root, 1, first_exit, records) == 128 + 9
+    # without records, a signal after the first exit stays the teardown's
+    root, _, first_exit = failures.blame(outcomes, {})
+    assert root.rank == 3
+
+
+def test_ssh_rank_reports_the_remote_signal_even_when_the_launcher_stopped_it():
+    # The "ssh" here ignores the forwarded SIGTERM and then reports what remote_rank.py
+    # says for a rank SIGKILLed on its host (137): the wrapper dies by SIGKILL, not SIGTERM.
+    import signal
+    import subprocess
+    import time
+    fake_ssh = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "print('up', flush=True); time.sleep(1.0); sys.exit(137)")
+    wrapper = os.path.join(REPO, "tf_hvd", "runner", "ssh_rank.py")
+    proc = subprocess.Popen([sys.executable, wrapper, "h2", "--", sys.executable, "-c",
+                             fake_ssh], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"up\n"
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

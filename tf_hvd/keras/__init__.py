@@ -31,6 +31,7 @@ from tf_hvd.basics import Average, Sum, Adasum, Min, Max, Product
 from tf_hvd.process_sets import (ProcessSet, global_process_set, add_process_set,
                                  remove_process_set)
 from tf_hvd.keras import callbacks
+from tf_hvd.keras import elastic
 from tf_hvd.keras import flavors as _flavors
 from tf_hvd.keras.optimizer import (create_distributed_optimizer,
                                     distributed_optimizer_class,
@@ -296,5 +297,5 @@ __all__ = [
     "DistributedOptimizer", "PartialDistributedOptimizer",
     "SyncBatchNormalization", "broadcast_variables",
     "broadcast_global_variables", "allreduce", "allgather", "broadcast",
-    "reducescatter", "load_model", "callbacks", "is_distributed_optimizer",
+    "reducescatter", "load_model", "callbacks", "elastic", "is_distributed_optimizer",
 ]

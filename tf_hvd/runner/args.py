@@ -244,8 +244,9 @@ def _add_fault_tolerance_flags(p):
                                       "without :slots (default 1)")
     ft.add_argument("--blacklist-cooldown-range", dest="blacklist_cooldown_range",
                     type=_integer, nargs=2, metavar=("MIN", "MAX"),
-                    help="elastic run: accepted for horovodrun compatibility; hosts are not "
-                         "blacklisted yet")
+                    help="elastic run with --host-discovery-script: a host where a rank "
+                         "failed gets no new rank for a random MIN..MAX seconds, growing "
+                         "with each failure (default: for the rest of the job)")
 
 
 def _check_fault_tolerance(args):
@@ -263,6 +264,13 @@ def _check_fault_tolerance(args):
           args.host_discovery_script is not None):
         raise UsageError("--max-np, --reset-limit and --host-discovery-script need --min-np "
                          "(an elastic run)")
+    if args.blacklist_cooldown_range is not None:
+        from .blacklist import check_cooldown_range
+        if args.min_np is None:
+            raise UsageError("--blacklist-cooldown-range needs --min-np (an elastic run)")
+        problem = check_cooldown_range(args.blacklist_cooldown_range)
+        if problem:
+            raise UsageError(problem)
     if args.slots_per_host < 1:
         raise UsageError("--slots-per-host must be at least 1 (got %d)" % args.slots_per_host)
     if args.reset_limit is not None and args.reset_limit < 0:

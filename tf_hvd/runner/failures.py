@@ -146,6 +146,16 @@ def blame(outcomes, records):
     first_exit = min(failed_exits)
     by_rank = {o.rank: o for o in outcomes}
     root_rank = follow_records(start.rank, records)
+    named = culprits_named(records)
+    if root_rank not in named:
+        # The first failure left no record (a survivor whose exit came first, its report
+        # not written): a rank the others' records lead to is the better answer.
+        leads = [follow_records(o.rank, records) for o in outcomes
+                 if o.returncode not in (0, None)]
+        leads = sorted({r for r in leads if r in named},
+                       key=lambda r: (-leads.count(r), r))
+        if leads:
+            root_rank = leads[0]
     root = by_rank.get(root_rank, start)
     consequences = sorted(o.rank for o in outcomes
                           if o.rank != root.rank and o.returncode not in (0, None))
@@ -155,6 +165,14 @@ def blame(outcomes, records):
 def rank_list(ranks):
     """'rank 2' / 'ranks 0, 2'."""
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+
+
+def _own_signal(root, records):
+    """A root killed by a signal that the others' records name as the cause and that
+    printed no traceback died by itself (a SIGKILL on a remote host whose status came
+    after the others' exits), not in the job's teardown."""
+    return root.returncode is not None and root.returncode < 0 and \
+        root.traceback_time is None and root.rank in culprits_named(records or {})
 
 
 def describe_blame(root, consequences, first_exit, records):
@@ -171,6 +189,8 @@ def describe_blame(root, consequences, first_exit, records):
             text += " and then %s" % describe_status(root.returncode)
     elif kind == "exiting" and root.returncode == 0:
         text = "%s exited with code 0 %s" % (who, STILL_RAN)
+    elif _own_signal(root, records):
+        text = "%s %s" % (who, describe_status(root.returncode))
     else:
         text = describe(root, first_exit)
     if consequences:
@@ -178,11 +198,12 @@ def describe_blame(root, consequences, first_exit, records):
     return text
 
 
-def exit_code_of(root, first_failed_code, first_exit):
+def exit_code_of(root, first_failed_code, first_exit, records=None):
     """The launcher's exit status: the root rank's own code, else the first failure's."""
     code = root.returncode
     own = code is not None and (code > 0 or (code < 0 and root.exit_time is not None and
                                              root.exit_time <= first_exit))
+    own = own or _own_signal(root, records)
     if not own:
         code = first_failed_code
     return code if code >= 0 else 128 - code

@@ -99,22 +99,51 @@ class _Joiner(object):
     """Elastic runs: starts ranks on the slots the discovery script adds (localhost), up
     to --max-np; they join the running ranks at their next commit (tf_hvd.elastic)."""
 
-    def __init__(self, plan, server, args):
+    def __init__(self, plan, server, args, blacklist=None):
+        from .blacklist import Blacklist
         from .discovery import HostDiscovery
         self.plan, self.server, self.args = plan, server, args
         self.discovery = HostDiscovery(args.host_discovery_script, args.slots_per_host,
                                        log=log_line)
+        self.blacklist = blacklist or Blacklist(getattr(args, "blacklist_cooldown_range",
+                                                        None))
         self.ids = [s.rank for s in plan.slots]
         self.warned = set()
+
+    @staticmethod
+    def _host_key(host):
+        return "localhost" if network.is_local_host(host) else host
+
+    def rank_lost(self, proc):
+        """A rank failed: no rank starts on its host until the cooldown (if any) ends."""
+        host = self._host_key(proc.host)
+        already = self.blacklist.is_blacklisted(host)
+        delay = self.blacklist.add(host)
+        if already:
+            return
+        cooldown = self.blacklist.cooldown_range
+        if delay is None:
+            log_line("blacklisting %s after rank %d's failure: no rank starts on it for the "
+                     "rest of the job (--blacklist-cooldown-range MIN MAX lets it come back)"
+                     % (host, proc.rank))
+        else:
+            log_line("blacklisting %s after rank %d's failure (failure %d of this host): no "
+                     "rank starts on it for %.1f s (--blacklist-cooldown-range %d %d)"
+                     % (host, proc.rank, self.blacklist.count(host), delay, cooldown[0],
+                        cooldown[1]))
 
     def tick(self, supervisor):
         if any(p.returncode == 0 for p in supervisor.procs):
             return  # the job is finishing: no rank joins any more
+        for host in self.blacklist.returned():
+            log_line("%s's blacklist cooldown is over: ranks may start on it again" % host)
         hosts = self.discovery.poll()
         if hosts is None:
             return
         local = 0
         for host, slots in hosts:
+            if self.blacklist.is_blacklisted(self._host_key(host)):
+                continue
             if network.is_local_host(host):
                 local += slots
             elif host not in self.warned:
@@ -182,7 +211,8 @@ def _run_once(plan, restart):
         if args.host_discovery_script:
             joiner = _Joiner(plan, server, args)
     supervisor = Supervisor(signals, fault_records=lambda: fault_records(server.store),
-                            elastic=elastic, tick=joiner and (lambda: joiner.tick(supervisor)))
+                            elastic=elastic, tick=joiner and (lambda: joiner.tick(supervisor)),
+                            on_rank_lost=joiner and joiner.rank_lost)
 
     def verbose(message):
         if args.verbose:

@@ -3,9 +3,12 @@
 mpiexec (Hydra) does not stop the other ranks when one exits with an error, and does
 not say which rank it was. Every rank therefore runs under rank_wrapper.py, which
 records its process group, when it printed a Python traceback and its exit status in
-a private directory; this loop reads it, stops mpiexec (which stops the ranks) when a
-rank fails and, should anything survive, kills the recorded process groups; then it
-names the rank that failed first (failures.py).
+a private directory, and its core writes which rank made it stop (rank.<r>.fault, the
+report Gloo mode gets through the store); this loop reads them, stops mpiexec (which
+stops the ranks) when a rank fails -- after the ranks the reports blame have ended by
+themselves, within a grace period -- and, should anything survive, kills the recorded
+process groups; then it names the rank whose failure came first and those that stopped
+in consequence (failures.py).
 """
 
 import os
@@ -73,6 +76,28 @@ def outcomes(status_dir, end_time_ns):
     return result
 
 
+def fault_records(status_dir):
+    """rank -> failures.FaultRecord from the ranks' cores (rank.<r>.fault, written when a
+    core stopped: which rank made it stop), as Gloo mode reads them from the store."""
+    records = {}
+    try:
+        names = os.listdir(status_dir)
+    except OSError:
+        return records
+    for name in names:
+        middle = name[len("rank."):-len(".fault")]
+        if not (name.startswith("rank.") and name.endswith(".fault") and middle.isdigit()):
+            continue
+        try:
+            with open(os.path.join(status_dir, name), "rb") as f:
+                record = failures.parse_record(f.read())
+        except OSError:
+            continue
+        if record is not None:
+            records[int(middle)] = record
+    return records
+
+
 def _kill_groups(pgids, signum):
     own = os.getpgid(0)
     for pgid in pgids:
@@ -92,11 +117,13 @@ def _signal_pid(pid, signum):
 
 
 class _MpiJob(object):
-    def __init__(self, popen, status_dir, num_proc, grace=3.0, poll_interval=0.05):
+    def __init__(self, popen, status_dir, num_proc, grace=3.0, poll_interval=0.05,
+                 settle=0.5):
         self.popen = popen
         self.status_dir = status_dir
         self.num_proc = num_proc
         self.grace = grace
+        self.settle = settle
         self.poll_interval = poll_interval
         self.failed = None
         self.terminated = 0
@@ -105,21 +132,18 @@ class _MpiJob(object):
     def _report_failure(self):
         """Name the rank that failed first (failures.py); return the exit code."""
         found = outcomes(self.status_dir, time.time_ns())
-        failed = [o for o in found if o.returncode != 0]
-        culprit = failures.first_failure(found)
-        if culprit is None:
+        records = fault_records(self.status_dir)
+        blamed = failures.blame(found, records)
+        if blamed is None:
             rank, code = self.failed
             log_line("rank %d %s" % (rank, describe_status(code)))
             return exit_code_for(code)
-        first_exit = min(o.exit_time for o in failed)
-        message = failures.describe(culprit, first_exit)
-        if self.terminated > 0:
+        root, consequences, first_exit = blamed
+        message = failures.describe_blame(root, consequences, first_exit, records)
+        if not consequences and self.terminated > 0:
             message += "; the other %d running rank(s) were terminated" % self.terminated
         log_line(message)
-        code = culprit.returncode
-        if code < 0 and culprit.exit_time > first_exit:
-            code = self.failed[1]  # the named rank was stopped by the teardown
-        return exit_code_for(code)
+        return failures.exit_code_of(root, self.failed[1], first_exit, records)
 
     def kill_everything(self):
         pgids = [p for p, _ in read_status(self.status_dir, ".pgid").values()]
@@ -128,6 +152,7 @@ class _MpiJob(object):
     def wait(self, signals):
         deadline = None
         killed = False
+        stop_at = None  # when mpiexec gets SIGTERM after a rank's failure
         while True:
             for signum in signals.pop_all():
                 if self.signalled is None and not killed:
@@ -143,10 +168,19 @@ class _MpiJob(object):
             failure = first_failure(exits)
             if failure and self.failed is None and self.signalled is None:
                 self.failed = failure
-                self.terminated = self.num_proc - len(exits) if rc is None else 0
                 if rc is None:
+                    # Stop mpiexec a moment later (the others' fault reports arrive), or
+                    # once the ranks those reports blame have ended by themselves.
+                    stop_at = time.monotonic() + min(self.settle, self.grace)
+            if stop_at is not None and rc is None and self.signalled is None:
+                now = time.monotonic()
+                waiting = failures.culprits_named(fault_records(self.status_dir)) - \
+                    set(exits)
+                if now >= stop_at and (not waiting or now >= stop_at + self.grace):
+                    stop_at = None
+                    self.terminated = self.num_proc - len(exits)
                     _signal_pid(self.popen.pid, signal.SIGTERM)
-                    deadline = time.monotonic() + self.grace
+                    deadline = now + self.grace
             if rc is not None:
                 break
             if deadline is not None and not killed and time.monotonic() >= deadline:

@@ -12,9 +12,11 @@ the file descriptors the MPI process manager passes (PMI_FD), and
   DIR/rank.<r>/{stdout,stderr};
 * writes ``<status-dir>/rank.<r>.pgid`` at start, ``rank.<r>.traceback`` when the
   command first prints a Python traceback on stderr, and ``rank.<r>.exit`` (the exit
-  code, negative for a signal) at the end, so the launcher learns which rank failed
-  first (the files' modification times say when; see failures.py) and can clean up
-  every rank's process group.
+  code, negative for a signal) at the end, and has the rank's core write
+  ``rank.<r>.fault`` (TF_HVD_FAULT_FILE: which rank made it stop, the report Gloo
+  ranks put in the store), so the launcher learns which rank failed first (the files'
+  modification times say when; see failures.py) and can clean up every rank's process
+  group.
 
 It is run by file path, not ``-m``, so starting it never imports the tf_hvd package
 (and with it TensorFlow); it needs only the standard library and output.py next to it.
@@ -83,6 +85,8 @@ def main(argv=None):
 
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if status_dir:  # the core writes its fault report here (failures.py reads it)
+        env["TF_HVD_FAULT_FILE"] = os.path.join(status_dir, "rank.%d.fault" % rank)
     # SIGTERM aimed at the wrapper alone is passed on; SIGINT normally reaches the whole
     # process group (terminal, mpiexec), so the wrapper ignores it and waits.
     child = None

@@ -65,12 +65,16 @@ def main(argv=None):
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
     code = ssh.wait()
-    if received:  # stopped by the launcher: end the way we were told to
+    if signal_of(code) is not None:
+        # remote_rank.py's report of how the rank ended: the truth even if the launcher
+        # also stopped us meanwhile (a rank SIGKILLed on its host stays "killed by 9")
+        signum = signal_of(code)
+    elif received:  # stopped by the launcher: end the way we were told to
         signum = received[0]
     elif code < 0:
         signum = -code
     else:
-        signum = signal_of(code)
+        signum = None
     if code == SSH_FAILED and not received:
         sys.stderr.write("ssh to %s failed (exit 255): the connection could not be made or "
                          "was lost (ssh's message, if any, is above)\n" % host)

@@ -8,8 +8,10 @@ Policy (the same as horovodrun's, stated precisely):
 * SIGINT/SIGTERM/SIGHUP received by the launcher are forwarded to every rank's group;
   a second signal kills them (SIGKILL);
 * when a rank exits with a non-zero status (and we are not already stopping), the
-  others get SIGTERM and, ``grace`` seconds later, SIGKILL -- except the ranks that the
-  failed ranks' cores named as the cause (fault records, failures.py), which are given
+  others get SIGTERM ``settle`` seconds later (ranks failing at the same moment, such
+  as a remote rank whose status comes over ssh, end with their own status) and,
+  ``grace`` seconds later, SIGKILL -- except the ranks that the failed ranks' cores
+  named as the cause (fault records, failures.py), which are given
   ``grace`` seconds to end by themselves first, so that their own exit status is known;
   once all are gone, one line names the rank whose failure came first, how it ended, and
   the ranks that stopped in consequence (failures.blame);
@@ -107,17 +109,19 @@ class RankProcess(object):
 
 class Supervisor(object):
     def __init__(self, signals=None, grace=3.0, poll_interval=0.05, log=None,
-                 fault_records=None, elastic=None, tick=None):
+                 fault_records=None, elastic=None, tick=None, on_rank_lost=None, settle=0.5):
         """``fault_records()``: rank -> failures.FaultRecord reported by the ranks' cores
         so far (none when not given). ``elastic``: None, or an object with ``min_np``,
         ``timeout`` and ``reset_limit`` (None: no limit): a failed rank then does not end
         the job while at least min_np ranks are left (tf_hvd.elastic re-forms it)."""
         self.elastic = elastic
         self._tick = tick  # called every poll while the job runs (elastic host discovery)
+        self._on_rank_lost = on_rank_lost  # called with each rank an elastic run lost
         self.resets = 0
         self._elastic_failed = []
         self._short_since = None
         self.grace = grace
+        self.settle = settle
         self._fault_records = fault_records or dict
         self.poll_interval = poll_interval
         self._log = log or log_line
@@ -193,6 +197,7 @@ class Supervisor(object):
         deadline = None
         killed = False
         term_later, term_later_at = [], None
+        stop_at = None  # when the ranks left get SIGTERM after a failure
         try:
             while True:
                 for signum in self.signals.pop_all():
@@ -215,15 +220,24 @@ class Supervisor(object):
                         if self.elastic is not None and self._elastic_goes_on(proc, running):
                             continue
                         self.failed = proc
-                        # A rank the others blame is ending by itself: let it.
-                        named = failures.culprits_named(self._fault_records())
-                        term_later = [p for p in running if p.rank in named]
-                        for p in running:
-                            if p not in term_later:
-                                self._signal_proc(p, signal.SIGTERM)
-                        now = time.monotonic()
-                        term_later_at = now + self.grace
-                        deadline = now + self.grace * (2 if term_later else 1)
+                        # The others are stopped a moment later: a rank failing by itself
+                        # at the same time (one on another host, whose exit status comes
+                        # over ssh) ends with its own status, and the survivors' fault
+                        # records have time to reach the store.
+                        stop_at = time.monotonic() + min(self.settle, self.grace)
+                if stop_at is not None and (self.signalled is not None or killed):
+                    stop_at = None  # the launcher's own stop (a signal) is under way
+                if stop_at is not None and time.monotonic() >= stop_at:
+                    stop_at = None
+                    # A rank the others blame is ending by itself: let it.
+                    named = failures.culprits_named(self._fault_records())
+                    term_later = [p for p in running if p.rank in named]
+                    for p in running:
+                        if p not in term_later:
+                            self._signal_proc(p, signal.SIGTERM)
+                    now = time.monotonic()
+                    term_later_at = now + self.grace
+                    deadline = now + self.grace * (2 if term_later else 1)
                 if (self._short_since is not None and self.failed is None and running and
                         time.monotonic() - self._short_since >= self.elastic.timeout):
                     self._log("stopping the job: only %d rank(s) left for %g s "
@@ -261,6 +275,13 @@ class Supervisor(object):
         self._elastic_failed.append(proc)
         what = failures.describe(proc.outcome())
         limit = self.elastic.reset_limit
+        try:
+            return self._elastic_decision(proc, running, what, limit)
+        finally:
+            if self._on_rank_lost is not None:
+                self._on_rank_lost(proc)
+
+    def _elastic_decision(self, proc, running, what, limit):
         if limit is not None and self.resets > limit:
             self._log("%s; stopping the job: it has been reset %d time(s), more than "
                       "--reset-limit %d allows" % (what, self.resets, limit))
@@ -287,7 +308,7 @@ class Supervisor(object):
         root, consequences, first_exit = found
         self.report = failures.describe_blame(root, consequences, first_exit, records)
         self._log(self.report)
-        return failures.exit_code_of(root, self.failed.returncode, first_exit)
+        return failures.exit_code_of(root, self.failed.returncode, first_exit, records)
 
     def abort(self):
         """Stop the ranks started so far (used when a later one cannot start)."""

@@ -1,0 +1,148 @@
+"""Elastic runs' host blacklist (tf_hvd/runner/blacklist.py) with an injected clock, and its
+wiring into the launcher's joiner: a host where a rank failed gets no new rank until its
+cooldown ends (or never, without --blacklist-cooldown-range)."""
+
+import argparse
+
+import pytest
+
+from tf_hvd.runner import args as cli
+from tf_hvd.runner import gloo_run
+from tf_hvd.runner.blacklist import Blacklist, check_cooldown_range
+
+
+class Clock(object):
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_without_a_cooldown_range_a_host_stays_blacklisted_for_the_job():
+    clock = Clock()
+    b = Blacklist(clock=clock)
+    assert not b.is_blacklisted("h1")
+    assert b.add("h1") is None
+    clock.now += 1e6
+    assert b.is_blacklisted("h1") and not b.is_blacklisted("h2")
+    assert b.returned() == [] and b.count("h1") == 1
+    assert b.add("h1") is None and b.count("h1") == 1  # already out for good
+
+
+def test_the_cooldown_doubles_with_each_blacklisting_and_is_capped_by_max():
+    clock = Clock()
+    b = Blacklist(cooldown_range=(10, 100), clock=clock, uniform=lambda lo, hi: 0.5)
+    expected = [25.0, 45.0, 85.0, 100.0, 100.0]  # 10 * 2**n + 0.5 * 10, within [10, 100]
+    for n, delay in enumerate(expected, 1):
+        assert b.add("h") == delay
+        assert b.count("h") == n
+        clock.now += delay - 0.01
+        assert b.is_blacklisted("h") and b.returned() == []
+        clock.now += 0.01
+        assert not b.is_blacklisted("h")
+        assert b.returned() == ["h"] and b.returned() == []  # named once
+
+
+def test_a_failure_during_the_cooldown_does_not_start_a_new_period():
+    clock = Clock()
+    b = Blacklist(cooldown_range=(10, 100), clock=clock, uniform=lambda lo, hi: 0.0)
+    assert b.add("h") == 20.0
+    clock.now += 5
+    assert b.add("h") == 15.0 and b.count("h") == 1
+    clock.now += 15
+    assert not b.is_blacklisted("h")
+    assert b.add("h") == 40.0 and b.count("h") == 2
+
+
+def test_random_delays_stay_within_the_range():
+    b = Blacklist(cooldown_range=(3, 7), clock=Clock())
+    delays = []
+    for host in range(200):
+        delays.append(b.add("h%d" % host))
+    assert all(6 <= d <= 7 for d in delays)  # 3 * 2 + U(0, 3), capped at 7
+    assert len(set(delays)) > 1
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--min-np", "1", "--blacklist-cooldown-range", "0", "5"], "1 <= MIN <= MAX <= 3600"),
+    (["--min-np", "1", "--blacklist-cooldown-range", "9", "5"], "got 9 5"),
+    (["--min-np", "1", "--blacklist-cooldown-range", "1", "3601"], "got 1 3601"),
+    (["--blacklist-cooldown-range", "1", "5"], "needs --min-np"),
+])
+def test_cooldown_range_usage_errors(argv, fragment):
+    with pytest.raises(cli.UsageError) as info:
+        cli.parse(["-np", "2"] + argv + ["python", "x.py"])
+    assert fragment in str(info.value)
+    a = cli.parse(["-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "2", "9", "x"])
+    assert a.blacklist_cooldown_range == [2, 9]
+    assert check_cooldown_range((1, 3600)) is None
+
+
+# -- wiring: the joiner starts no rank on a blacklisted host ------------------------------
+
+class FakeProc(object):
+    def __init__(self, rank, host="localhost", returncode=None):
+        self.rank, self.host, self.returncode = rank, host, returncode
+
+
+class FakeSupervisor(object):
+    def __init__(self, n):
+        self.procs = [FakeProc(r) for r in range(n)]
+        self.spawned = []
+
+    def spawn(self, rank, host, argv, env, cwd=None, output_dir=None, redact=None):
+        self.spawned.append(rank)
+        self.procs.append(FakeProc(rank, host))
+
+
+class FakeStore(dict):
+    def put(self, key, value):
+        self[key] = value
+
+
+def _joiner(cooldown_range, clock):
+    slots = [argparse.Namespace(rank=r) for r in range(3)]
+    plan = argparse.Namespace(slots=slots, launcher_address=lambda: "127.0.0.1",
+                              gloo_envs=lambda addr, port: [{"HOROVOD_SIZE": "3"}])
+    server = argparse.Namespace(port=1, secret="s3cret", store=FakeStore())
+    args = argparse.Namespace(host_discovery_script="/bin/true", slots_per_host=1,
+                              blacklist_cooldown_range=cooldown_range, max_np=3, num_proc=3,
+                              elastic_timeout=5, min_np=2, command=["true"],
+                              output_filename=None)
+    joiner = gloo_run._Joiner(plan, server, args,
+                              blacklist=Blacklist(cooldown_range, clock=clock,
+                                                  uniform=lambda lo, hi: 0.0))
+    joiner.discovery = argparse.Namespace(poll=lambda: [("localhost", 3)])
+    return joiner
+
+
+@pytest.mark.parametrize("cooldown_range", [None, (2, 8)])
+def test_the_joiner_skips_a_blacklisted_host_until_its_cooldown_ends(cooldown_range, capsys):
+    clock = Clock()
+    joiner = _joiner(cooldown_range, clock)
+    sup = FakeSupervisor(3)
+    sup.procs[1].returncode = -9
+    joiner.rank_lost(sup.procs[1])
+    joiner.tick(sup)
+    assert sup.spawned == []
+    clock.now += 3.99
+    joiner.tick(sup)
+    assert sup.spawned == []
+    clock.now += 0.01
+    joiner.tick(sup)
+    err = capsys.readouterr().err.splitlines()
+    if cooldown_range is None:
+        assert sup.spawned == []
+        assert err == ["tfhvdrun: blacklisting localhost after rank 1's failure: no rank "
+                       "starts on it for the rest of the job (--blacklist-cooldown-range MIN "
+                       "MAX lets it come back)"], err
+    else:
+        assert sup.spawned == [3]
+        assert err == [
+            "tfhvdrun: blacklisting localhost after rank 1's failure (failure 1 of this "
+            "host): no rank starts on it for 4.0 s (--blacklist-cooldown-range 2 8)",
+            "tfhvdrun: localhost's blacklist cooldown is over: ranks may start on it again",
+            "tfhvdrun: host discovery: 3 slot(s) on localhost; started rank(s) 3, which "
+            "join at the running ranks' next commit"], err
+        assert joiner.server.store["tf_hvd/elastic/ids"] == b"0,1,2,3"
