@@ -14,6 +14,9 @@ namespace {
 // MPI counts are ints: larger transfers go in pieces of at most this size.
 constexpr size_t kMaxPiece = INT_MAX / 2;
 constexpr int kTag = 7;
+// Sleep between tests once the spin is over (the shared-memory allreduce naps
+// as long between checks of its peers' counters).
+constexpr int64_t kNapUs = 50;
 
 std::string Peer(const char* what, int peer) {
   return std::string(what) + " rank " + std::to_string(peer);
@@ -40,7 +43,11 @@ Status MpiWait(MPI_Request* requests, int n, int64_t spin_us, const std::string&
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto spin_until = start + std::chrono::microseconds(spin_us);
-  auto nap = std::chrono::microseconds(20);
+  // Naps stay short: MPI offers no way to sleep until a message arrives (the
+  // Gloo transport sleeps in poll(), which wakes at once), so the nap length is
+  // the latency added when the peer arrives during one. Long naps (they grew to
+  // 1 ms) delayed every round whose peer came late, e.g. after backprop.
+  const auto nap = std::chrono::microseconds(kNapUs);
   for (;;) {
     int done = 0;
     Status s = MpiCheck(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE), what);
@@ -54,7 +61,6 @@ Status MpiWait(MPI_Request* requests, int n, int64_t spin_us, const std::string&
       sched_yield();
     } else {
       std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(1000));
     }
   }
 }

@@ -20,7 +20,10 @@ namespace tfhvd {
 Status MpiCheck(int rc, const std::string& what);
 
 // Completes n requests: retries for spin_us (yielding the core), then naps
-// between tests (growing to 1 ms; progress needs MPI_Test calls). Fails with
+// 50 us between tests (progress needs MPI_Test calls). Every MPI collective
+// on the background thread's path waits here, never in MPI's own blocking
+// wait, which busy-polls a core (MPICH's progress engine) that the peer rank
+// or this rank's TensorFlow threads may need. Fails with
 // DEADLINE_EXCEEDED after limit_s seconds (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS;
 // 0: waits forever), so a collective whose peer is stuck ends.
 Status MpiWait(MPI_Request* requests, int n, int64_t spin_us, const std::string& what,

@@ -164,11 +164,19 @@ void MpiTransport::Finalize() {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
+// Starts a non-blocking collective and completes it in MpiWait: MPI's
+// blocking calls busy-poll the core until the slowest rank arrives.
+Status MpiTransport::Finish(int rc, MPI_Request* request, const char* what) {
+  Status s = Check(rc, what);
+  return s.ok() ? MpiWait(request, 1, params_.spin_us, what, params_.stall_shutdown_s) : s;
+}
+
 Status MpiTransport::GatherBytes(const std::string& mine, std::vector<std::string>* all) {
   int len = static_cast<int>(mine.size());
   std::vector<int> lengths(static_cast<size_t>(size_));
-  Status s = Check(MPI_Gather(&len, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm_),
-                   "MPI_Gather");
+  MPI_Request request;
+  Status s = Finish(MPI_Igather(&len, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm_, &request),
+                    &request, "MPI_Igather");
   if (!s.ok()) return s;
   std::vector<int> displs(static_cast<size_t>(size_), 0);
   std::string joined;
@@ -180,9 +188,9 @@ Status MpiTransport::GatherBytes(const std::string& mine, std::vector<std::strin
     }
     joined.resize(static_cast<size_t>(total));
   }
-  s = Check(MPI_Gatherv(mine.data(), len, MPI_BYTE, &joined[0], lengths.data(),
-                        displs.data(), MPI_BYTE, 0, comm_),
-            "MPI_Gatherv");
+  s = Finish(MPI_Igatherv(mine.data(), len, MPI_BYTE, &joined[0], lengths.data(),
+                          displs.data(), MPI_BYTE, 0, comm_, &request),
+             &request, "MPI_Igatherv");
   if (!s.ok() || rank_ != 0) return s;
   all->clear();
   for (int i = 0; i < size_; ++i) {
@@ -194,7 +202,9 @@ Status MpiTransport::GatherBytes(const std::string& mine, std::vector<std::strin
 
 Status MpiTransport::BroadcastBytes(std::string* data, int root) {
   int64_t len = static_cast<int64_t>(data->size());
-  Status s = Check(MPI_Bcast(&len, 1, MPI_INT64_T, root, comm_), "MPI_Bcast");
+  MPI_Request request;
+  Status s = Finish(MPI_Ibcast(&len, 1, MPI_INT64_T, root, comm_, &request), &request,
+                    "MPI_Ibcast");
   if (!s.ok()) return s;
   data->resize(static_cast<size_t>(len));
   return len > 0 ? Broadcast(&(*data)[0], len, root) : Status();
@@ -205,12 +215,9 @@ Status MpiTransport::BitwiseOr(uint64_t* words, size_t n) {
   // that are still computing: MPI's own blocking wait would busy-poll a core
   // they need, so this rank waits its own way.
   MPI_Request request;
-  Status s = Check(MPI_Iallreduce(MPI_IN_PLACE, words, static_cast<int>(n), MPI_UINT64_T,
-                                  MPI_BOR, comm_, &request),
-                   "MPI_Iallreduce (bit vector)");
-  return s.ok() ? MpiWait(&request, 1, params_.spin_us, "MPI_Iallreduce (bit vector)",
-                                params_.stall_shutdown_s)
-                      : s;
+  return Finish(MPI_Iallreduce(MPI_IN_PLACE, words, static_cast<int>(n), MPI_UINT64_T, MPI_BOR,
+                               comm_, &request),
+                &request, "MPI_Iallreduce (bit vector)");
 }
 
 Status MpiTransport::OpenLinkSet(const std::vector<int>& members,
@@ -241,8 +248,9 @@ Status MpiTransport::AllreduceOver(MPI_Comm comm, const void* input, void* outpu
   for (int64_t done = 0; done < count; done += kMaxChunk) {
     int n = static_cast<int>(std::min(kMaxChunk, count - done));
     const void* send = in_place ? MPI_IN_PLACE : in + done * elem;
-    Status s = Check(MPI_Allreduce(send, out + done * elem, n, type, mpi_op, comm),
-                     "MPI_Allreduce");
+    MPI_Request request;
+    Status s = Finish(MPI_Iallreduce(send, out + done * elem, n, type, mpi_op, comm, &request),
+                      &request, "MPI_Iallreduce");
     if (!s.ok()) return s;
   }
   return Status();
@@ -261,16 +269,19 @@ Status MpiTransport::Allgatherv(const void* in, void* out,
     displs[static_cast<size_t>(i)] = static_cast<int>(offset);
     offset += b;
   }
-  return Check(MPI_Allgatherv(in, counts[static_cast<size_t>(rank_)], MPI_BYTE, out,
-                              counts.data(), displs.data(), MPI_BYTE, comm_),
-               "MPI_Allgatherv");
+  MPI_Request request;
+  return Finish(MPI_Iallgatherv(in, counts[static_cast<size_t>(rank_)], MPI_BYTE, out,
+                                counts.data(), displs.data(), MPI_BYTE, comm_, &request),
+                &request, "MPI_Iallgatherv");
 }
 
 Status MpiTransport::Broadcast(void* buffer, int64_t bytes, int root) {
   auto* p = static_cast<char*>(buffer);
   for (int64_t done = 0; done < bytes; done += INT_MAX) {
     int n = static_cast<int>(std::min<int64_t>(INT_MAX, bytes - done));
-    Status s = Check(MPI_Bcast(p + done, n, MPI_BYTE, root, comm_), "MPI_Bcast");
+    MPI_Request request;
+    Status s = Finish(MPI_Ibcast(p + done, n, MPI_BYTE, root, comm_, &request), &request,
+                      "MPI_Ibcast");
     if (!s.ok()) return s;
   }
   return Status();
@@ -292,11 +303,15 @@ Status MpiTransport::Alltoallv(const void* in, const std::vector<int64_t>& send_
     so += send_bytes[i];
     ro += recv_bytes[i];
   }
-  return Check(MPI_Alltoallv(in, sc.data(), sd.data(), MPI_BYTE, out, rc.data(), rd.data(),
-                             MPI_BYTE, comm_),
-               "MPI_Alltoallv");
+  MPI_Request request;
+  return Finish(MPI_Ialltoallv(in, sc.data(), sd.data(), MPI_BYTE, out, rc.data(), rd.data(),
+                               MPI_BYTE, comm_, &request),
+                &request, "MPI_Ialltoallv");
 }
 
-Status MpiTransport::Barrier() { return Check(MPI_Barrier(comm_), "MPI_Barrier"); }
+Status MpiTransport::Barrier() {
+  MPI_Request request;
+  return Finish(MPI_Ibarrier(comm_, &request), &request, "MPI_Ibarrier");
+}
 
 }  // namespace tfhvd

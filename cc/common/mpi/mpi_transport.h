@@ -32,13 +32,13 @@ class MpiTransport : public Transport {
   Status BroadcastBytes(std::string* data, int root) override;
   Status BitwiseOr(uint64_t* words, size_t n) override;
   Links* links() override { return &links_; }
-  // MPI_Allreduce: the selection table keeps it for what MPI does best.
+  // MPI's allreduce: the selection table keeps it for what MPI does best.
   bool has_backend_allreduce() const override { return true; }
   Status BackendAllreduce(const void* input, void* output, int64_t count, DataType dtype,
                           ReduceOp op) override {
     return AllreduceOver(comm_, input, output, count, dtype, op);
   }
-  // MPI_Allreduce over comm (the job's or a link set's), any dtype and op.
+  // MPI's allreduce over comm (the job's or a link set's), any dtype and op.
   Status AllreduceOver(MPI_Comm comm, const void* input, void* output, int64_t count,
                        DataType dtype, ReduceOp op);
   // A communicator of the members' own (mpi_link_set.h).
@@ -53,6 +53,9 @@ class MpiTransport : public Transport {
   static bool ThreadsMultiple();
 
  private:
+  // Checks rc of a non-blocking MPI call and waits for its request (MpiWait).
+  Status Finish(int rc, MPI_Request* request, const char* what);
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   bool has_base_ = false;
   int64_t base_handle_ = 0;
