@@ -90,9 +90,12 @@ class FakeSupervisor(object):
     def __init__(self, n):
         self.procs = [FakeProc(r) for r in range(n)]
         self.spawned = []
+        self.starts = []
 
-    def spawn(self, rank, host, argv, env, cwd=None, output_dir=None, redact=None):
+    def spawn(self, rank, host, argv, env, cwd=None, output_dir=None, stdin_data=None,
+              redact=None):
         self.spawned.append(rank)
+        self.starts.append((rank, host, argv, env, stdin_data))
         self.procs.append(FakeProc(rank, host))
 
 
@@ -101,10 +104,14 @@ class FakeStore(dict):
         self[key] = value
 
 
-def _joiner(cooldown_range, clock):
-    slots = [argparse.Namespace(rank=r) for r in range(3)]
-    plan = argparse.Namespace(slots=slots, launcher_address=lambda: "127.0.0.1",
-                              gloo_envs=lambda addr, port: [{"HOROVOD_SIZE": "3"}])
+def _joiner(cooldown_range, clock, loopback_only=True):
+    slots = [argparse.Namespace(rank=r, hostname="localhost") for r in range(3)]
+    plan = argparse.Namespace(
+        slots=slots, loopback_only=loopback_only, is_local=lambda h: h == "localhost",
+        launcher_address=lambda: "127.0.0.1" if loopback_only else "10.0.0.1",
+        gloo_envs=lambda addr, port: [{"HOROVOD_SIZE": "3"}],
+        rank_argv=lambda slot, env, cwd, stdin_vars=(): (
+            ["ssh", slot.hostname, "HOROVOD_RANK=%s" % env["HOROVOD_RANK"]], False))
     server = argparse.Namespace(port=1, secret="s3cret", store=FakeStore())
     args = argparse.Namespace(host_discovery_script="/bin/true", slots_per_host=1,
                               blacklist_cooldown_range=cooldown_range, max_np=3, num_proc=3,
@@ -145,4 +152,32 @@ def test_the_joiner_skips_a_blacklisted_host_until_its_cooldown_ends(cooldown_ra
             "tfhvdrun: localhost's blacklist cooldown is over: ranks may start on it again",
             "tfhvdrun: host discovery: 3 slot(s) on localhost; started rank(s) 3, which "
             "join at the running ranks' next commit"], err
+        assert joiner.server.store["tf_hvd/elastic/ids"] == b"0,1,2,3"
+
+
+def test_the_joiner_counts_ranks_per_host_and_starts_remote_ones_over_ssh(capsys):
+    # localhost:3 is full (3 running); h2 offers 2 slots but --max-np 4 leaves room for
+    # one: it starts over ssh with the secret on stdin only. A loopback-only job says
+    # why it cannot use h2 and starts nothing there.
+    for loopback_only in (False, True):
+        joiner = _joiner(None, Clock(), loopback_only=loopback_only)
+        joiner.args.max_np = 4
+        joiner.discovery = argparse.Namespace(poll=lambda: [("localhost", 3), ("h2", 2)])
+        sup = FakeSupervisor(3)
+        joiner.tick(sup)
+        joiner.tick(sup)
+        err = capsys.readouterr().err.splitlines()
+        if loopback_only:
+            assert sup.starts == []
+            assert err == ["tfhvdrun: host discovery: h2 is not this machine, but this "
+                           "job's ranks listen on loopback only; start the job with "
+                           "--network-interfaces (or a remote host in -H) so ranks on "
+                           "other hosts can join"], err
+            continue
+        assert err == ["tfhvdrun: host discovery: 2 slot(s) on h2; started rank(s) 3, "
+                       "which join at the running ranks' next commit"], err
+        [(rank, host, argv, env, stdin)] = sup.starts
+        assert (rank, host, argv) == (3, "h2", ["ssh", "h2", "HOROVOD_RANK=3"])
+        assert stdin == b"s3cret\n" and "s3cret" not in " ".join(argv)
+        assert "HOROVOD_GLOO_RENDEZVOUS_SECRET" not in env
         assert joiner.server.store["tf_hvd/elastic/ids"] == b"0,1,2,3"

@@ -47,7 +47,7 @@ def prepare(argv):
         except OSError as e:
             raise cli.UsageError("--output-filename %s: %s"
                                  % (args.output_filename, e.strerror or e))
-    if not plan.all_local:
+    if not plan.loopback_only:
         plan.launcher_address()  # reports a bad --network-interface now
     return plan
 

@@ -34,9 +34,16 @@ class Plan(object):
                              % (args.num_proc, capacity, where))
         self.slots = placement.assign_ranks(self.hosts, args.num_proc)
         self.used_hosts = placement.hosts_used(self.slots)
+        self._is_local = is_local
         self.local = {h: bool(is_local(h)) for h in self.used_hosts}
         self.all_local = all(self.local.values())
         self.any_local = any(self.local.values())
+        # Loopback is enough unless a rank may run elsewhere: a remote host in the list, or
+        # an elastic run whose discovery script may add one (given --network-interfaces,
+        # which names the address other hosts reach us at; ranks started later cannot
+        # change what the running ones bind and publish).
+        self.loopback_only = self.all_local and not (
+            getattr(args, "host_discovery_script", None) and getattr(args, "nics", None))
         self.knobs = rank_env.knob_env(args)
         # The launcher's start-up timeout in seconds (launch.prepare sets it from
         # --start-timeout / HOROVOD_START_TIMEOUT; args.start_timeout).
@@ -44,7 +51,7 @@ class Plan(object):
 
     def launcher_address(self):
         """Address other hosts reach this machine at (127.0.0.1 when all is local)."""
-        if self.all_local:
+        if self.loopback_only:
             return "127.0.0.1"
         nics = getattr(self.args, "nics", None) or []
         if nics:
@@ -62,11 +69,17 @@ class Plan(object):
     def rendezvous_bind_address(self):
         """Where the rendezvous server listens: loopback for a local job, else only the
         address the ranks are told to use (never every interface)."""
-        return "127.0.0.1" if self.all_local else self.launcher_address()
+        return "127.0.0.1" if self.loopback_only else self.launcher_address()
+
+    def is_local(self, host):
+        """Whether ``host`` is this machine (hosts the discovery script adds included)."""
+        if host not in self.local:
+            self.local[host] = bool(self._is_local(host))
+        return self.local[host]
 
     def rank_hostname(self, slot, launcher_address):
         """HOROVOD_HOSTNAME of a rank: what it binds and publishes for Gloo."""
-        if self.local[slot.hostname]:
+        if self.is_local(slot.hostname):
             return launcher_address
         return slot.hostname.split("@", 1)[-1]
 
@@ -84,7 +97,7 @@ class Plan(object):
         and remote_rank.py there) with ``env`` on the command line and the variables
         named in ``stdin_vars`` (secrets) read from ssh's stdin.
         """
-        if self.local[slot.hostname]:
+        if self.is_local(slot.hostname):
             return list(self.args.command), True
         remote_env = rank_env.forwarded_env(os.environ if base_env is None else base_env, env)
         for name in stdin_vars:
