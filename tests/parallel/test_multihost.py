@@ -13,7 +13,8 @@ path must run (the core's algorithm counters say so) and every result must equal
 flat one exactly; on the uneven np=3 layouts the flat algorithms must run. An autotune
 job whose tuner also switches hierarchical allreduce (test_autotune.py's checks). Then: start-up
 errors naming the host with ssh's message, and a rank SIGKILLed on h2 ending the job on
-both hosts, leaving no process behind on either.
+both hosts, leaving no process behind on either. An elastic job on h1 that the discovery
+script grows onto h2: the rank started there over ssh joins with the committed state.
 """
 
 import os
@@ -230,3 +231,40 @@ def test_killed_remote_rank_ends_the_job_on_all_hosts(cluster, tmp_path, transpo
         assert re.search(r"rank %d closed its connection|lost the connection to rank %d|"
                          r"rank %d \(on h2\) was killed by signal 9" % (victim, victim, victim),
                          res.output), res.describe()
+
+
+def test_elastic_job_grows_onto_a_host_the_discovery_script_adds(cluster, tmp_path):
+    # np=2 on h1 (--min-np 2 --max-np 3); once rank 0 marks step 3 the script also lists
+    # h2:1: the launcher starts rank 2 on h2 over ssh (-p/-i, secret on stdin), it joins
+    # at the next commit with the committed state, and all three finish at np=3.
+    import json
+    from test_elastic import GLOBAL_BATCH, WORKER
+    result_dir, marker = tmp_path / "job", tmp_path / "grow"
+    result_dir.mkdir()
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\necho h1:2\nif [ -e %s ]; then echo h2:1; fi\n" % marker)
+    script.chmod(0o755)
+    cmd = _launcher(cluster, "gloo", 2, "h1:2")
+    cmd += ["--min-np", "2", "--max-np", "3", "--host-discovery-script", str(script),
+            "--network-interfaces", "eth0",
+            PYTHON, WORKER, "--dir", str(result_dir), "--grow-marker", str(marker),
+            "--steps", "12", "--victim", "-1"]
+    res = run(cmd, 90, env=job_env({"HOROVOD_GLOO_TIMEOUT_SECONDS": "20"}), cwd=REPO)
+    assert res.ok and not res.survivors, res.describe(text=res.output[-6000:])
+    launcher = [l for l in res.output.splitlines() if l.startswith("tfhvdrun:")]
+    assert launcher == ["tfhvdrun: host discovery: 1 slot(s) on h2; started rank(s) 2, "
+                        "which join at the running ranks' next commit"], res.output[-4000:]
+    events = {r: [json.loads(l) for l in (result_dir / ("rank%d.events" % r))
+                  .read_text().splitlines()] for r in range(3)}
+    begins = {r: [e for e in events[r] if e["event"] == "train_begins"] for r in range(3)}
+    [joined] = begins[2]
+    assert (joined["host"], joined["size"], joined["rank"]) == ("h2", 3, 2), joined
+    again = begins[0][1]  # rank 0 starts again at np=3 from the same committed state
+    assert again["host"] == "h1" and again["size"] == 3 and 0 < again["step"] == \
+        joined["step"], (again, joined)
+    assert (joined["w"], joined["samples"]) == (again["w"], again["samples"])
+    for r in range(3):
+        [done] = [e for e in events[r] if e["event"] == "done"]
+        assert (done["step"], done["samples"], done["size"]) == \
+            (12, 12 * GLOBAL_BATCH, 3), events[r]
+    assert not _leftovers(cluster, ()), _leftovers(cluster, ())

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import time
 
 parser = argparse.ArgumentParser()
@@ -53,7 +54,7 @@ state.register_reset_callbacks([lambda: emit("reset", size=hvd.size(), rank=hvd.
 @tf_hvd.elastic.run
 def train(state):
     emit("train_begins", step=state.step, samples=state.samples, size=hvd.size(),
-         rank=hvd.rank(), w=[float(v) for v in w.numpy()])
+         rank=hvd.rank(), w=[float(v) for v in w.numpy()], host=socket.gethostname())
     while state.step < ARGS.steps:
         if ARGS.grow_marker and state.step == 3 and hvd.size() < 3:
             # wait for the rank the discovery script adds, committing (which checks for
