@@ -238,7 +238,8 @@ def _add_fault_tolerance_flags(p):
     ft.add_argument("--host-discovery-script", dest="host_discovery_script", metavar="FILE",
                     help="elastic run: executable printing the available hosts, one "
                          "host[:slots] per line; ranks are added (up to --max-np) as slots "
-                         "appear, and join at the next commit (localhost only for now)")
+                         "appear, and join at the next commit (on other hosts over ssh; a job "
+                         "started on this machine alone needs --network-interfaces for them)")
     ft.add_argument("--slots-per-host", dest="slots_per_host", type=_integer, default=1,
                     metavar="N", help="elastic run: slots of a discovered host printed "
                                       "without :slots (default 1)")
