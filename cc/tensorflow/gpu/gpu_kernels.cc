@@ -6,6 +6,7 @@
 // finished, so TensorFlow's consumers (launched after done()) run after it.
 #include "cc/common/gpu_backend.h"
 #include "cc/tensorflow/collective_kernels.h"
+#include "cc/tensorflow/gpu/gpu_stream_placement.h"
 #include "xla/stream_executor/stream.h"
 #include "xla/stream_executor/stream_executor.h"
 
@@ -24,15 +25,7 @@ Status PlaceOnGpu(OpKernelContext* ctx, std::vector<TensorTableEntry>* entries) 
   }
   void* handle = stream->platform_specific_handle().stream;
   const int device = stream->parent()->device_ordinal();
-  std::shared_ptr<GpuEvent> ready;
-  Status s = RecordReadyEvent(device, handle, &ready);
-  if (!s.ok()) return s;
-  for (auto& e : *entries) {
-    e.gpu.device = device;
-    e.gpu.stream = handle;
-    e.gpu.ready = ready;
-  }
-  return Status();
+  return PlaceOnGpuStream(device, handle, entries);
 }
 
 // Any collective kernel, with its tensors on the GPU.

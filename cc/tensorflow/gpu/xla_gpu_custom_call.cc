@@ -6,6 +6,7 @@
 // finished, so XLA's later kernels on that stream see the results.
 // Built and linked here; it has not run on a GPU (none on the build machines).
 #include "cc/common/gpu_backend.h"
+#include "cc/tensorflow/gpu/gpu_stream_placement.h"
 #include "cc/tensorflow/xla/xla_custom_call.h"
 
 namespace tfhvd {
@@ -20,15 +21,7 @@ ffi::Error CudaCollective(void* stream, int32_t device, ffi::RemainingArgs args,
                           int64_t reduce_op, float prescale, float postscale, int64_t root_rank,
                           int64_t process_set_id) {
   XlaPlacement place = [stream, device](std::vector<TensorTableEntry>* entries) -> Status {
-    std::shared_ptr<GpuEvent> ready;
-    Status s = RecordReadyEvent(device, stream, &ready);
-    if (!s.ok()) return s;
-    for (auto& e : *entries) {
-      e.gpu.device = device;
-      e.gpu.stream = stream;
-      e.gpu.ready = ready;
-    }
-    return Status();
+    return PlaceOnGpuStream(device, stream, entries);
   };
   return RunXlaCollective(args, rets,
                           XlaConfigFromAttrs(kind, tensor_name, reduce_op, prescale, postscale,
