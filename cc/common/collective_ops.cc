@@ -101,15 +101,20 @@ Status CollectiveOps::PlaceGpuTensors(const Response& r, std::vector<TensorTable
 // Average is a sum followed by one multiplication by postscale / size, as in
 // Horovod (so integer averages truncate toward zero, and a postscale factor
 // and the division round once, together).
-void CollectiveOps::PostScale(const Response& r, void* buf, size_t n) {
+double CollectiveOps::PostScaleFactor(const Response& r) const {
   double factor = r.postscale;
   if (r.reduce_op == ReduceOp::AVERAGE) factor /= static_cast<double>(topology_.size);
-  ScaleBuffer(r.dtype, buf, n, factor);
+  return factor;
+}
+
+void CollectiveOps::PostScale(const Response& r, void* buf, size_t n) {
+  ScaleBuffer(r.dtype, buf, n, PostScaleFactor(r));
 }
 
 // A fused response through shared memory: every tensor is read from its
 // input and written to its output by the allreduce itself, which saves the
-// two copies through the fusion buffer (each as large as the response).
+// two copies through the fusion buffer (each as large as the response). The
+// postscale is applied inside the allreduce, while each piece is in cache.
 Status CollectiveOps::AllreduceSegments(ShmAllreduce* shm, const Response& r,
                                         std::vector<TensorTableEntry>& entries) {
   Timeline& timeline = GlobalTimeline();
@@ -121,12 +126,9 @@ Status CollectiveOps::AllreduceSegments(ShmAllreduce* shm, const Response& r,
   }
   if (traced) for (const auto& name : r.names) timeline.ActivityStart(name, "ALLREDUCE");
   CountAlgorithm("allreduce", AllreduceAlgorithmName(AllreduceAlgorithm::SHARED_MEMORY));
-  Status s = shm->Allreduce(segments, r.dtype, r.reduce_op);
+  Status s = shm->Allreduce(segments, r.dtype, r.reduce_op, PostScaleFactor(r));
   if (traced) for (const auto& name : r.names) timeline.ActivityEnd(name);
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (s.ok()) PostScale(r, entries[i].output, static_cast<size_t>(r.sizes[i]));
-    Complete(entries[i], s);
-  }
+  for (auto& e : entries) Complete(e, s);
   return s;
 }
 
@@ -135,6 +137,14 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
   const size_t elem = DataTypeSize(r.dtype);
   Timeline& timeline = GlobalTimeline();
   Status s;
+  int64_t total = 0;
+  for (int64_t n : r.sizes) total += n;
+  bool all_present = true;
+  for (size_t i = 0; i < entries.size(); ++i) all_present &= static_cast<bool>(present[i]);
+  ShmAllreduce* shm = allreduce_->SharedMemoryFor(total * static_cast<int64_t>(elem), r.reduce_op);
+  if (shm != nullptr && all_present && r.prescale == 1.0) {
+    return AllreduceSegments(shm, r, entries);
+  }
   if (entries.size() == 1 && present[0]) {
     // One tensor: the algorithm reads the input and writes the output, no
     // staging copy. A prescale must not touch the input, so it is applied to
@@ -153,14 +163,6 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
     if (s.ok()) PostScale(r, e.output, n);
     Complete(e, s);
     return s;
-  }
-  int64_t total = 0;
-  for (int64_t n : r.sizes) total += n;
-  bool all_present = true;
-  for (size_t i = 0; i < entries.size(); ++i) all_present &= static_cast<bool>(present[i]);
-  ShmAllreduce* shm = allreduce_->SharedMemoryFor(total * static_cast<int64_t>(elem), r.reduce_op);
-  if (shm != nullptr && all_present && r.prescale == 1.0) {
-    return AllreduceSegments(shm, r, entries);
   }
   auto* buffer = static_cast<char*>(fusion_.Get(static_cast<size_t>(total) * elem + 1));
   size_t offset = 0;

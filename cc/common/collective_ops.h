@@ -46,6 +46,8 @@ class CollectiveOps {
   // Divides for Average, then applies postscale.
   Status AllreduceSegments(ShmAllreduce* shm, const Response& r,
                            std::vector<TensorTableEntry>& entries);
+  // postscale / size for Average, postscale otherwise.
+  double PostScaleFactor(const Response& r) const;
   void PostScale(const Response& r, void* buf, size_t n);
 
   Transport* transport_;

@@ -354,6 +354,7 @@ STYLE = {
     "mpi4py_malloc": ("#8c564b", "D"),
     "numpy_local": ("#7f7f7f", "x"),
     "single_process": ("#ff7f0e", "*"),
+    "no_allreduce": ("#bcbd22", "P"),
 }
 
 

@@ -10,6 +10,9 @@ start that kind of program:
   mpi4py_malloc   the same with glibc's MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ raised
   numpy_local     one process (memory copy: the physical limit on one machine)
   single_process  one process (training reference with the global batch)
+  no_allreduce    tfhvdrun -np N (Gloo) with tf_hvd's thread settings, each rank training
+                  its own batch with no allreduce: the compute bound of N-process data
+                  parallelism on this machine (training only)
 
 Each run has a timeout: the driver stops the process groups (SIGTERM, then
 SIGKILL) when it passes, and every worker also ends itself shortly before it
@@ -31,14 +34,15 @@ import common
 WORKER_PY = os.path.join(common.BENCH_DIR, "worker.py")
 
 ORDER = ("tf_hvd_gloo", "tf_hvd_mpi", "mwms_ring", "mpi4py", "mpi4py_malloc",
-         "numpy_local", "single_process")
+         "numpy_local", "single_process", "no_allreduce")
 TF_HVD = ("tf_hvd_gloo", "tf_hvd_mpi")
 
 
 class Contender(object):
     def __init__(self, name, kind, label, description, nproc, env=None):
         self.name = name
-        self.kind = kind          # what worker.py sets up: hvd, mwms, mpi4py, local, single
+        self.kind = kind          # what worker.py sets up: hvd, hvd_bound, mwms, mpi4py,
+        #                           local, single
         self.label = label        # short name for tables and plots
         self.description = description
         self.nproc = nproc
@@ -78,6 +82,11 @@ def make_contenders(np_, hvd_launcher_args=(), malloc_reuse_all=False):
         Contender("single_process", "single", "1 process",
                   "one process training with the global batch (per-worker batch x %d), "
                   "no communication" % np_, 1, extra),
+        Contender("no_allreduce", "hvd_bound", "%d procs, no allreduce" % np_,
+                  "tfhvdrun -np %d (Gloo), tf_hvd's thread settings, each rank training its "
+                  "own batch without any allreduce: what %d processes can compute on this "
+                  "machine, the bound of data-parallel training with free communication"
+                  % (np_, np_), np_, extra),
     ]
     return dict((c.name, c) for c in contenders)
 
@@ -107,7 +116,7 @@ def _commands(contender, worker_args, hvd_launcher_args):
     """[(argv, extra env, log suffix)] of the processes to start for a contender."""
     py = sys.executable
     worker = [py, WORKER_PY] + worker_args
-    if contender.name == "tf_hvd_gloo":
+    if contender.name in ("tf_hvd_gloo", "no_allreduce"):
         return [([py, "-m", "tf_hvd.runner", "-np", str(contender.nproc)]
                  + list(hvd_launcher_args) + worker, {}, "")]
     if contender.name == "tf_hvd_mpi":

@@ -14,8 +14,10 @@ Two ways of training:
   tape   a tf.function training step: hvd.DistributedGradientTape; for MWMS
          strategy.run of the step (Keras' optimizer sums the gradients across replicas)
 
-Contenders: tf_hvd over Gloo and MPI, MWMS (RING), and one process with the global
-batch (64 x N) as the reference. Throughput counts all workers' samples: global
+Contenders: tf_hvd over Gloo and MPI, MWMS (RING), one process with the global
+batch (64 x N) as the reference, and N processes that train without any allreduce
+(tf_hvd's launcher and thread settings, the plain optimizer): the compute bound of
+N-process data parallelism here, which no communication library can pass. Throughput counts all workers' samples: global
 batch x timed steps / wall time of those steps on rank 0.
 Writes <results>/training.json and training.png.
 """
@@ -30,8 +32,8 @@ import common
 import launch
 
 PART = "training"
-KINDS = ("hvd", "mwms", "single")
-CONTENDERS = ("tf_hvd_gloo", "tf_hvd_mpi", "mwms_ring", "single_process")
+KINDS = ("hvd", "hvd_bound", "mwms", "single")
+CONTENDERS = ("tf_hvd_gloo", "tf_hvd_mpi", "mwms_ring", "single_process", "no_allreduce")
 MODELS = ("mlp", "cnn")
 MODES = ("fit", "tape")
 DATASET_BATCHES = 16  # distinct synthetic batches per worker, repeated
@@ -125,7 +127,8 @@ def _record(ctx, cfg, model, mode, times, workers, batch, final_loss, extra=None
 
 def run_worker(ctx, cfg):
     import keras
-    runner = {"hvd": _run_hvd, "mwms": _run_mwms, "single": _run_single}[ctx.kind]
+    runner = {"hvd": _run_hvd, "hvd_bound": _run_hvd, "mwms": _run_mwms,
+              "single": _run_single}[ctx.kind]
     records = []
     for model in cfg["models"]:
         for mode in cfg["modes"]:
@@ -145,16 +148,19 @@ def _run_hvd(ctx, cfg, model_name, mode):
     import keras
     import tf_hvd.keras as hvd_keras
     tf, hvd = ctx.tf, ctx.hvd
+    communicate = ctx.kind == "hvd"  # hvd_bound: the same work without any allreduce
     batch, total = cfg["batch_per_worker"], cfg["warmup"] + cfg["steps"]
     ds = dataset(tf, model_name, batch, seed=100 + ctx.rank)
     model = build_model(model_name)
     times = _StepTimes()
     if mode == "fit":
-        opt = hvd_keras.DistributedOptimizer(_sgd(keras, cfg, ctx.size))
+        opt = _sgd(keras, cfg, ctx.size)
+        callbacks = [_keras_timer(keras, times)]
+        if communicate:
+            opt = hvd_keras.DistributedOptimizer(opt)
+            callbacks[:0] = [hvd_keras.callbacks.BroadcastGlobalVariablesCallback(0),
+                             hvd_keras.callbacks.MetricAverageCallback()]
         model.compile(optimizer=opt, loss=_loss(keras), metrics=["accuracy"])
-        callbacks = [hvd_keras.callbacks.BroadcastGlobalVariablesCallback(0),
-                     hvd_keras.callbacks.MetricAverageCallback(),
-                     _keras_timer(keras, times)]
         history = model.fit(ds, steps_per_epoch=total, epochs=1, verbose=0,
                             callbacks=callbacks)
         final_loss = float(history.history["loss"][-1])
@@ -166,7 +172,8 @@ def _run_hvd(ctx, cfg, model_name, mode):
         def train_step(x, y):
             with tf.GradientTape() as tape:
                 loss = loss_fn(y, model(x, training=True))
-            tape = hvd.DistributedGradientTape(tape)
+            if communicate:
+                tape = hvd.DistributedGradientTape(tape)
             grads = tape.gradient(loss, model.trainable_variables)
             opt.apply_gradients(zip(grads, model.trainable_variables))
             return loss
@@ -176,7 +183,7 @@ def _run_hvd(ctx, cfg, model_name, mode):
         for step in range(total):
             x, y = next(iterator)
             loss = train_step(x, y)
-            if step == 0:
+            if step == 0 and communicate:
                 hvd.broadcast_variables(model.variables + opt.variables, root_rank=0)
             times.mark()
         final_loss = float(loss)

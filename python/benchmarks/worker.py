@@ -54,9 +54,9 @@ class Context(object):
         self.notes = []
         self.runtime = {"pid": os.getpid(), "python": sys.executable}
         self.hvd = self.strategy = self.comm = self.tf = None
-        if kind in ("hvd", "mwms", "single"):
+        if kind in ("hvd", "hvd_bound", "mwms", "single"):
             self._setup_tf(threads)
-        if kind == "hvd":
+        if kind in ("hvd", "hvd_bound"):
             import tf_hvd as hvd
             hvd.init()
             self.hvd = hvd
@@ -112,7 +112,7 @@ class Context(object):
 
     def barrier(self):
         """All ranks meet here (through the contender's own communication)."""
-        if self.kind == "hvd":
+        if self.hvd is not None:
             self.hvd.barrier()
         elif self.kind == "mpi4py":
             self.comm.Barrier()
@@ -130,14 +130,14 @@ class Context(object):
     def algorithm_counts(self):
         """tf_hvd: how many collectives each algorithm ran in this process so far
         ({"allreduce/hierarchical": n, ...}), which shows which path a knob took."""
-        if self.kind != "hvd":
+        if self.hvd is None:
             return None
         from tf_hvd.basics import _lib
         counts = getattr(_lib, "algorithm_counts", None)  # absent in older libraries
         return dict(counts()) if counts else None
 
     def finish(self):
-        if self.kind == "hvd":
+        if self.hvd is not None:
             self.hvd.shutdown()
         elif self.kind == "mpi4py":
             from mpi4py import MPI

@@ -292,7 +292,7 @@ Status ShmAllreduce::Allreduce(const void* input, void* output, int64_t count, D
 }
 
 Status ShmAllreduce::Allreduce(const std::vector<Segment>& segments, DataType dtype,
-                               ReduceOp op) {
+                               ReduceOp op, double postscale) {
   // One transport barrier per call: a rank that is gone is reported by the
   // transport that knows its connection. Within the call, ranks pace each
   // other through the counters in shared memory.
@@ -305,7 +305,7 @@ Status ShmAllreduce::Allreduce(const std::vector<Segment>& segments, DataType dt
   const bool streaming = span.bytes() >= streaming_bytes;
   for (size_t done = 0; done < span.bytes();) {
     const size_t bytes = std::min(per_block, span.bytes() - done);
-    s = Block(span, done, bytes, dtype, op, streaming);
+    s = Block(span, done, bytes, dtype, op, postscale, streaming);
     if (!s.ok()) return s;
     done += bytes;
   }
@@ -364,7 +364,7 @@ Status ShmAllreduce::WaitFor(int which, uint64_t target, int peer) {
 }
 
 Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataType dtype,
-                           ReduceOp op, bool streaming) {
+                           ReduceOp op, double postscale, bool streaming) {
   const size_t elem = DataTypeSize(dtype);
   const size_t count = bytes / elem;
   const size_t n = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
@@ -391,7 +391,7 @@ Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataTyp
   }
   publish(kStaged);
 
-  // 2. Reduce this rank's chunk in rank order, piece by piece.
+  // 2. Reduce this rank's chunk in rank order, piece by piece, and scale it.
   s = WaitFor(kStaged, block + 1);
   if (!s.ok()) return s;
   const size_t piece = std::max<size_t>(1, kPieceBytes / elem) * elem;
@@ -408,6 +408,7 @@ Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataTyp
                  for (size_t r = 2; r < n; ++r) {
                    ReduceBuffers(dtype, op, acc, acc, source(r), part / elem);
                  }
+                 ScaleBuffer(dtype, acc, part / elem, postscale);
                  CopyOut(out + done, acc, part, streaming);
                }
              });

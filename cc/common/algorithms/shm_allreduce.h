@@ -71,18 +71,22 @@ class ShmAllreduce {
   // Several tensors reduced as one (a fused response) straight from their
   // inputs into their outputs, without a fusion buffer: the result is the
   // same as reducing their concatenation. Each input may equal its output.
+  // A postscale other than 1 multiplies the result (as ScaleBuffer does),
+  // applied by each chunk's owner while the reduced piece is in cache, so the
+  // scaling costs no extra pass over the outputs.
   struct Segment {
     const void* input;
     void* output;
     int64_t count;
   };
-  Status Allreduce(const std::vector<Segment>& segments, DataType dtype, ReduceOp op);
+  Status Allreduce(const std::vector<Segment>& segments, DataType dtype, ReduceOp op,
+                   double postscale = 1.0);
 
  private:
   struct Header;
   class Span;
   Status Block(const Span& span, size_t start, size_t bytes, DataType dtype, ReduceOp op,
-               bool streaming);
+               double postscale, bool streaming);
   // Waits until counter `which` of rank `peer` (of every other rank when
   // peer is -1) is at least target.
   Status WaitFor(int which, uint64_t target, int peer = -1);

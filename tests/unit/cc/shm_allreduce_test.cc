@@ -21,6 +21,7 @@
 
 #include "cc/common/half.h"
 #include "cc/common/algorithms/shm_allreduce.h"
+#include "cc/common/reduce_kernels.h"
 
 using namespace tfhvd;
 
@@ -192,6 +193,49 @@ TEST(ShmAllreduce, SeveralTensorsReducedAsOneWithoutAFusionBuffer) {
       EXPECT_EQ(bad, 0) << "rank " << r << " of " << size;
     });
   }
+}
+
+// A postscale applied inside the allreduce (Average's 1/size) gives the same
+// bits as the sum followed by ScaleBuffer, on every rank: floats rounded once
+// from the double product, integers truncated, float16 scaled in float32.
+template <typename T>
+void TestPostscale(DataType dtype, double factor) {
+  const std::vector<size_t> sizes = {5, 0, 3000, 9001};
+  for (int size : {2, 3}) {
+    RunRanks(size, 4096, [&](int r, ShmAllreduce& shm) {
+      std::vector<std::vector<T>> in(sizes.size()), expect(sizes.size()), out(sizes.size());
+      std::vector<ShmAllreduce::Segment> plain, scaled;
+      for (size_t t = 0; t < sizes.size(); ++t) {
+        in[t].resize(sizes[t]);
+        uint32_t seed = 101u * static_cast<uint32_t>(t) + 7u * static_cast<uint32_t>(r);
+        for (T& x : in[t]) {
+          seed = seed * 1664525u + 1013904223u;
+          x = dtype == DataType::FLOAT16
+                  ? static_cast<T>(FloatToHalf(static_cast<float>(seed % 2000) / 37.0f))
+                  : static_cast<T>(static_cast<double>(seed % 20000) / 7.0);
+        }
+        expect[t].assign(sizes[t], T());
+        out[t].assign(sizes[t], T());
+        plain.push_back({in[t].data(), expect[t].data(), static_cast<int64_t>(sizes[t])});
+        scaled.push_back({in[t].data(), out[t].data(), static_cast<int64_t>(sizes[t])});
+      }
+      ASSERT_TRUE(shm.Allreduce(plain, dtype, ReduceOp::SUM).ok());
+      for (size_t t = 0; t < sizes.size(); ++t) ScaleBuffer(dtype, expect[t].data(), sizes[t], factor);
+      ASSERT_TRUE(shm.Allreduce(scaled, dtype, ReduceOp::SUM, factor).ok());
+      for (size_t t = 0; t < sizes.size(); ++t) {
+        EXPECT_EQ(std::memcmp(expect[t].data(), out[t].data(), sizes[t] * sizeof(T)), 0)
+            << "tensor " << t << ", rank " << r << " of " << size << ", factor " << factor;
+      }
+    });
+  }
+}
+
+TEST(ShmAllreduce, PostscaleInsideEqualsSumThenScale) {
+  TestPostscale<float>(DataType::FLOAT32, 1.0 / 3.0);
+  TestPostscale<float>(DataType::FLOAT32, 0.5);
+  TestPostscale<double>(DataType::FLOAT64, 0.1);
+  TestPostscale<int32_t>(DataType::INT32, 1.0 / 3.0);
+  TestPostscale<uint16_t>(DataType::FLOAT16, 1.0 / 3.0);
 }
 
 // A failing barrier (a peer gone) comes back from Allreduce as that status.
