@@ -30,19 +30,23 @@ from .supervisor import describe_status, exit_code_for, log_line
 NOT_FOUND_EXIT = 2
 
 
-def read_status(status_dir, suffix):
-    """{rank: (integer in rank.<r><suffix>, mtime_ns)} for the files written so far."""
-    found = {}
+def _rank_files(status_dir, suffix):
+    """(rank, path) of every rank.<r><suffix> file in status_dir so far."""
     try:
         names = os.listdir(status_dir)
     except OSError:
-        return found
+        return
     for name in names:
-        if not (name.startswith("rank.") and name.endswith(suffix)):
-            continue
-        path = os.path.join(status_dir, name)
+        middle = name[len("rank."):-len(suffix)]
+        if name.startswith("rank.") and name.endswith(suffix) and middle.isdigit():
+            yield int(middle), os.path.join(status_dir, name)
+
+
+def read_status(status_dir, suffix):
+    """{rank: (integer in rank.<r><suffix>, mtime_ns)} for the files written so far."""
+    found = {}
+    for rank, path in _rank_files(status_dir, suffix):
         try:
-            rank = int(name[len("rank."):-len(suffix)])
             with open(path) as f:
                 value = int(f.read().strip())
             found[rank] = (value, os.stat(path).st_mtime_ns)
@@ -80,21 +84,14 @@ def fault_records(status_dir):
     """rank -> failures.FaultRecord from the ranks' cores (rank.<r>.fault, written when a
     core stopped: which rank made it stop), as Gloo mode reads them from the store."""
     records = {}
-    try:
-        names = os.listdir(status_dir)
-    except OSError:
-        return records
-    for name in names:
-        middle = name[len("rank."):-len(".fault")]
-        if not (name.startswith("rank.") and name.endswith(".fault") and middle.isdigit()):
-            continue
+    for rank, path in _rank_files(status_dir, ".fault"):
         try:
-            with open(os.path.join(status_dir, name), "rb") as f:
+            with open(path, "rb") as f:
                 record = failures.parse_record(f.read())
         except OSError:
             continue
         if record is not None:
-            records[int(middle)] = record
+            records[rank] = record
     return records
 
 

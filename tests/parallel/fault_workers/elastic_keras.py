@@ -10,7 +10,6 @@ counters, the state and optimizer step after a reset, and the final weights.
 """
 
 import argparse
-import json
 import os
 import signal
 
@@ -19,10 +18,10 @@ parser.add_argument("--dir", required=True)
 parser.add_argument("--epochs", type=int, default=3)
 ARGS = parser.parse_args()
 
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tf_hvd.keras as hvd  # noqa: E402
+from events import append_event, toy_regression  # noqa: E402
 
 keras = tf.keras  # Keras 3, or tf-keras 2 with TF_USE_LEGACY_KERAS=1
 hvd.init()
@@ -32,15 +31,10 @@ keras.utils.set_random_seed(7)
 
 def emit(event, **fields):
     fields.update(event=event, first_rank=FIRST_RANK)
-    with open(os.path.join(ARGS.dir, "rank%d.events" % FIRST_RANK), "a") as f:
-        f.write(json.dumps(fields, sort_keys=True) + "\n")
+    append_event(ARGS.dir, FIRST_RANK, fields)
 
 
-rng = np.random.RandomState(100 + FIRST_RANK)
-x = rng.randn(64, 4).astype(np.float32)
-y = (x.sum(axis=1, keepdims=True) * 0.5).astype(np.float32)
-model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"),
-                          keras.layers.Dense(1)])
+x, y, model = toy_regression(keras, 100 + FIRST_RANK)
 model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.05, momentum=0.5)),
               loss="mse")
 state = hvd.elastic.KerasState(model, batch=0, epoch=0)

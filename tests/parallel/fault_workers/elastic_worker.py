@@ -11,11 +11,12 @@ appends JSON events to DIR/rank<r>.events (r: its first rank).
 """
 
 import argparse
-import json
 import os
 import signal
 import socket
 import time
+
+from events import append_event
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--dir", required=True)
@@ -41,8 +42,7 @@ FIRST_RANK = int(os.environ.get("TF_HVD_ELASTIC_ID", hvd.rank()))
 
 def emit(event, **fields):
     fields.update(event=event, first_rank=FIRST_RANK)
-    with open(os.path.join(ARGS.dir, "rank%d.events" % FIRST_RANK), "a") as f:
-        f.write(json.dumps(fields, sort_keys=True) + "\n")
+    append_event(ARGS.dir, FIRST_RANK, fields)
 
 
 w = tf.Variable(np.zeros([4], np.float32))

@@ -40,12 +40,13 @@ init-only           hvd.init() and report its result (bad environment knobs)
 """
 
 import argparse
-import json
 import os
 import signal
 import sys
 import threading
 import time
+
+from events import append_event
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--scenario", required=True)
@@ -78,10 +79,7 @@ _write_atomically("pid.%d" % RANK, str(os.getpid()))
 def emit(event, **fields):
     fields.update(event=event, rank=RANK, t=round(time.monotonic() - T0, 3),
                   wall=round(time.time(), 3))
-    line = json.dumps(fields, sort_keys=True)
-    with open(os.path.join(DIR, "rank%d.events" % RANK), "a") as f:
-        f.write(line + "\n")
-    print("FAULT " + line, flush=True)
+    print("FAULT " + append_event(DIR, RANK, fields), flush=True)
 
 
 def error_fields(e):

@@ -10,7 +10,6 @@ count, each epoch begun and ended) and saves its final weights to DIR/weights.ra
 """
 
 import argparse
-import json
 import os
 import signal
 
@@ -25,6 +24,7 @@ import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
 import tf_hvd.keras as hvd  # noqa: E402
+from events import append_event, toy_regression  # noqa: E402
 
 hvd.init()
 RANK = hvd.rank()
@@ -35,15 +35,10 @@ tf.config.experimental.enable_op_determinism()
 
 def emit(event, **fields):
     fields.update(event=event, rank=RANK, restart=RESTART)
-    with open(os.path.join(ARGS.dir, "rank%d.events" % RANK), "a") as f:
-        f.write(json.dumps(fields, sort_keys=True) + "\n")
+    append_event(ARGS.dir, RANK, fields)
 
 
-rng = np.random.RandomState(100 + RANK)
-x = rng.randn(64, 4).astype(np.float32)
-y = (x.sum(axis=1, keepdims=True) * 0.5).astype(np.float32)
-model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"),
-                          keras.layers.Dense(1)])
+x, y, model = toy_regression(keras, 100 + RANK)
 model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.05)), loss="mse")
 
 
