@@ -6,7 +6,7 @@ The list lives in cc/common/knobs.cc and is exposed by the built library as
 the ``<!-- knobs:begin -->`` and ``<!-- knobs:end -->`` markers of docs/knobs.md.
 tests/unit/test_knobs.py fails when that page and the list differ.
 
-    tools/build_lib.sh && PYTHONPATH=. python tools/gen_knob_table.py          # rewrite docs/knobs.md
+    tools/build_lib.sh && PYTHONPATH=. python tools/gen_knob_table.py      # rewrite docs/knobs.md
     PYTHONPATH=. python tools/gen_knob_table.py --check                        # exit 1 if stale
 """
 
@@ -72,7 +72,8 @@ def main(argv=None):
     fresh = render(library_knobs())
     if args.check:
         if table != fresh:
-            print("docs/knobs.md's knob table is stale: run tools/gen_knob_table.py", file=sys.stderr)
+            print("docs/knobs.md's knob table is stale: run tools/gen_knob_table.py",
+                  file=sys.stderr)
             return 1
         return 0
     if table != fresh:
