@@ -5,6 +5,8 @@
 #      tests' namespace cluster) -- only if missing
 #   2. venv ${TF_HVD_VENV:-$HOME/.venvs/tf_hvd} from python3.11 -- only if missing
 #   3. pip install -r tools/requirements.txt -- only if a pinned requirement is not satisfied
+#   3a. pip install -r tools/requirements-docs.txt (MkDocs + mkdocstrings: the docs site, which
+#      tests/unit/test_docs_site.py builds) -- only if a pinned requirement is not satisfied
 #   3b. pip install -r tools/requirements-cuda.txt (NCCL + CUDA runtime wheels, ~330 MiB download,
 #      ~475 MiB installed, ~30 s; tests/unit/test_cuda_build.py builds the CUDA variant)
 #   4. Bazel build of //:_hvd.so, copied to tf_hvd/_hvd.so (cached: ~2 s when unchanged);
@@ -97,6 +99,10 @@ PYEOF
 if requirements_missing "${ROOT}/tools/requirements.txt"; then
   log "pip install -r tools/requirements.txt"
   "${PY}" -m pip install -q -r "${ROOT}/tools/requirements.txt"
+fi
+if requirements_missing "${ROOT}/tools/requirements-docs.txt"; then
+  log "pip install -r tools/requirements-docs.txt"
+  "${PY}" -m pip install -q -r "${ROOT}/tools/requirements-docs.txt"
 fi
 # The CUDA variant's wheels (headers and libraries only: no GPU needed); always, so that
 # tests/unit/test_cuda_build.py can build that variant.

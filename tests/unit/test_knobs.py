@@ -1,5 +1,5 @@
 """The one list of HOROVOD_* knobs (cc/common/knobs.cc): strict parsing at hvd.init(),
-warnings for unknown HOROVOD_* variables, and the README table generated from the list.
+warnings for unknown HOROVOD_* variables, and the docs/knobs.md table generated from the list.
 
 init is process-wide and reads the environment, so the init checks run in fresh processes.
 """
@@ -38,21 +38,21 @@ def lib():
     return _lib
 
 
-# -- the list and the README ---------------------------------------------------------------------
+# -- the list and docs/knobs.md -------------------------------------------------------------------
 
-def test_readme_table_is_generated_from_the_list(lib):
-    with open(os.path.join(REPO, "README.md")) as f:
-        _, table, _ = gen_knob_table.split_readme(f.read())
+def test_docs_table_is_generated_from_the_list(lib):
+    with open(os.path.join(REPO, "docs", "knobs.md")) as f:
+        _, table, _ = gen_knob_table.split_page(f.read())
     assert table == gen_knob_table.render(lib.knobs()), (
-        "README.md's knob table differs from cc/common/knobs.cc: run "
+        "docs/knobs.md's knob table differs from cc/common/knobs.cc: run "
         "PYTHONPATH=. python tools/gen_knob_table.py")
     rows = [line for line in table.splitlines()[2:]]
-    readme = {}
+    page = {}
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split(" | ")]
-        readme[re.match(r"`(HOROVOD_[A-Z0-9_]+)`", cells[0]).group(1)] = cells[2].strip("`")
+        page[re.match(r"`(HOROVOD_[A-Z0-9_]+)`", cells[0]).group(1)] = cells[2].strip("`")
     listed = {k["name"]: k["default"] or "(empty)" for k in lib.knobs()}
-    assert readme == listed
+    assert page == listed
 
 
 def test_every_plain_default_parses_to_the_value_used_when_unset(lib):
