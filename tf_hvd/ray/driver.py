@@ -41,11 +41,11 @@ def start_rendezvous():
     return server, address
 
 
-def knobs(settings, extra_env_vars=None):
-    """Variables every rank gets besides its topology."""
+def knobs(nics=None, extra_env_vars=None):
+    """Variables every rank gets besides its topology (``nics``: Gloo binds the first)."""
     env = {}
-    if settings.nics:
-        env["HOROVOD_GLOO_IFACE"] = settings.nics[0]
+    if nics:
+        env["HOROVOD_GLOO_IFACE"] = nics[0]
     env.update({str(k): str(v) for k, v in (extra_env_vars or {}).items()})
     return env
 

@@ -133,7 +133,7 @@ class ElasticRayExecutor(object):
         timeout = self.settings.timeout_s
         infos = [topology.NodeInfo(*i) for i in
                  ray.get([w.actor.node.remote() for w in workers], timeout=timeout)]
-        knobs = driver.knobs(self.settings, self.env_vars)
+        knobs = driver.knobs(self.settings.nics, self.env_vars)
         slots = topology.rank_slots(infos)
         refs = []
         for slot, info, w in zip(slots, infos, workers):

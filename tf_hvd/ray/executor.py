@@ -120,7 +120,7 @@ class RayExecutor(object):
         self.hosts = [info.ip for info in infos]
         self._server, address = driver.start_rendezvous()
         gpus = topology.node_gpus(infos) if self.gpus_per_worker else {}
-        knobs = driver.knobs(self.settings, extra_env_vars)
+        knobs = driver.knobs(self.settings.nics, extra_env_vars)
         refs = []
         for slot, info, actor in zip(topology.rank_slots(infos), infos, self.workers):
             env = topology.rank_env_for(slot, info, address, self._server.port,
