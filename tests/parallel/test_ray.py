@@ -7,8 +7,10 @@ named; the argument checks and the placement timeout. The multi-node runs (Keras
 ElasticRayExecutor) are in test_ray_cluster.py.
 """
 
+import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -114,6 +116,29 @@ def test_placement_timeout_says_what_was_asked(local_ray):
                                            r"\{'CPU': 1\} \(STRICT_SPREAD\) within 2 s"):
         ex.start()
     assert ex.workers == []
+
+
+def test_ray_train_trainer_runs_a_tf_hvd_job(local_ray, tmp_path):
+    pytest.importorskip("pandas", reason="Ray Train needs ray[train] (pandas, pyarrow)")
+    from ray.train import RunConfig, ScalingConfig
+    from tf_hvd.ray.train import TfHvdConfig, TfHvdTrainer
+    trainer = TfHvdTrainer(
+        ray_fns.train_loop_reporting_collectives,
+        train_loop_config={"x": 0.25, "out": str(tmp_path / "rank")},
+        tf_hvd_config=TfHvdConfig(env_vars={"HOROVOD_CYCLE_TIME": "2"}),
+        scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
+        run_config=RunConfig(name="tf_hvd_train", storage_path=str(tmp_path)))
+    t0 = time.monotonic()
+    result = trainer.fit()
+    sys.stderr.write("Ray Train fit: %.1f s\n" % (time.monotonic() - t0))
+    assert result.error is None
+    for rank in (0, 1):
+        with open(str(tmp_path / ("rank-%d.json" % rank))) as f:
+            metrics = json.load(f)
+        assert metrics["sum"] == [3.0, 0.5]
+        assert metrics["size"] == metrics["world_size"] == 2
+        # tf_hvd's rank and local rank are Ray Train's world and local ranks
+        assert [tuple(r) for r in metrics["ranks"]] == [(0, 0, 0, 0), (1, 1, 1, 1)]
 
 
 def test_argument_checks():

@@ -67,3 +67,24 @@ def bump(counter):
 
 def executable_is(executable):
     return executable is None
+
+
+def train_loop_reporting_collectives(config):
+    """A Ray Train training function: joins the tf_hvd job and writes exact collectives
+    together with Ray Train's own view of the worker to ``config["out"]``-<rank>.json
+    (Ray Train V2 keeps reported metrics only with checkpoints)."""
+    import json
+
+    import numpy as np
+    import ray.train
+    import tensorflow as tf
+
+    import tf_hvd as hvd
+    hvd.init()
+    context = ray.train.get_context()
+    summed = hvd.allreduce(tf.constant([float(hvd.rank() + 1), config["x"]]), op=hvd.Sum)
+    ranks = hvd.allgather_object((hvd.rank(), context.get_world_rank(),
+                                  context.get_local_rank(), hvd.local_rank()))
+    with open("%s-%d.json" % (config["out"], hvd.rank()), "w") as f:
+        json.dump({"sum": np.asarray(summed).tolist(), "size": hvd.size(),
+                   "world_size": context.get_world_size(), "ranks": ranks}, f)
