@@ -19,6 +19,7 @@ Skipped, with the reason, where the namespace cluster cannot be made (not root, 
 import json
 import os
 import secrets
+import shutil
 import sys
 import time
 
@@ -53,6 +54,7 @@ class RayNodes(object):
             "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
             "RAY_USAGE_STATS_ENABLED": "0"})
         self.jobs = {}   # host -> Job
+        self.temps = {}  # host -> the node's --temp-dir (removed when it stops)
         self.starts = 0
 
     @property
@@ -62,6 +64,7 @@ class RayNodes(object):
     def start(self, host, within=120):
         self.starts += 1
         temp = "/tmp/tfr%d-%s-%d" % (os.getpid() % 1000, host, self.starts)  # short: sockets
+        self.temps[host] = temp
         cmd = [RAY, "start", "--block", "--num-cpus", "2", "--temp-dir", temp,
                "--node-ip-address", self.cluster.address(host)]
         if host == "h1":
@@ -89,6 +92,7 @@ class RayNodes(object):
             job.kill()
             job.wait(timeout=30)
         netns_cluster._kill_all(self.leftovers(host))
+        shutil.rmtree(self.temps.pop(host, ""), ignore_errors=True)
 
     def leftovers(self, host):
         sshd = set(self.cluster.sshd_pids.values())
