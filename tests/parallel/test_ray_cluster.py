@@ -1,0 +1,214 @@
+"""tf_hvd.ray on a two-node Ray cluster: a Ray head on namespace host h1 and a worker node
+on h2 (tools/netns_cluster.py), both real ``ray start`` processes with a fresh cluster
+token, started and torn down by this module (one cluster for all its tests).
+
+* RayExecutor, 2 nodes x 2 workers (4 ranks): a Keras fit whose final weights equal one
+  process's fit of the same data; the ranks' local/cross topology follows the nodes.
+* ElasticRayExecutor on the cluster's 4 slots (min_np 2): worker 3 SIGKILLs itself (the
+  job goes on with 3), then the test stops h2's whole Ray node (the job goes on with the
+  2 workers of h1), then starts a new Ray node on h2 (2 workers join at the next commit).
+  Every finishing worker ends with the same weights, equal to one process's, and the
+  sample count shows no step was lost or repeated.
+* After the nodes are stopped, no process is left in either namespace.
+
+The Ray nodes are stopped by killing their own process trees (and whatever is left in the
+two namespaces), not with ``ray stop``, which would stop every Ray process of the machine.
+Skipped, with the reason, where the namespace cluster cannot be made (not root, no ip...).
+"""
+
+import json
+import os
+import secrets
+import shutil
+import sys
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+
+import netns_cluster  # noqa: E402
+from jobrunner import PYTHON, REPO, Job, job_env, run  # noqa: E402
+
+RAY_WORKERS = os.path.join(HERE, "ray_workers")
+DRIVER = os.path.join(RAY_WORKERS, "cluster_driver.py")
+RAY = os.path.join(os.path.dirname(PYTHON), "ray")
+PORT = 6379
+STARTED_LINE = "This command will now block forever"
+
+pytestmark = pytest.mark.timeout(420)
+
+
+class RayNodes(object):
+    """`ray start --block` processes on the namespace hosts, one per node."""
+
+    def __init__(self, cluster, tmp):
+        self.cluster, self.tmp = cluster, tmp
+        self.env = job_env({
+            "PYTHONPATH": os.pathsep.join([REPO, RAY_WORKERS]),
+            # A token for this cluster only: nodes and drivers without it are refused.
+            "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
+            "RAY_USAGE_STATS_ENABLED": "0"})
+        self.jobs = {}   # host -> Job
+        self.temps = {}  # host -> the node's --temp-dir (removed when it stops)
+        self.starts = 0
+
+    @property
+    def head_address(self):
+        return "%s:%d" % (self.cluster.address("h1"), PORT)
+
+    def start(self, host, within=120):
+        self.starts += 1
+        temp = "/tmp/tfr%d-%s-%d" % (os.getpid() % 1000, host, self.starts)  # short: sockets
+        self.temps[host] = temp
+        cmd = [RAY, "start", "--block", "--num-cpus", "2", "--temp-dir", temp,
+               "--node-ip-address", self.cluster.address(host)]
+        if host == "h1":
+            cmd += ["--head", "--port", str(PORT), "--include-dashboard=false"]
+        else:
+            cmd += ["--address", self.head_address]
+        lines = []
+        job = Job(self.cluster.exec_argv(host, cmd), env=self.env, cwd=REPO,
+                  log_path=os.path.join(self.tmp, "ray-%s-%d.log" % (host, self.starts)),
+                  on_line=lambda name, line: lines.append(line))
+        self.jobs[host] = job
+        deadline = time.monotonic() + within
+        while not any(STARTED_LINE in l for l in lines):
+            if not job.running() or time.monotonic() > deadline:
+                job.kill()
+                raise RuntimeError("ray start on %s failed:\n%s" % (host, "\n".join(lines[-30:])))
+            time.sleep(0.2)
+        return job
+
+    def stop(self, host):
+        """Kill the node's process tree, then anything else left in its namespace (Ray's
+        workers outlive the raylet briefly), sshd excepted."""
+        job = self.jobs.pop(host, None)
+        if job is not None:
+            job.kill()
+            job.wait(timeout=30)
+        netns_cluster._kill_all(self.leftovers(host))
+        shutil.rmtree(self.temps.pop(host, ""), ignore_errors=True)
+
+    def leftovers(self, host):
+        sshd = set(self.cluster.sshd_pids.values())
+        left = []
+        for pid in self.cluster.processes_in(host):
+            try:
+                with open("/proc/%d/comm" % pid) as f:
+                    comm = f.read().strip()
+            except OSError:
+                continue
+            if pid not in sshd and comm != "sshd":
+                left.append(pid)
+        return left
+
+    def driver(self, mode, out, extra=(), timeout=300, on_line=None):
+        cmd = self.cluster.exec_argv("h1", [PYTHON, DRIVER, mode, "--address",
+                                            self.head_address, "--out", out] + list(extra))
+        if on_line is None:
+            return run(cmd, timeout, env=self.env, cwd=REPO)
+        return Job(cmd, env=self.env, cwd=REPO, on_line=on_line)
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory):
+    reason = netns_cluster.Cluster.available()
+    if reason:
+        pytest.skip("no namespace cluster: %s" % reason)
+    cluster = netns_cluster.Cluster(2, name="tfry%d" % (os.getpid() % 1000))
+    with cluster:
+        ray_nodes = RayNodes(cluster, str(tmp_path_factory.mktemp("ray")))
+        t0 = time.monotonic()
+        try:
+            ray_nodes.start("h1")
+            ray_nodes.start("h2")
+            sys.stderr.write("ray cluster up in %.1f s\n" % (time.monotonic() - t0))
+            yield ray_nodes
+        finally:
+            for host in ("h2", "h1"):
+                ray_nodes.stop(host)
+
+
+def _max_diff(weights, reference):
+    return max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+               for a, b in zip(weights, reference))
+
+
+def test_keras_fit_on_two_nodes_equals_one_process(nodes, tmp_path):
+    out = str(tmp_path / "fit.json")
+    res = nodes.driver("fit", out, ["--per-host", "2"])
+    assert res.ok, res.describe()
+    result = json.load(open(out))
+    ranks = result["ranks"]
+    sys.stderr.write("fit: start %.1f s, run %.1f s, fit per rank %s s\n"
+                     % (result["start_s"], result["run_s"],
+                        ["%.1f" % r["fit_s"] for r in ranks]))
+    assert [r["rank"] for r in ranks] == [0, 1, 2, 3]
+    assert all(r["size"] == 4 and r["local_size"] == 2 and r["cross_size"] == 2
+               for r in ranks)
+    assert [(r["local_rank"], r["cross_rank"]) for r in ranks] == [(0, 0), (1, 0), (0, 1),
+                                                                  (1, 1)]
+    # ranks 0,1 share a node, 2,3 the other one
+    assert ranks[0]["host"] == ranks[1]["host"] != ranks[2]["host"] == ranks[3]["host"]
+    assert sorted(set(r["host"] for r in ranks)) == ["h1", "h2"]
+    for r in ranks:
+        assert r["weights"] == ranks[0]["weights"]  # bit-identical across ranks
+        assert _max_diff(r["weights"], result["reference"]) < 1e-5
+
+
+def test_elastic_follows_killed_worker_and_nodes_leaving_and_joining(nodes, tmp_path):
+    out = str(tmp_path / "elastic.json")
+    marker = str(tmp_path / "waiting")
+    lines = []
+    job = nodes.driver("elastic", out, ["--victim", "3", "--kill-at", "3", "--steps", "10",
+                                        "--regrow-at", "6", "--marker", marker],
+                       on_line=lambda name, line: lines.append(line))
+    with job:
+        def wait_for(what, check, within=180):
+            deadline = time.monotonic() + within
+            while not check():
+                if not job.running() or time.monotonic() > deadline:
+                    job.kill()
+                    pytest.fail("%s did not happen:\n%s" % (what, "\n".join(lines[-60:])))
+                time.sleep(0.2)
+
+        t0 = time.monotonic()
+        times = {}
+        wait_for("worker 3's death", lambda: os.path.exists(marker))
+        times["3 left"] = time.monotonic() - t0
+        nodes.stop("h2")  # the node with workers 2 and 3 goes away
+        wait_for("worker 2's death", lambda: any("worker 2 on" in l for l in lines))
+        times["2 left"] = time.monotonic() - t0
+        nodes.start("h2")  # a new node: two slots
+        times["h2 back"] = time.monotonic() - t0
+        wait_for("the end", lambda: not job.running(), within=300)
+        times["end"] = time.monotonic() - t0
+        res = job.wait(timeout=10)
+    assert res.ok, res.describe()
+    result = json.load(open(out))
+    sys.stderr.write("elastic: run %.1f s; %s\n" % (result["run_s"], ", ".join(
+        "%s at %.1f s" % kv for kv in times.items())))
+    assert result["lost"] == [3, 2]
+    results = result["results"]
+    assert [r["id"] for r in results] == [0, 1, 4, 5]
+    assert [r["rank"] for r in results] == [0, 1, 2, 3]
+    for r in results:
+        assert (r["size"], r["step"], r["samples"]) == (4, 10, 10 * 12)
+        assert r["weights"] == results[0]["weights"]
+        assert _max_diff(r["weights"], result["reference"]) < 1e-5
+    assert [r["host"] for r in results] == ["h1", "h1", "h2", "h2"]
+    # steps ran with 4 and with 3 workers (with 2 they waited for the new node)
+    assert results[0]["sizes"] == [3, 4]
+    assert any("worker 3 on %s died" % nodes.cluster.address("h2") in l for l in lines)
+
+
+def test_nothing_left_after_the_nodes_stop(nodes):
+    for host in ("h2", "h1"):
+        nodes.stop(host)
+    time.sleep(1)
+    assert {h: nodes.leftovers(h) for h in ("h1", "h2")} == {"h1": [], "h2": []}
