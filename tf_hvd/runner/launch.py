@@ -17,9 +17,14 @@ import os
 import sys
 
 from . import args as cli
+from . import check_build
+from . import gloo_run
 from . import hosts as host_spec
+from . import mpi_run
+from . import output
 from . import ssh
 from .plan import Plan
+from .usage import notice
 
 USAGE_EXIT = 2
 SSH_FAILED_EXIT = 255  # as ssh's own
@@ -60,16 +65,17 @@ def main(argv=None):
         plan = prepare(argv)
     except (cli.UsageError, host_spec.HostSpecError) as e:
         return _usage_error(str(e))
+    for line in plan.notes if not isinstance(plan, Plan) else plan.args.notes:
+        notice(line)  # flags that do nothing here, ignored config keys: once each
     if not isinstance(plan, Plan):  # -cb: report and stop
-        from . import check_build
         verbose_log = (lambda m: sys.stderr.write("tfhvdrun: %s\n" % m)) if plan.verbose else None
         sys.stdout.write(check_build.report(check_build.built_features(verbose_log),
                                             plan.verbose))
         sys.stdout.flush()
         return 0
     if plan.args.prefix_output_with_timestamp:
-        from . import output
         output.set_timestamps(True)
+    output.set_rank_count(max(plan.args.num_proc, getattr(plan.args, "max_np", None) or 0))
     failed = ssh.check_hosts(plan.remote_hosts(), plan.args.ssh_port,
                              plan.args.ssh_identity_file)
     if failed:
@@ -78,10 +84,8 @@ def main(argv=None):
                              % (host, message))
         sys.stderr.flush()
         return SSH_FAILED_EXIT
-    if plan.args.mode == "mpi":
-        from . import mpi_run
+    if plan.args.mode in ("mpi", "jsrun"):
         return mpi_run.run(plan)
-    from . import gloo_run
     return gloo_run.run(plan)
 
 

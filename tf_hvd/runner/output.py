@@ -4,7 +4,9 @@ Every line a rank writes appears as ``[<rank>]<stdout>:<line>`` (or ``<stderr>``
 the format horovodrun uses. Each pipe is read by its own thread; a line is written
 with a single write under a lock shared by everyone writing to the same destination,
 so lines of different ranks never interleave mid-line. Optionally the raw, unprefixed
-bytes are also written to ``<output_dir>/rank.<rank>/<stdout|stderr>``. With
+bytes are also written to ``<output_dir>/rank.<rank>/<stdout|stderr>``, the rank
+zero-padded to the width of the largest rank as horovodrun names them (``rank.08`` in a
+job of 10 ranks or more; ``set_rank_count``). With
 ``set_timestamps(True)`` (``--prefix-output-with-timestamp``) each line starts with the
 local time it arrived, as horovodrun writes it:
 ``Mon Nov 23 15:22:20 2026[1]<stdout>:...``.
@@ -20,6 +22,7 @@ import time
 _locks_guard = threading.Lock()
 _locks = {}
 _timestamps = [False]
+_rank_width = [1]
 
 
 def set_timestamps(enabled):
@@ -44,8 +47,18 @@ def prefix(rank, stream_name):
     return ("[%d]<%s>:" % (rank, stream_name)).encode()
 
 
+def rank_width(num_ranks):
+    """Digits of the largest rank of a job of ``num_ranks`` (10 ranks: 1, 11 ranks: 2)."""
+    return len(str(max(int(num_ranks) - 1, 0)))
+
+
+def set_rank_count(num_ranks):
+    """Pad the rank in the names of --output-filename folders for this many ranks."""
+    _rank_width[0] = rank_width(num_ranks)
+
+
 def rank_output_dir(output_dir, rank):
-    return os.path.join(output_dir, "rank.%d" % rank)
+    return os.path.join(output_dir, "rank.%0*d" % (_rank_width[0], rank))
 
 
 def open_rank_file(output_dir, rank, stream_name):

@@ -37,7 +37,8 @@ else:  # run as a script: sys.path[0] is this directory
 # Same text as failures.TRACEBACK_LINE (this file must not import the package).
 TRACEBACK_LINE = b"Traceback (most recent call last):"
 
-_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "HOROVOD_RANK")
+_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "JSM_NAMESPACE_RANK",
+              "HOROVOD_RANK")
 
 
 def rank_from_env(environ):
@@ -68,6 +69,8 @@ def main(argv=None):
     parser.add_argument("--output-filename", dest="output_dir")
     parser.add_argument("--status-dir", dest="status_dir")
     parser.add_argument("--prefix-timestamp", dest="prefix_timestamp", action="store_true")
+    parser.add_argument("--num-ranks", dest="num_ranks", type=int, default=1,
+                        help="the job's size: pads the rank in --output-filename folders")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -75,6 +78,7 @@ def main(argv=None):
         parser.error("no command")
     rank = rank_from_env(os.environ)
     output.set_timestamps(args.prefix_timestamp)
+    output.set_rank_count(args.num_ranks)
     status_dir = args.status_dir
     if status_dir and not os.path.isdir(status_dir):
         status_dir = None  # a remote host: the launcher's directory is not here
