@@ -99,11 +99,43 @@ def test_config_file_ignores_unknown_keys_with_a_warning(tmp_path):
                            "note: " + parity.NO_EFFECT["torus_allreduce"]]
 
 
-def test_config_file_and_args_import_without_a_cycle():
-    code = ("import sys; import tf_hvd.runner.config_file as c; "
-            "assert 'tf_hvd.runner.args' not in sys.modules, 'config_file imports args'")
-    res = run([sys.executable, "-c", code], 60, env=clean_env()).check_finished()
-    assert res.returncode == 0, res.describe()
+def _runner_import_graph():
+    """module -> the tf_hvd.runner modules it imports (anywhere in its body)."""
+    import ast
+    runner_dir = os.path.join(REPO, "tf_hvd", "runner")
+    names = {f[:-3] for f in os.listdir(runner_dir) if f.endswith(".py")}
+    graph = {}
+    for name in names:
+        with open(os.path.join(runner_dir, name + ".py")) as f:
+            tree = ast.parse(f.read())
+        deps = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    deps.add(node.module.split(".")[0])
+                else:
+                    deps.update(a.name for a in node.names)
+        graph[name] = deps & (names - {"__init__", "__main__"})
+    return graph
+
+
+def test_runner_modules_import_without_a_cycle():
+    graph = _runner_import_graph()
+    assert "args" not in graph["config_file"]  # the cycle issue 23 named
+    done, path = set(), []
+
+    def visit(module):
+        assert module not in path, "import cycle: " + " -> ".join(path + [module])
+        if module in done:
+            return
+        path.append(module)
+        for dep in sorted(graph[module]):
+            visit(dep)
+        path.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module)
 
 
 # -- --mpi-args / --binding-args without --mpi ----------------------------------------
@@ -205,3 +237,41 @@ def test_network_interfaces_reach_mpiexec():
     assert ompi[:7] == ["mpiexec", "-n", "2", "-mca", "btl_tcp_if_include", "e1,e2", "-mca"]
     assert ompi[7:9] == ["oob_tcp_if_include", "e1,e2"]
     assert "-iface" not in mpi.mpiexec_command("mpiexec", mpi.HYDRA, 2, None, {}, ["p"])
+
+
+# -- tf_hvd.run: horovod.run's parameters, in its order --------------------------------
+
+# horovod.run's signature in Horovod 0.28.1 (horovod/runner/__init__.py), name by name.
+HOROVOD_RUN_PARAMETERS = [
+    "func", "args", "kwargs", "num_proc", "min_num_proc", "max_num_proc", "slots",
+    "reset_limit", "cooldown_range", "hosts", "hostfile", "host_discovery_script",
+    "start_timeout", "ssh_port", "ssh_identity_file", "disable_cache", "output_filename",
+    "verbose", "use_gloo", "use_mpi", "mpi_args", "network_interface", "network_interfaces",
+    "executable", "np", "min_np", "max_np"]
+
+
+def test_run_has_horovods_signature():
+    import inspect
+    import tf_hvd
+    from tf_hvd import runner
+    assert tf_hvd.run is runner.run
+    params = inspect.signature(runner.run).parameters
+    assert list(params) == HOROVOD_RUN_PARAMETERS
+    defaults = {n: p.default for n, p in params.items() if n != "func"}
+    assert defaults == dict({n: None for n in HOROVOD_RUN_PARAMETERS[1:]},
+                            args=(), num_proc=1)
+
+
+def test_run_passes_interfaces_and_discovery_to_the_launcher(monkeypatch):
+    from tf_hvd.runner import run_func
+    calls = []
+    monkeypatch.setattr(run_func.subprocess, "call", lambda argv, env: calls.append(argv) or 0)
+    with pytest.warns(DeprecationWarning, match="network_interface is deprecated"):
+        with pytest.raises(RuntimeError, match="rank 0 returned no result"):
+            run_func.run(print, (), None, 1, None, None, None, None, None, None, None,
+                         "./discover.sh", 45, network_interfaces=["eth1", "eth2"],
+                         network_interface="eth0")
+    argv = calls[0]
+    assert "--host-discovery-script=./discover.sh" in argv
+    assert "--start-timeout=45" in argv  # the 13th positional argument is start_timeout
+    assert "--network-interfaces=eth1,eth2,eth0" in argv
