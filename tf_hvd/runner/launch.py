@@ -22,6 +22,7 @@ from . import gloo_run
 from . import hosts as host_spec
 from . import mpi_run
 from . import output
+from . import reaper
 from . import ssh
 from .plan import Plan
 from .usage import notice
@@ -90,8 +91,19 @@ def main(argv=None):
 
 
 def console_main():
-    """Entry point of the ``tfhvdrun`` console script."""
-    sys.exit(main())
+    """Entry point of the ``tfhvdrun`` console script (and ``python -m tf_hvd.runner``):
+    runs the job, then ends whatever process of it is still running (reaper.py)."""
+    reaper.become_subreaper()
+    code = 1
+    try:
+        code = main()
+    finally:
+        leftovers = reaper.end_descendants()
+        if leftovers and code != 0:
+            notice("ended %d process(es) the failed job left running: %s" % (
+                len(leftovers), "; ".join("%d %s" % (pid, cmd[:100])
+                                          for pid, cmd in leftovers[:5])))
+    sys.exit(code)
 
 
 if __name__ == "__main__":
