@@ -58,8 +58,9 @@ def test_failed_job_leaves_no_process(transport):
     try:
         res = run(cmd, 120, env=clean_env(), cwd=REPO).check_finished()
         assert res.returncode != 0 and "helper started" in res.output, res.describe()
-        assert "tfhvdrun: ended 1 process(es) the failed job left running:" in res.output, \
-            res.describe()
+        if transport == "gloo":  # the launcher ended it (under MPI, the rank's wrapper)
+            assert "tfhvdrun: ended 1 process(es) the failed job left running:" in \
+                res.output, res.describe()
         assert _with_marker(marker) == [], res.describe()
     finally:
         for pid, _ in _with_marker(marker):
@@ -118,3 +119,28 @@ def test_mpi_launch_with_a_name_the_workers_resolve_wrongly(cluster):
     assert sorted(l for l in res.output.splitlines() if "<stdout>" in l) == [
         "[0]<stdout>:rank 0 ran", "[1]<stdout>:rank 1 ran"], res.describe()
     assert not _leftovers(cluster)
+
+
+@pytest.mark.parametrize("transport", ["gloo", "mpi"])
+def test_failed_job_leaves_no_process_on_either_host(cluster, transport):
+    # Every rank starts a setsid'd helper; rank 1 (on h2) fails.
+    marker = "tfhvd-leftover-%s" % uuid.uuid4().hex
+    every_rank = RANK.replace("if rank == 0:", "if True:").replace(
+        "    time.sleep(120)\n", "    time.sleep(120 if rank == 0 else 0)\n")
+    cmd = [PYTHON, "-m", "tf_hvd.runner", "-np", "2", "-H", "h1:1,h2:1", "-p", "2222",
+           "-i", cluster.client_key] + (["--mpi"] if transport == "mpi" else []) + \
+        [PYTHON, "-c", every_rank, marker]
+    try:
+        res = run(cluster.exec_argv("h1", cmd), 120, env=job_env(), cwd=REPO)
+        assert res.returncode not in (0, None), res.describe()
+        assert res.output.count("helper started") == 2, res.describe()
+        left = _with_marker(marker)
+        deadline = time.monotonic() + 10
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = _with_marker(marker)
+        assert left == [], res.describe()
+        assert not _leftovers(cluster), _leftovers(cluster)
+    finally:
+        for pid, _ in _with_marker(marker):
+            psutil.Process(pid).kill()

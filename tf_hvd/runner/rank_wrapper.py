@@ -16,10 +16,13 @@ the file descriptors the MPI process manager passes (PMI_FD), and
   ``rank.<r>.fault`` (TF_HVD_FAULT_FILE: which rank made it stop, the report Gloo
   ranks put in the store), so the launcher learns which rank failed first (the files'
   modification times say when; see failures.py) and can clean up every rank's process
-  group.
+  group;
+* ends, once the command has exited, whatever it started that is still running on this
+  host (reaper.py: the wrapper is the subreaper of the rank's process tree).
 
 It is run by file path, not ``-m``, so starting it never imports the tf_hvd package
-(and with it TensorFlow); it needs only the standard library and output.py next to it.
+(and with it TensorFlow); it needs only the standard library and output.py and
+reaper.py next to it.
 """
 
 import argparse
@@ -31,8 +34,10 @@ import time
 
 if __package__:
     from . import output
+    from . import reaper
 else:  # run as a script: sys.path[0] is this directory
     import output  # noqa: E402
+    import reaper  # noqa: E402
 
 # Same text as failures.TRACEBACK_LINE (this file must not import the package).
 TRACEBACK_LINE = b"Traceback (most recent call last):"
@@ -103,6 +108,7 @@ def main(argv=None):
                 pass
 
     signal.signal(signal.SIGTERM, on_term)
+    reaper.become_subreaper()  # the rank's orphans are ours to end (reaper.py)
     try:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, env=env, close_fds=False,
@@ -136,6 +142,7 @@ def main(argv=None):
     code = child.wait()
     # Report first: the child's own children may hold its pipes open for a while.
     _report_exit(status_dir, rank, code)
+    reaper.end_descendants(grace=1.0)  # nothing the rank started outlives it here
     deadline = time.monotonic() + 5.0
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
