@@ -88,6 +88,19 @@ def _library_env(args):
     return env
 
 
+# TensorFlow's start-up lines on every rank (cpu_feature_guard, oneDNN, cuInit...) are
+# hidden unless the user asked for them (--verbose, or TensorFlow's own variable).
+QUIET_ENV = "TF_HVD_QUIET_TF_STARTUP"  # ranks' wrappers drop those lines too (output.py)
+
+
+def quiet_env(args, environ):
+    """{TF_CPP_MIN_LOG_LEVEL: 1 (no INFO lines), QUIET_ENV: 1} for the ranks, or {} with
+    --verbose or when the user set TF_CPP_MIN_LOG_LEVEL (then everything is shown)."""
+    if getattr(args, "verbose", False) or "TF_CPP_MIN_LOG_LEVEL" in environ:
+        return {}
+    return {"TF_CPP_MIN_LOG_LEVEL": "1", QUIET_ENV: "1"}
+
+
 def gloo_rank_env(slot, hostname, rendezvous_addr, rendezvous_port, knobs):
     """Variables for one rank in Gloo mode.
 

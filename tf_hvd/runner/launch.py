@@ -18,6 +18,7 @@ import sys
 
 from . import args as cli
 from . import check_build
+from . import env as rank_env
 from . import gloo_run
 from . import hosts as host_spec
 from . import mpi_run
@@ -45,6 +46,7 @@ def prepare(argv):
     start_timeout = cli.start_timeout(args)
     plan = Plan(args)
     plan.start_timeout = start_timeout
+    plan.knobs.update(rank_env.quiet_env(args, os.environ))  # TensorFlow's start-up lines
     if plan.any_local:
         cli.check_command_runs_here(args.command)
     if args.output_filename:
@@ -76,6 +78,7 @@ def main(argv=None):
         return 0
     if plan.args.prefix_output_with_timestamp:
         output.set_timestamps(True)
+    output.set_quiet(rank_env.QUIET_ENV in plan.knobs)
     output.set_rank_count(max(plan.args.num_proc, getattr(plan.args, "max_np", None) or 0))
     failed = ssh.check_hosts(plan.remote_hosts(), plan.args.ssh_port,
                              plan.args.ssh_identity_file)

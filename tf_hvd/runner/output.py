@@ -16,6 +16,7 @@ rank wrapper imports it by file location.
 """
 
 import os
+import re
 import threading
 import time
 
@@ -23,6 +24,16 @@ _locks_guard = threading.Lock()
 _locks = {}
 _timestamps = [False]
 _rank_width = [1]
+_quiet = [False, False]  # [drop TensorFlow's start-up lines, this host has a GPU]
+
+# TensorFlow's start-up lines that TF_CPP_MIN_LOG_LEVEL cannot hide (printed before its
+# logging is set up): absl's preamble and INFO lines (oneDNN's notice); and, on a host
+# without an NVIDIA device, the failed cuInit.
+_NOISE = [re.compile(p) for p in (
+    rb"^WARNING: All log messages before absl::InitializeLog\(\) is called are written "
+    rb"to STDERR\s*$",
+    rb"^I\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\] ")]
+_NO_GPU_NOISE = re.compile(rb"^E\d{4} .*\] failed call to cuInit: ")
 
 
 def set_timestamps(enabled):
@@ -45,6 +56,23 @@ def lock_for(stream):
 
 def prefix(rank, stream_name):
     return ("[%d]<%s>:" % (rank, stream_name)).encode()
+
+
+def set_quiet(enabled, has_gpu=None):
+    """Drop TensorFlow's start-up lines from the forwarded output (not from the
+    --output-filename copies); ``has_gpu`` defaults to whether this host has one."""
+    if has_gpu is None:
+        has_gpu = os.path.exists("/dev/nvidiactl")
+    _quiet[:] = [bool(enabled), bool(has_gpu)]
+
+
+def is_noise(line):
+    """Whether set_quiet(True) drops ``line`` (bytes)."""
+    if not _quiet[0]:
+        return False
+    if any(p.match(line) for p in _NOISE):
+        return True
+    return not _quiet[1] and bool(_NO_GPU_NOISE.match(line))
 
 
 def rank_width(num_ranks):
@@ -90,6 +118,8 @@ def _copy_lines(pipe, rank, stream_name, dest, dest_lock, copy_file, redact=None
                     copy_file.flush()
                 except (OSError, ValueError):
                     copy_file = None
+            if is_noise(line):
+                continue  # kept in the copy above, not shown
             with dest_lock:
                 try:
                     dest.write((timestamp() if stamped else b"") + head + line_out)

@@ -84,6 +84,8 @@ def main(argv=None):
     rank = rank_from_env(os.environ)
     output.set_timestamps(args.prefix_timestamp)
     output.set_rank_count(args.num_ranks)
+    # Same text as env.QUIET_ENV (this file must not import the package).
+    output.set_quiet(os.environ.get("TF_HVD_QUIET_TF_STARTUP") == "1")
     status_dir = args.status_dir
     if status_dir and not os.path.isdir(status_dir):
         status_dir = None  # a remote host: the launcher's directory is not here
