@@ -14,7 +14,6 @@ same job runs.
 """
 
 import os
-import sys
 import time
 import uuid
 
@@ -22,9 +21,9 @@ import psutil
 import pytest
 
 from jobrunner import PYTHON, REPO, clean_env, job_env, run
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+# The namespace cluster (a module fixture, skipped without one) and its leftover check;
+# test_multihost also puts tools/ on sys.path.
+from test_multihost import _leftovers, cluster  # noqa: F401
 
 import netns_cluster  # noqa: E402
 
@@ -67,31 +66,6 @@ def test_failed_job_leaves_no_process(transport):
             psutil.Process(pid).kill()
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    reason = netns_cluster.Cluster.available()
-    if reason:
-        pytest.skip("no namespace cluster: %s" % reason)
-    c = netns_cluster.Cluster(2, name="tfcl%d" % (os.getpid() % 1000))
-    with c:
-        yield c
-
-
-def _leftovers(cluster):
-    sshd = set(cluster.sshd_pids.values())
-    left = []
-    for host in cluster.hosts:
-        for pid in cluster.processes_in(host):
-            try:
-                p = psutil.Process(pid)
-                if pid in sshd or (p.ppid() in sshd and "sshd" in p.name()):
-                    continue
-                left.append("%s: %d %s" % (host, pid, " ".join(p.cmdline())[:120]))
-            except psutil.NoSuchProcess:
-                pass
-    return left
-
-
 def test_mpi_launch_with_a_name_the_workers_resolve_wrongly(cluster):
     for host, address in (("h1", cluster.address("h1")), ("h2", "127.0.1.1")):
         with open(os.path.join(netns_cluster.NETNS_ETC, cluster.netns(host), "hosts"),
@@ -107,18 +81,18 @@ def test_mpi_launch_with_a_name_the_workers_resolve_wrongly(cluster):
     assert 'unable to connect from "h2" to "ghost" (Connection refused)' in res.output, \
         res.describe()
     assert not res.survivors, res.describe()
-    left = _leftovers(cluster)
+    left = _leftovers(cluster, ())
     deadline = time.monotonic() + 10
     while left and time.monotonic() < deadline:
         time.sleep(0.2)
-        left = _leftovers(cluster)
+        left = _leftovers(cluster, ())
     assert not left, "left on the hosts: %s\n%s" % (left, res.describe())
     res = run(cluster.exec_argv("h1", base + ["--network-interfaces", "eth0"] + program), 90,
               env=job_env(), cwd=REPO)
     assert res.ok, res.describe()
     assert sorted(l for l in res.output.splitlines() if "<stdout>" in l) == [
         "[0]<stdout>:rank 0 ran", "[1]<stdout>:rank 1 ran"], res.describe()
-    assert not _leftovers(cluster)
+    assert not _leftovers(cluster, ())
 
 
 @pytest.mark.parametrize("transport", ["gloo", "mpi"])
@@ -140,7 +114,7 @@ def test_failed_job_leaves_no_process_on_either_host(cluster, transport):
             time.sleep(0.2)
             left = _with_marker(marker)
         assert left == [], res.describe()
-        assert not _leftovers(cluster), _leftovers(cluster)
+        assert not _leftovers(cluster, ()), _leftovers(cluster, ())
     finally:
         for pid, _ in _with_marker(marker):
             psutil.Process(pid).kill()

@@ -178,7 +178,8 @@ def build_parser():
                    help="TCP port of the launcher's rendezvous server in Gloo mode "
                         "(default 0: any free port)")
     p.add_argument("--output-filename", dest="output_filename", metavar="DIR",
-                   help="also write each rank's output to DIR/rank.<r>/stdout and stderr")
+                   help="also write each rank's output to DIR/rank.<r>/stdout and stderr "
+                        "(<r> zero-padded to the width of the largest rank, as horovodrun)")
     p.add_argument("--verbose", dest="verbose", action="store_true",
                    help="print what the launcher does")
     knobs = p.add_argument_group("tuning (Horovod environment knobs)")
@@ -220,10 +221,12 @@ def _add_algorithm_flags(knobs):
     """On/off pairs; "off" also keeps autotune from changing it (Horovod's meaning)."""
     parity.add_on_off(knobs, "--hierarchical-allreduce", "--no-hierarchical-allreduce",
                       "hierarchical_allreduce", "allreduce within each host, then across "
-                      "hosts (HOROVOD_HIERARCHICAL_ALLREDUCE=1; off: =0, not autotuned)")
+                      "hosts (HOROVOD_HIERARCHICAL_ALLREDUCE=1)",
+                      "never hierarchical allreduce, not even by autotune (=0)")
     parity.add_on_off(knobs, "--hierarchical-allgather", "--no-hierarchical-allgather",
                       "hierarchical_allgather", "allgather across hosts, then within each "
-                      "host (HOROVOD_HIERARCHICAL_ALLGATHER=1; off: =0)")
+                      "host (HOROVOD_HIERARCHICAL_ALLGATHER=1)",
+                      "never hierarchical allgather (HOROVOD_HIERARCHICAL_ALLGATHER=0)")
     parity.add_on_off(knobs, "--torus-allreduce", "--no-torus-allreduce", "torus_allreduce",
                       "accepted for horovodrun parity; no effect in tf_hvd "
                       "(HOROVOD_TORUS_ALLREDUCE)")
