@@ -275,3 +275,13 @@ def test_run_passes_interfaces_and_discovery_to_the_launcher(monkeypatch):
     assert "--host-discovery-script=./discover.sh" in argv
     assert "--start-timeout=45" in argv  # the 13th positional argument is start_timeout
     assert "--network-interfaces=eth1,eth2,eth0" in argv
+
+
+def test_jsrun_does_not_try_ssh(monkeypatch, capsys):
+    from tf_hvd.runner import launch, ssh
+    monkeypatch.setenv("LSB_JOBID", "7")
+    monkeypatch.setenv("LSB_MCPU_HOSTS", "computeA 2 computeB 2")
+    monkeypatch.setenv("PATH", "/nonexistent")  # no jsrun
+    monkeypatch.setattr(ssh, "check_hosts", lambda *a: pytest.fail("ssh was tried"))
+    assert launch.main(["--jsrun", "python", "t.py"]) == 2
+    assert "--jsrun: jsrun not found on PATH" in capsys.readouterr().err

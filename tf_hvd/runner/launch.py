@@ -80,8 +80,9 @@ def main(argv=None):
         output.set_timestamps(True)
     output.set_quiet(rank_env.QUIET_ENV in plan.knobs)
     output.set_rank_count(max(plan.args.num_proc, getattr(plan.args, "max_np", None) or 0))
-    failed = ssh.check_hosts(plan.remote_hosts(), plan.args.ssh_port,
-                             plan.args.ssh_identity_file)
+    # jsrun reaches the LSF job's hosts by itself (often where ssh is not allowed).
+    failed = [] if plan.args.mode == "jsrun" else ssh.check_hosts(
+        plan.remote_hosts(), plan.args.ssh_port, plan.args.ssh_identity_file)
     if failed:
         for host, message in failed:
             sys.stderr.write("tfhvdrun: error: cannot reach host %s over ssh: %s\n"
