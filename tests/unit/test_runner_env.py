@@ -248,7 +248,7 @@ def test_mpiexec_command_hydra():
                                python="/v/bin/python")
     assert argv == ["/v/bin/mpiexec", "-n", "4", "-hosts", "a:2,b:2",
                     "-genv", "HOROVOD_CONTROLLER", "mpi", "-genv", "HOROVOD_CYCLE_TIME", "5",
-                    "/v/bin/python", mpi.WRAPPER_PATH, "--output-filename", "/o",
+                    "/v/bin/python", mpi.WRAPPER_PATH, "--output-filename", "/o", "--num-ranks", "4",
                     "--status-dir", "/s", "--", "python", "t.py"]
 
 

@@ -101,3 +101,29 @@ def test_closed_destination_keeps_draining():
     feeder.join(30)
     t.join(30)
     assert not feeder.is_alive() and not t.is_alive()
+
+
+def test_quiet_drops_tensorflows_start_up_lines_only():
+    lines = {
+        b"WARNING: All log messages before absl::InitializeLog() is called are written to "
+        b"STDERR\n": True,
+        b"I0000 00:00:1795534917.027345   18860 port.cc:153] oneDNN custom operations are "
+        b"on.\n": True,
+        b"I1124 15:40:01.123456   18860 cpu_feature_guard.cc:227] This TensorFlow binary\n":
+            True,
+        b"E0000 00:00:1795534785.066012   12569 cuda_platform.cc:52] failed call to cuInit: "
+        b"INTERNAL: CUDA error\n": "no gpu",
+        b"W0000 00:00:1795534785.066012   12569 some.cc:1] a warning\n": False,
+        b"INFO: user's own line\n": False,
+        b"I am a user line\n": False,
+    }
+    try:
+        for has_gpu in (False, True):
+            output.set_quiet(True, has_gpu=has_gpu)
+            for line, dropped in lines.items():
+                expected = (not has_gpu) if dropped == "no gpu" else dropped
+                assert output.is_noise(line) is expected, (line, has_gpu)
+        output.set_quiet(False)
+        assert not any(output.is_noise(line) for line in lines)
+    finally:
+        output.set_quiet(False)

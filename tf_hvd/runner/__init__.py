@@ -5,15 +5,14 @@ Run it as ``tfhvdrun ...`` or ``python -m tf_hvd.runner ...``, or from Python wi
 imports only the standard library (and cloudpickle for ``run``).
 """
 
+from .launch import main as _launcher_main
+from .run_func import run
 
-def run(func, *args, **kwargs):
-    """horovod.run for tf_hvd: runs ``func`` on every rank, returns their results
-    (see tf_hvd.runner.run_func.run for the parameters)."""
-    from .run_func import run as run_func
-    return run_func(func, *args, **kwargs)
+__all__ = ["run", "run_commandline"]
 
 
 def run_commandline(argv=None):
-    """Run the launcher with ``argv`` (list, default sys.argv[1:]); return the exit code."""
-    from .launch import main
-    return main(argv)
+    """Run the launcher with ``argv`` (list, default sys.argv[1:]); return the exit code.
+
+    Example: ``tf_hvd.runner.run_commandline(["-np", "2", "python", "train.py"])``."""
+    return _launcher_main(argv)

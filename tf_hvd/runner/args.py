@@ -13,13 +13,12 @@ import shutil
 import sys
 
 from .. import __version__
+from . import config_file
+from . import lsf
+from . import parity
+from .usage import PROG, UsageError
 
-PROG = "tfhvdrun"
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
-
-
-class UsageError(Exception):
-    """Bad command line; str(e) is the one-line message (without the prefix)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,9 +58,9 @@ class _NicsAction(argparse.Action):
 def _add_autotune_flags(p):
     """horovodrun's autotune flags (HOROVOD_AUTOTUNE*; README, Autotune)."""
     tune = p.add_argument_group("autotune")
-    tune.add_argument("--autotune", dest="autotune", action="store_true",
-                      help="tune the fusion threshold, cycle time, response cache and "
-                           "hierarchical allreduce online (HOROVOD_AUTOTUNE=1)")
+    parity.add_on_off(tune, "--autotune", "--no-autotune", "autotune",
+                      "tune the fusion threshold, cycle time, response cache and "
+                      "hierarchical allreduce online (HOROVOD_AUTOTUNE=1)")
     tune.add_argument("--autotune-log-file", dest="autotune_log_file", metavar="FILE",
                       help="rank 0 writes one CSV row per autotune sample (HOROVOD_AUTOTUNE_LOG)")
     tune.add_argument("--autotune-warmup-samples", dest="autotune_warmup_samples",
@@ -106,6 +105,9 @@ def _add_horovodrun_flags(p):
     lib.add_argument("--gloo-timeout-seconds", dest="gloo_timeout_seconds", type=_number,
                      metavar="S", help="timeout of Gloo operations "
                                        "(HOROVOD_GLOO_TIMEOUT_SECONDS)")
+    lib.add_argument("--num-nccl-streams", dest="num_nccl_streams", type=_integer,
+                     metavar="N", help="accepted for horovodrun parity; no effect in "
+                                       "tf_hvd (HOROVOD_NUM_NCCL_STREAMS)")
     lib.add_argument("--thread-affinity", dest="thread_affinity", type=_integer,
                      metavar="CPU", help="pin the background thread of local rank r to CPU "
                                          "CPU + r (HOROVOD_THREAD_AFFINITY)")
@@ -124,6 +126,10 @@ def _add_horovodrun_flags(p):
     stamp.add_argument("--log-without-timestamp", dest="log_with_timestamp",
                        action="store_const", const=False,
                        help="no timestamps in the core's log lines (HOROVOD_LOG_HIDE_TIME=1)")
+    stamp.add_argument("--log-hide-timestamp", dest="log_with_timestamp", const=False,
+                       action=parity.DeprecatedSpelling, replacement="--log-without-timestamp")
+    stamp.add_argument("--no-log-hide-timestamp", dest="log_with_timestamp", const=True,
+                       action=parity.DeprecatedSpelling, replacement="--log-with-timestamp")
     logs.add_argument("-prefix-timestamp", "--prefix-output-with-timestamp",
                       dest="prefix_output_with_timestamp", action="store_true",
                       help="start every output line of the ranks with the time")
@@ -151,6 +157,9 @@ def build_parser():
                       help="use the Gloo transport, started by this launcher (default)")
     mode.add_argument("--mpi", dest="mode", action="store_const", const="mpi",
                       help="start the ranks with mpiexec and use the MPI transport")
+    mode.add_argument("--jsrun", dest="mode", action="store_const", const="jsrun",
+                      help="in an LSF job: start the ranks with jsrun and use the MPI "
+                           "transport (docs/launcher-horovodrun-parity.md)")
     p.add_argument("-p", "--ssh-port", dest="ssh_port", type=_integer, metavar="PORT",
                    help="ssh port on the remote hosts")
     p.add_argument("-i", "--ssh-identity-file", dest="ssh_identity_file", metavar="FILE",
@@ -169,7 +178,8 @@ def build_parser():
                    help="TCP port of the launcher's rendezvous server in Gloo mode "
                         "(default 0: any free port)")
     p.add_argument("--output-filename", dest="output_filename", metavar="DIR",
-                   help="also write each rank's output to DIR/rank.<r>/stdout and stderr")
+                   help="also write each rank's output to DIR/rank.<r>/stdout and stderr "
+                        "(<r> zero-padded to the width of the largest rank, as horovodrun)")
     p.add_argument("--verbose", dest="verbose", action="store_true",
                    help="print what the launcher does")
     knobs = p.add_argument_group("tuning (Horovod environment knobs)")
@@ -190,8 +200,8 @@ def build_parser():
                         help="do not mark cycles (HOROVOD_TIMELINE_MARK_CYCLES=0)")
     knobs.add_argument("--log-level", dest="log_level", type=str.upper, choices=LOG_LEVELS,
                        metavar="LEVEL", help="core log level: " + ", ".join(LOG_LEVELS))
-    knobs.add_argument("--no-stall-check", dest="no_stall_check", action="store_true",
-                       help="disable the stall inspector (HOROVOD_STALL_CHECK_DISABLE=1)")
+    parity.add_on_off(knobs, "--no-stall-check", "--stall-check", "no_stall_check",
+                      "disable the stall inspector (HOROVOD_STALL_CHECK_DISABLE=1)")
     knobs.add_argument("--stall-check-warning-time-seconds",
                        dest="stall_check_warning_time_seconds", type=_number,
                        metavar="S", help="HOROVOD_STALL_CHECK_TIME_SECONDS")
@@ -201,18 +211,25 @@ def build_parser():
     _add_autotune_flags(p)
     _add_horovodrun_flags(p)
     _add_fault_tolerance_flags(p)
-    knobs.add_argument("--hierarchical-allreduce", dest="hierarchical_allreduce",
-                       action="store_true",
-                       help="allreduce within each host, then across hosts "
-                            "(HOROVOD_HIERARCHICAL_ALLREDUCE=1)")
-    knobs.add_argument("--hierarchical-allgather", dest="hierarchical_allgather",
-                       action="store_true",
-                       help="allgather across hosts, then within each host "
-                            "(HOROVOD_HIERARCHICAL_ALLGATHER=1)")
+    _add_algorithm_flags(knobs)
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="the program to run on every rank, e.g. python train.py")
-    p.set_defaults(mode="gloo")
     return p
+
+
+def _add_algorithm_flags(knobs):
+    """On/off pairs; "off" also keeps autotune from changing it (Horovod's meaning)."""
+    parity.add_on_off(knobs, "--hierarchical-allreduce", "--no-hierarchical-allreduce",
+                      "hierarchical_allreduce", "allreduce within each host, then across "
+                      "hosts (HOROVOD_HIERARCHICAL_ALLREDUCE=1)",
+                      "never hierarchical allreduce, not even by autotune (=0)")
+    parity.add_on_off(knobs, "--hierarchical-allgather", "--no-hierarchical-allgather",
+                      "hierarchical_allgather", "allgather across hosts, then within each "
+                      "host (HOROVOD_HIERARCHICAL_ALLGATHER=1)",
+                      "never hierarchical allgather (HOROVOD_HIERARCHICAL_ALLGATHER=0)")
+    parity.add_on_off(knobs, "--torus-allreduce", "--no-torus-allreduce", "torus_allreduce",
+                      "accepted for horovodrun parity; no effect in tf_hvd "
+                      "(HOROVOD_TORUS_ALLREDUCE)")
 
 
 # -- fault tolerance: restarts (and elastic runs) -------------------------------------------
@@ -329,7 +346,6 @@ def _check_nonnegative(value, flag):
 def given_on_command_line(argv):
     """The ``dest`` names of the flags that ``argv`` sets (for --config-file: these win)."""
     p = build_parser()
-    p._defaults.clear()  # set_defaults(mode=...) would look given
     for action in p._actions:
         action.default = argparse.SUPPRESS
     given, _ = p.parse_known_args(argv)
@@ -339,9 +355,14 @@ def given_on_command_line(argv):
 def parse(argv):
     """Parse and check ``argv`` (without the program name). Raises UsageError."""
     args = build_parser().parse_args(argv)
+    # One-line notices the launcher prints once (launch.main): config-file keys it
+    # ignores, flags that do nothing here, deprecated spellings.
+    args.notes = []
     if args.config_file:
-        from . import config_file
-        config_file.apply(args, args.config_file, given_on_command_line(argv))
+        args.notes += config_file.apply(args, args.config_file, given_on_command_line(argv),
+                                        _dest_actions(build_parser()))
+    _choose_launch(args, os.environ)
+    args.notes += parity.notices(args)
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
@@ -349,7 +370,8 @@ def parse(argv):
     if args.check_build:
         return args
     if args.num_proc is None:
-        raise UsageError("the following arguments are required: -np/--num-proc")
+        raise UsageError("the following arguments are required: -np/--num-proc (or run "
+                         "inside an LSF job, which gives it)")
     if not command:
         raise UsageError("no command given to run (e.g. %s -np 2 python train.py)" % PROG)
     if args.num_proc < 1:
@@ -383,12 +405,10 @@ def parse(argv):
 def _check_horovodrun_flags(args):
     _check_nonnegative(args.gloo_timeout_seconds, "--gloo-timeout-seconds")
     _check_nonnegative(args.thread_affinity, "--thread-affinity")
+    _check_nonnegative(args.num_nccl_streams, "--num-nccl-streams")
     for flag, value in (("--mpi-args", args.mpi_args), ("--binding-args", args.binding_args)):
         if value is None:
             continue
-        if args.mode != "mpi":
-            raise UsageError("%s applies to MPI jobs: add --mpi (tfhvdrun starts Gloo jobs "
-                             "by default)" % flag)
         try:
             shlex.split(value)
         except ValueError as e:
@@ -396,6 +416,31 @@ def _check_horovodrun_flags(args):
     # The first interface names the rendezvous address (and Gloo's); kept under the
     # name the rest of the launcher reads.
     args.network_interface = args.nics[0] if args.nics else None
+
+
+def _dest_actions(parser):
+    """dest -> the action of the flag that sets it (for --config-file's values)."""
+    return {a.dest: a for a in parser._actions if a.option_strings}
+
+
+def _choose_launch(args, environ):
+    """LSF job defaults, then the launch mode when neither --gloo, --mpi nor --jsrun (nor
+    the config file's controller) chose it: MPI when --mpi-args or --binding-args were
+    given (horovodrun applies them to the mpirun launch it picks by default), else Gloo.
+    docs/launcher-horovodrun-parity.md."""
+    try:
+        lsf.apply_job_defaults(args, environ)
+    except ValueError as e:
+        raise UsageError(str(e))
+    if args.mode is None:
+        wants_mpi = args.mpi_args is not None or args.binding_args is not None
+        args.mode = "mpi" if wants_mpi else "gloo"
+    elif args.mode == "gloo" and args.mpi_args is not None:
+        args.notes.append("note: --mpi-args has no effect with --gloo (horovodrun "
+                                  "ignores it there too)")
+    if args.mode == "jsrun" and not lsf.in_lsf_job(environ):
+        raise UsageError("--jsrun: no LSF job detected (LSB_JOBID is not set); jsrun starts "
+                         "ranks inside an LSF job only: use --gloo or --mpi elsewhere")
 
 
 def start_timeout(args, environ=None):

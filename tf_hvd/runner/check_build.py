@@ -24,24 +24,47 @@ nccl_built), which needs TensorFlow: if it cannot be loaded, TensorFlow is not
 available and nothing is marked (``--verbose`` says why).
 """
 
+import json
+import os
+import subprocess
+import sys
+
 from .. import __version__
+
+# Run in a child Python: loading the library loads TensorFlow, which the launcher itself
+# never imports (it starts at once), and its start-up chatter stays in the child.
+_PROBE = """import json
+from tf_hvd import basics as b
+print(json.dumps(dict(mpi=b.mpi_built(), gloo=b.gloo_built(), nccl=b.nccl_built(),
+                      ddl=b.ddl_built(), ccl=b.ccl_built())))
+"""
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def built_features(verbose_log=None):
     """{name: bool} of what the library was built with."""
     features = {"tensorflow": False, "torch": False, "mxnet": False, "mpi": False,
                 "gloo": False, "nccl": False, "ddl": False, "ccl": False}
-    import os
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's start-up chatter
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's start-up chatter
+    env["PYTHONPATH"] = os.pathsep.join([_PACKAGE_ROOT] + [
+        p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     try:
-        from tf_hvd import basics
-    except Exception as e:  # noqa: BLE001 - any import failure means "not available"
+        res = subprocess.run([sys.executable, "-c", _PROBE], env=env, timeout=300,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        found = json.loads(res.stdout.decode().strip().splitlines()[-1]) \
+            if res.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
+        found, res = None, e
+    if found is None:
         if verbose_log is not None:
-            verbose_log("the TensorFlow library could not be loaded: %s: %s"
-                        % (type(e).__name__, e))
+            why = res.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] \
+                if isinstance(res, subprocess.CompletedProcess) else [str(res)]
+            verbose_log("the TensorFlow library could not be loaded: %s"
+                        % (why[0] if why else "no message"))
         return features
-    features.update(tensorflow=True, mpi=basics.mpi_built(), gloo=basics.gloo_built(),
-                    nccl=basics.nccl_built(), ddl=basics.ddl_built(), ccl=basics.ccl_built())
+    features.update(found, tensorflow=True)
     return features
 
 

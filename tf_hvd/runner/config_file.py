@@ -30,15 +30,15 @@ flag was given on the command line (the command line wins)::
       level: WARNING                 # --log-level
       with_timestamp: true           # --log-with-timestamp / --log-without-timestamp
 
-An entry whose flag this build of tfhvdrun does not have (``num_nccl_streams`` without
-the GPU flags, ``ccl_bgt_affinity``: tf_hvd has no oneCCL) is reported as a usage error,
-as are unknown sections, unknown keys and values of the wrong type: a mistyped file
-never passes silently.
+As horovodrun, tfhvdrun ignores sections and keys it does not know, but it names each
+in a warning (``tfhvdrun: warning: --config-file F: unknown key params.fusion_treshold``)
+so that a typo does not pass silently; ``ccl_bgt_affinity`` (tf_hvd has no oneCCL) is
+ignored the same way. A known key with a value of the wrong type is a usage error.
 """
 
 import argparse
 
-from .args import UsageError
+from .usage import UsageError
 
 # section -> {key: dest of the flag it sets}; None: the section is one value.
 _SCHEMA = {
@@ -49,6 +49,7 @@ _SCHEMA = {
         "cache_capacity": "cache_capacity",
         "hierarchical_allreduce": "hierarchical_allreduce",
         "hierarchical_allgather": "hierarchical_allgather",
+        "torus_allreduce": "torus_allreduce",
     },
     "autotune": {
         "enabled": "autotune",
@@ -103,10 +104,6 @@ def _load(path):
     return data
 
 
-def _actions_by_dest(parser):
-    return {a.dest: a for a in parser._actions if a.option_strings}
-
-
 def _convert(action, value, where):
     """The value a flag would hold: bool flags take YAML booleans, others their type."""
     if action.nargs == 0:  # store_true / store_const flags
@@ -125,16 +122,17 @@ def _convert(action, value, where):
     return converted
 
 
-def apply(args, path, given):
+def apply(args, path, given, actions):
     """Set ``args``' attributes from the file at ``path``, except the dests in ``given``
-    (flags given on the command line). Raises UsageError."""
-    from .args import build_parser
+    (flags given on the command line); ``actions`` maps a dest to its flag's argparse
+    action. Returns the warnings (lines) for what it ignored. Raises UsageError."""
     data = _load(path)
-    actions = _actions_by_dest(build_parser())
+    warnings = []
     for section, body in data.items():
         if section not in _SCHEMA:
-            raise UsageError("--config-file %s: unknown section %r (known: %s)"
-                             % (path, section, ", ".join(sorted(_SCHEMA))))
+            warnings.append("warning: --config-file %s: unknown section %r ignored (known: "
+                            "%s)" % (path, section, ", ".join(sorted(_SCHEMA))))
+            continue
         if section == "controller":
             if "mode" in given or body is None:
                 continue
@@ -151,17 +149,19 @@ def apply(args, path, given):
         for key, value in body.items():
             where = "--config-file %s: %s.%s" % (path, section, key)
             dest = _SCHEMA[section].get(key)
-            if dest is None:
-                raise UsageError("%s: unknown key (known in %s: %s)"
-                                 % (where, section, ", ".join(sorted(_SCHEMA[section]))))
-            if dest in given:
-                continue  # the command line wins
             action = actions.get(dest)
             if action is None:
-                raise UsageError("%s: not supported by this tfhvdrun" % where)
+                warnings.append("warning: %s: %s ignored (known in %s: %s)" % (
+                    where, "unknown key" if dest is None else "not supported by tf_hvd",
+                    section, ", ".join(sorted(k for k, d in _SCHEMA[section].items()
+                                              if d in actions))))
+                continue
+            if dest in given:
+                continue  # the command line wins
             if value is None:
                 continue
             converted = _convert(action, value, where)
             if (section, key) in _INVERTED:
                 converted = not converted
             setattr(args, dest, converted)
+    return warnings

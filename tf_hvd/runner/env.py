@@ -35,10 +35,13 @@ def knob_env(args):
         env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1" if args.timeline_mark_cycles else "0"
     if args.log_level is not None:
         env["HOROVOD_LOG_LEVEL"] = args.log_level
-    if args.hierarchical_allreduce:
-        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
-    if args.hierarchical_allgather:
-        env["HOROVOD_HIERARCHICAL_ALLGATHER"] = "1"
+    # On/off pairs (None: not given): "0" also keeps autotune from changing the knob.
+    for dest, name in (("hierarchical_allreduce", "HOROVOD_HIERARCHICAL_ALLREDUCE"),
+                       ("hierarchical_allgather", "HOROVOD_HIERARCHICAL_ALLGATHER"),
+                       ("torus_allreduce", "HOROVOD_TORUS_ALLREDUCE"),
+                       ("no_stall_check", "HOROVOD_STALL_CHECK_DISABLE")):
+        if getattr(args, dest, None) is not None:
+            env[name] = "1" if getattr(args, dest) else "0"
     if args.autotune:
         env["HOROVOD_AUTOTUNE"] = "1"
     if args.autotune_log_file is not None:
@@ -52,8 +55,6 @@ def knob_env(args):
     if args.autotune_gaussian_process_noise is not None:
         env["HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"] = _number(
             args.autotune_gaussian_process_noise)
-    if args.no_stall_check:
-        env["HOROVOD_STALL_CHECK_DISABLE"] = "1"
     if args.stall_check_warning_time_seconds is not None:
         env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = _number(args.stall_check_warning_time_seconds)
     if args.stall_check_shutdown_time_seconds is not None:
@@ -74,6 +75,8 @@ def _library_env(args):
         env["NCCL_SOCKET_IFNAME"] = ",".join(args.nics)
     if args.tcp_flag:
         env["NCCL_IB_DISABLE"] = "1"
+    if getattr(args, "num_nccl_streams", None) is not None:
+        env["HOROVOD_NUM_NCCL_STREAMS"] = str(args.num_nccl_streams)
     if args.gloo_timeout_seconds is not None:
         env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = _number(args.gloo_timeout_seconds)
     if args.thread_affinity is not None:
@@ -83,6 +86,19 @@ def _library_env(args):
     if args.log_with_timestamp is not None:
         env["HOROVOD_LOG_HIDE_TIME"] = "0" if args.log_with_timestamp else "1"
     return env
+
+
+# TensorFlow's start-up lines on every rank (cpu_feature_guard, oneDNN, cuInit...) are
+# hidden unless the user asked for them (--verbose, or TensorFlow's own variable).
+QUIET_ENV = "TF_HVD_QUIET_TF_STARTUP"  # ranks' wrappers drop those lines too (output.py)
+
+
+def quiet_env(args, environ):
+    """{TF_CPP_MIN_LOG_LEVEL: 1 (no INFO lines), QUIET_ENV: 1} for the ranks, or {} with
+    --verbose or when the user set TF_CPP_MIN_LOG_LEVEL (then everything is shown)."""
+    if getattr(args, "verbose", False) or "TF_CPP_MIN_LOG_LEVEL" in environ:
+        return {}
+    return {"TF_CPP_MIN_LOG_LEVEL": "1", QUIET_ENV: "1"}
 
 
 def gloo_rank_env(slot, hostname, rendezvous_addr, rendezvous_port, knobs):

@@ -17,9 +17,16 @@ import os
 import sys
 
 from . import args as cli
+from . import check_build
+from . import env as rank_env
+from . import gloo_run
 from . import hosts as host_spec
+from . import mpi_run
+from . import output
+from . import reaper
 from . import ssh
 from .plan import Plan
+from .usage import notice
 
 USAGE_EXIT = 2
 SSH_FAILED_EXIT = 255  # as ssh's own
@@ -39,6 +46,7 @@ def prepare(argv):
     start_timeout = cli.start_timeout(args)
     plan = Plan(args)
     plan.start_timeout = start_timeout
+    plan.knobs.update(rank_env.quiet_env(args, os.environ))  # TensorFlow's start-up lines
     if plan.any_local:
         cli.check_command_runs_here(args.command)
     if args.output_filename:
@@ -60,34 +68,46 @@ def main(argv=None):
         plan = prepare(argv)
     except (cli.UsageError, host_spec.HostSpecError) as e:
         return _usage_error(str(e))
+    for line in plan.notes if not isinstance(plan, Plan) else plan.args.notes:
+        notice(line)  # flags that do nothing here, ignored config keys: once each
     if not isinstance(plan, Plan):  # -cb: report and stop
-        from . import check_build
         verbose_log = (lambda m: sys.stderr.write("tfhvdrun: %s\n" % m)) if plan.verbose else None
         sys.stdout.write(check_build.report(check_build.built_features(verbose_log),
                                             plan.verbose))
         sys.stdout.flush()
         return 0
     if plan.args.prefix_output_with_timestamp:
-        from . import output
         output.set_timestamps(True)
-    failed = ssh.check_hosts(plan.remote_hosts(), plan.args.ssh_port,
-                             plan.args.ssh_identity_file)
+    output.set_quiet(rank_env.QUIET_ENV in plan.knobs)
+    output.set_rank_count(max(plan.args.num_proc, getattr(plan.args, "max_np", None) or 0))
+    # jsrun reaches the LSF job's hosts by itself (often where ssh is not allowed).
+    failed = [] if plan.args.mode == "jsrun" else ssh.check_hosts(
+        plan.remote_hosts(), plan.args.ssh_port, plan.args.ssh_identity_file)
     if failed:
         for host, message in failed:
             sys.stderr.write("tfhvdrun: error: cannot reach host %s over ssh: %s\n"
                              % (host, message))
         sys.stderr.flush()
         return SSH_FAILED_EXIT
-    if plan.args.mode == "mpi":
-        from . import mpi_run
+    if plan.args.mode in ("mpi", "jsrun"):
         return mpi_run.run(plan)
-    from . import gloo_run
     return gloo_run.run(plan)
 
 
 def console_main():
-    """Entry point of the ``tfhvdrun`` console script."""
-    sys.exit(main())
+    """Entry point of the ``tfhvdrun`` console script (and ``python -m tf_hvd.runner``):
+    runs the job, then ends whatever process of it is still running (reaper.py)."""
+    reaper.become_subreaper()
+    code = 1
+    try:
+        code = main()
+    finally:
+        leftovers = reaper.end_descendants()
+        if leftovers and code != 0:
+            notice("ended %d process(es) the failed job left running: %s" % (
+                len(leftovers), "; ".join("%d %s" % (pid, cmd[:100])
+                                          for pid, cmd in leftovers[:5])))
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,6 @@ def _detect_flavor(mpiexec):
 def ssh_launcher_script(directory, ssh_args):
     """Writes ``directory/ssh`` running ``ssh <ssh_args> "$@"`` (for hydra's
     -launcher-exec, which takes a program, not arguments); returns its path."""
-    import shlex
     path = os.path.join(directory, "ssh")
     with open(path, "w") as f:
         f.write("#!/bin/sh\nexec ssh %s \"$@\"\n" % " ".join(shlex.quote(a) for a in ssh_args))
@@ -76,7 +75,7 @@ def ssh_launcher_script(directory, ssh_args):
 
 def mpiexec_command(mpiexec, flavor, num_proc, hosts_arg, env, command,
                     output_dir=None, status_dir=None, python=None, mpi_args=None,
-                    binding_args=None, prefix_timestamp=False, ssh_args=()):
+                    binding_args=None, prefix_timestamp=False, ssh_args=(), nics=None):
     """argv for subprocess.
 
     ``hosts_arg`` is ``"h1:2,h2:2"`` or None (all ranks local: let mpiexec place
@@ -84,7 +83,10 @@ def mpiexec_command(mpiexec, flavor, num_proc, hosts_arg, env, command,
     ranks receive them too. ``ssh_args`` (``-p PORT``, ``-i KEY``) reach mpiexec's ssh
     launcher. ``binding_args`` (a string, --binding-args) replaces the
     default binding (Open MPI: ``-bind-to none -map-by slot``, as horovodrun; Hydra:
-    none); ``mpi_args`` (--mpi-args) go last, just before the program.
+    none); ``mpi_args`` (--mpi-args) go last, just before the program. ``nics``
+    (--network-interfaces) restrict MPI's own TCP traffic, as horovodrun passes them:
+    Open MPI's btl_tcp_if_include and oob_tcp_if_include, Hydra's -iface (its first:
+    the address its proxies call back on).
     """
     argv = [mpiexec, "-n", str(num_proc)]
     if flavor == OPENMPI:
@@ -92,6 +94,9 @@ def mpiexec_command(mpiexec, flavor, num_proc, hosts_arg, env, command,
             argv += ["-H", hosts_arg]
         if hosts_arg and ssh_args:
             argv += ["-mca", "plm_rsh_args", " ".join(ssh_args)]
+        if nics:
+            argv += ["-mca", "btl_tcp_if_include", ",".join(nics),
+                     "-mca", "oob_tcp_if_include", ",".join(nics)]
         for name in sorted(env):
             argv += ["-x", "%s=%s" % (name, env[name])]
     else:
@@ -100,6 +105,8 @@ def mpiexec_command(mpiexec, flavor, num_proc, hosts_arg, env, command,
         if hosts_arg and ssh_args and status_dir:
             argv += ["-launcher", "ssh", "-launcher-exec",
                      ssh_launcher_script(status_dir, ssh_args)]
+        if nics:
+            argv += ["-iface", nics[0]]
         for name in sorted(env):
             argv += ["-genv", name, env[name]]
     if binding_args is not None:
@@ -108,12 +115,19 @@ def mpiexec_command(mpiexec, flavor, num_proc, hosts_arg, env, command,
         argv += ["-bind-to", "none", "-map-by", "slot"]
     if mpi_args:
         argv += shlex.split(mpi_args)
-    argv += [python or sys.executable, WRAPPER_PATH]
+    return argv + wrapped_command(command, num_proc, output_dir, status_dir,
+                                  prefix_timestamp, python)
+
+
+def wrapped_command(command, num_proc, output_dir=None, status_dir=None,
+                    prefix_timestamp=False, python=None):
+    """``python rank_wrapper.py [options] -- command``: what an MPI launcher starts on
+    every rank (mpiexec, jsrun)."""
+    argv = [python or sys.executable, WRAPPER_PATH]
     if output_dir:
-        argv += ["--output-filename", output_dir]
+        argv += ["--output-filename", output_dir, "--num-ranks", str(num_proc)]
     if status_dir:
         argv += ["--status-dir", status_dir]
     if prefix_timestamp:
         argv += ["--prefix-timestamp"]
-    argv += ["--"] + list(command)
-    return argv
+    return argv + ["--"] + list(command)

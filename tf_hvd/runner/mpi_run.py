@@ -23,6 +23,7 @@ import time
 from . import cache
 from . import env as rank_env
 from . import failures
+from . import js_run
 from . import mpi
 from .signals import SignalCatcher, signal_name
 from .supervisor import describe_status, exit_code_for, log_line
@@ -205,28 +206,56 @@ def _ssh_args(args):
     return extra
 
 
+def _not_found(message):
+    sys.stderr.write("tfhvdrun: error: %s\n" % message)
+    sys.stderr.flush()
+    return NOT_FOUND_EXIT
+
+
 def run(plan):
-    """Run the job with mpiexec; return the launcher's exit code."""
+    """Run the job with mpiexec (--mpi) or jsrun (--jsrun); return the launcher's exit
+    code."""
     args = plan.args
+    env = dict(plan.knobs)
+    env["HOROVOD_CONTROLLER"] = "mpi"
+    if args.mode == "jsrun":
+        jsrun = js_run.find_jsrun()
+        if jsrun is None:
+            return _not_found("--jsrun: jsrun not found on PATH (it comes with IBM Spectrum "
+                              "MPI on LSF clusters; elsewhere use --mpi or --gloo)")
+
+        def command(status_dir):
+            wrapped = mpi.wrapped_command(args.command, args.num_proc, args.output_filename,
+                                          status_dir, args.prefix_output_with_timestamp)
+            rankfile = None if args.binding_args is not None else \
+                js_run.write_rankfile(plan, status_dir)
+            return js_run.jsrun_command(jsrun, wrapped, rankfile, args.mpi_args,
+                                        args.binding_args)
+        return _run_launcher(plan, command, env)
     mpiexec = mpi.find_mpiexec()
     if mpiexec is None:
-        sys.stderr.write("tfhvdrun: error: --mpi: mpiexec not found (looked in %s and on "
-                         "PATH)\n" % os.path.dirname(sys.executable))
-        sys.stderr.flush()
-        return NOT_FOUND_EXIT
+        return _not_found("--mpi: mpiexec not found (looked in %s and on PATH)"
+                          % os.path.dirname(sys.executable))
     launcher_cache = cache.LauncherCache.for_args(args)
     flavor = mpi.mpi_flavor(mpiexec, cache=launcher_cache)
     if args.verbose:
         log_line("%s is %s%s" % (mpiexec, flavor, " (cached check)" if launcher_cache.hits else ""))
-    env = dict(plan.knobs)
-    env["HOROVOD_CONTROLLER"] = "mpi"
+
+    def command(status_dir):
+        return mpi.mpiexec_command(mpiexec, flavor, args.num_proc, plan.mpi_hosts_arg(), env,
+                                   args.command, output_dir=args.output_filename,
+                                   status_dir=status_dir, mpi_args=args.mpi_args,
+                                   binding_args=args.binding_args,
+                                   prefix_timestamp=args.prefix_output_with_timestamp,
+                                   ssh_args=_ssh_args(args), nics=args.nics)
+    return _run_launcher(plan, command, env)
+
+
+def _run_launcher(plan, build_argv, env):
+    """Start ``build_argv(status_dir)`` (mpiexec or jsrun) and supervise its ranks."""
+    args = plan.args
     status_dir = tempfile.mkdtemp(prefix="tfhvdrun-")
-    argv = mpi.mpiexec_command(mpiexec, flavor, args.num_proc, plan.mpi_hosts_arg(), env,
-                               args.command, output_dir=args.output_filename,
-                               status_dir=status_dir, mpi_args=args.mpi_args,
-                               binding_args=args.binding_args,
-                               prefix_timestamp=args.prefix_output_with_timestamp,
-                               ssh_args=_ssh_args(args))
+    argv = build_argv(status_dir)
     if args.verbose:
         log_line(" ".join(shlex.quote(a) for a in argv))
     signals = SignalCatcher()
@@ -236,7 +265,7 @@ def run(plan):
             popen = subprocess.Popen(argv, env=rank_env.process_env(os.environ, env),
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as e:
-            log_line("cannot start %s: %s" % (mpiexec, e.strerror or e))
+            log_line("cannot start %s: %s" % (argv[0], e.strerror or e))
             return 126
         return _MpiJob(popen, status_dir, args.num_proc).wait(signals)
     finally:

@@ -4,7 +4,9 @@ Every line a rank writes appears as ``[<rank>]<stdout>:<line>`` (or ``<stderr>``
 the format horovodrun uses. Each pipe is read by its own thread; a line is written
 with a single write under a lock shared by everyone writing to the same destination,
 so lines of different ranks never interleave mid-line. Optionally the raw, unprefixed
-bytes are also written to ``<output_dir>/rank.<rank>/<stdout|stderr>``. With
+bytes are also written to ``<output_dir>/rank.<rank>/<stdout|stderr>``, the rank
+zero-padded to the width of the largest rank as horovodrun names them (``rank.08`` in a
+job of 10 ranks or more; ``set_rank_count``). With
 ``set_timestamps(True)`` (``--prefix-output-with-timestamp``) each line starts with the
 local time it arrived, as horovodrun writes it:
 ``Mon Nov 23 15:22:20 2026[1]<stdout>:...``.
@@ -14,12 +16,24 @@ rank wrapper imports it by file location.
 """
 
 import os
+import re
 import threading
 import time
 
 _locks_guard = threading.Lock()
 _locks = {}
 _timestamps = [False]
+_rank_width = [1]
+_quiet = [False, False]  # [drop TensorFlow's start-up lines, this host has a GPU]
+
+# TensorFlow's start-up lines that TF_CPP_MIN_LOG_LEVEL cannot hide (printed before its
+# logging is set up): absl's preamble and INFO lines (oneDNN's notice); and, on a host
+# without an NVIDIA device, the failed cuInit.
+_NOISE = [re.compile(p) for p in (
+    rb"^WARNING: All log messages before absl::InitializeLog\(\) is called are written "
+    rb"to STDERR\s*$",
+    rb"^I\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\] ")]
+_NO_GPU_NOISE = re.compile(rb"^E\d{4} .*\] failed call to cuInit: ")
 
 
 def set_timestamps(enabled):
@@ -44,8 +58,35 @@ def prefix(rank, stream_name):
     return ("[%d]<%s>:" % (rank, stream_name)).encode()
 
 
+def set_quiet(enabled, has_gpu=None):
+    """Drop TensorFlow's start-up lines from the forwarded output (not from the
+    --output-filename copies); ``has_gpu`` defaults to whether this host has one."""
+    if has_gpu is None:
+        has_gpu = os.path.exists("/dev/nvidiactl")
+    _quiet[:] = [bool(enabled), bool(has_gpu)]
+
+
+def is_noise(line):
+    """Whether set_quiet(True) drops ``line`` (bytes)."""
+    if not _quiet[0]:
+        return False
+    if any(p.match(line) for p in _NOISE):
+        return True
+    return not _quiet[1] and bool(_NO_GPU_NOISE.match(line))
+
+
+def rank_width(num_ranks):
+    """Digits of the largest rank of a job of ``num_ranks`` (10 ranks: 1, 11 ranks: 2)."""
+    return len(str(max(int(num_ranks) - 1, 0)))
+
+
+def set_rank_count(num_ranks):
+    """Pad the rank in the names of --output-filename folders for this many ranks."""
+    _rank_width[0] = rank_width(num_ranks)
+
+
 def rank_output_dir(output_dir, rank):
-    return os.path.join(output_dir, "rank.%d" % rank)
+    return os.path.join(output_dir, "rank.%0*d" % (_rank_width[0], rank))
 
 
 def open_rank_file(output_dir, rank, stream_name):
@@ -77,6 +118,8 @@ def _copy_lines(pipe, rank, stream_name, dest, dest_lock, copy_file, redact=None
                     copy_file.flush()
                 except (OSError, ValueError):
                     copy_file = None
+            if is_noise(line):
+                continue  # kept in the copy above, not shown
             with dest_lock:
                 try:
                     dest.write((timestamp() if stamped else b"") + head + line_out)

@@ -16,10 +16,13 @@ the file descriptors the MPI process manager passes (PMI_FD), and
   ``rank.<r>.fault`` (TF_HVD_FAULT_FILE: which rank made it stop, the report Gloo
   ranks put in the store), so the launcher learns which rank failed first (the files'
   modification times say when; see failures.py) and can clean up every rank's process
-  group.
+  group;
+* ends, once the command has exited, whatever it started that is still running on this
+  host (reaper.py: the wrapper is the subreaper of the rank's process tree).
 
 It is run by file path, not ``-m``, so starting it never imports the tf_hvd package
-(and with it TensorFlow); it needs only the standard library and output.py next to it.
+(and with it TensorFlow); it needs only the standard library and output.py and
+reaper.py next to it.
 """
 
 import argparse
@@ -31,13 +34,16 @@ import time
 
 if __package__:
     from . import output
+    from . import reaper
 else:  # run as a script: sys.path[0] is this directory
     import output  # noqa: E402
+    import reaper  # noqa: E402
 
 # Same text as failures.TRACEBACK_LINE (this file must not import the package).
 TRACEBACK_LINE = b"Traceback (most recent call last):"
 
-_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "HOROVOD_RANK")
+_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "JSM_NAMESPACE_RANK",
+              "HOROVOD_RANK")
 
 
 def rank_from_env(environ):
@@ -68,6 +74,8 @@ def main(argv=None):
     parser.add_argument("--output-filename", dest="output_dir")
     parser.add_argument("--status-dir", dest="status_dir")
     parser.add_argument("--prefix-timestamp", dest="prefix_timestamp", action="store_true")
+    parser.add_argument("--num-ranks", dest="num_ranks", type=int, default=1,
+                        help="the job's size: pads the rank in --output-filename folders")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -75,6 +83,9 @@ def main(argv=None):
         parser.error("no command")
     rank = rank_from_env(os.environ)
     output.set_timestamps(args.prefix_timestamp)
+    output.set_rank_count(args.num_ranks)
+    # Same text as env.QUIET_ENV (this file must not import the package).
+    output.set_quiet(os.environ.get("TF_HVD_QUIET_TF_STARTUP") == "1")
     status_dir = args.status_dir
     if status_dir and not os.path.isdir(status_dir):
         status_dir = None  # a remote host: the launcher's directory is not here
@@ -99,6 +110,7 @@ def main(argv=None):
                 pass
 
     signal.signal(signal.SIGTERM, on_term)
+    reaper.become_subreaper()  # the rank's orphans are ours to end (reaper.py)
     try:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, env=env, close_fds=False,
@@ -132,6 +144,7 @@ def main(argv=None):
     code = child.wait()
     # Report first: the child's own children may hold its pipes open for a while.
     _report_exit(status_dir, rank, code)
+    reaper.end_descendants(grace=1.0)  # nothing the rank started outlives it here
     deadline = time.monotonic() + 5.0
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))

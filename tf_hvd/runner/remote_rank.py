@@ -9,8 +9,9 @@ Run by file path (stdlib only, no TensorFlow) on the remote host, it
 * stops that group (SIGTERM, then SIGKILL after a grace period) when the ssh session
   goes away (the launcher, or its ssh client, was stopped: sshd, our parent, exits and
   we are re-parented) or when it receives SIGTERM/SIGINT/SIGHUP (forwarded), and kills
-  whatever is left in the group once the command has exited, so no process of the rank
-  outlives the job on this host;
+  whatever is left in the group once the command has exited, and (as the subreaper of
+  the rank's process tree, reaper.py) whatever the rank started outside its group, so
+  no process of the rank outlives the job on this host;
 * exits with the command's code, or ``128 + N`` when the command was killed by signal N.
   (An ssh client whose remote command dies by a signal exits 255, the code it also uses
   for a failed connection; ``ssh_rank.py`` on the launcher's side turns 128 + N back
@@ -26,6 +27,11 @@ import subprocess
 import sys
 import threading
 import time
+
+if __package__:
+    from . import reaper
+else:  # run as a script: sys.path[0] is this directory
+    import reaper  # noqa: E402
 
 GRACE_S = 3.0
 POLL_S = 0.1
@@ -69,6 +75,7 @@ def main(argv=None):
             return 2
         env[name] = line[:-1]
     parent = os.getppid()
+    reaper.become_subreaper()
     try:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env,
                                  start_new_session=True)
@@ -96,6 +103,7 @@ def main(argv=None):
     done.wait()
     code = child.returncode
     _killpg(child.pid, signal.SIGKILL)  # what the command left behind in its group
+    reaper.end_descendants(grace=1.0)  # and outside it (setsid, double fork)
     return 128 - code if code < 0 else code
 
 

@@ -19,10 +19,13 @@ The exchange goes through a private directory: a temporary one when every rank r
 this machine, else one under the working directory, which (as for tfhvdrun's ranks)
 must be on a file system every host shares.
 
+The parameters are horovod.run's (Horovod 0.28.1), in its order, so positional calls
+mean the same; ``network_interfaces`` (list or comma-separated string) is the current
+spelling, ``network_interface`` the deprecated one; both may be given, as in Horovod.
 Differences from Horovod: a failed job raises RuntimeError naming the launcher's exit
 code (its own report, naming the failed rank, is on stderr); elastic parameters
-(min_num_proc, max_num_proc, slots, reset_limit, cooldown_range) need tfhvdrun's
-elastic flags and raise ValueError while this tfhvdrun lacks them.
+(min_num_proc, max_num_proc, slots, reset_limit, cooldown_range, host_discovery_script)
+need tfhvdrun's elastic flags and raise ValueError while this tfhvdrun lacks them.
 """
 
 import os
@@ -33,12 +36,21 @@ import sys
 import tempfile
 import warnings
 
-from . import run_task
+from .serialization import serializer
+from .args import build_parser
 
 
 def _flag_exists(option):
-    from .args import build_parser
     return any(option in a.option_strings for a in build_parser()._actions)
+
+
+def _interfaces(value):
+    """A list/tuple/set of names or a comma-separated string -> [names]."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.split(",")
+    return [name.strip() for name in value if name.strip()]
 
 
 def _launcher_argv(num_proc, options):
@@ -61,12 +73,22 @@ def _launcher_argv(num_proc, options):
 
 def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=None,
         slots=None, reset_limit=None, cooldown_range=None, hosts=None, hostfile=None,
-        start_timeout=None, ssh_port=None, ssh_identity_file=None, disable_cache=None,
-        output_filename=None, verbose=None, use_gloo=None, use_mpi=None, mpi_args=None,
-        network_interface=None, executable=None, np=None, min_np=None, max_np=None):
+        host_discovery_script=None, start_timeout=None, ssh_port=None,
+        ssh_identity_file=None, disable_cache=None, output_filename=None, verbose=None,
+        use_gloo=None, use_mpi=None, mpi_args=None, network_interface=None,
+        network_interfaces=None, executable=None, np=None, min_np=None, max_np=None):
     """Runs ``func(*args, **kwargs)`` on every rank of a job; returns the list of their
     return values, index == rank. Parameters as horovod.run (np, min_np and max_np are
-    the deprecated spellings of num_proc, min_num_proc and max_num_proc).
+    the deprecated spellings of num_proc, min_num_proc and max_num_proc; network_interface
+    of network_interfaces).
+
+    Example::
+
+        def square_of_rank():
+            import os
+            return int(os.environ["HOROVOD_RANK"]) ** 2
+
+        tf_hvd.run(square_of_rank, num_proc=3)            # [0, 1, 4]
 
     Raises ValueError for contradictory arguments and RuntimeError when the job fails.
     """
@@ -85,17 +107,23 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
     if use_gloo and use_mpi:
         raise ValueError("give use_gloo or use_mpi, not both")
     kwargs = {} if kwargs is None else dict(kwargs)
-    if isinstance(network_interface, (list, tuple, set)):
-        network_interface = ",".join(network_interface)
+    if network_interface is not None:
+        warnings.warn("network_interface is deprecated, use network_interfaces instead",
+                      DeprecationWarning)
+    nics = []
+    for name in _interfaces(network_interfaces) + _interfaces(network_interface):
+        if name not in nics:
+            nics.append(name)
     options = [
         ("--min-np", min_num_proc), ("--max-np", max_num_proc),
         ("--slots-per-host", slots), ("--reset-limit", reset_limit),
         ("--blacklist-cooldown-range", cooldown_range),
-        ("--hosts", hosts), ("--hostfile", hostfile), ("--start-timeout", start_timeout),
+        ("--hosts", hosts), ("--hostfile", hostfile),
+        ("--host-discovery-script", host_discovery_script), ("--start-timeout", start_timeout),
         ("--ssh-port", ssh_port), ("--ssh-identity-file", ssh_identity_file),
         ("--disable-cache", bool(disable_cache)), ("--output-filename", output_filename),
         ("--verbose", bool(verbose)), ("--gloo", bool(use_gloo)), ("--mpi", bool(use_mpi)),
-        ("--mpi-args", mpi_args), ("--network-interfaces", network_interface),
+        ("--mpi-args", mpi_args), ("--network-interfaces", ",".join(nics) or None),
     ]
     launcher_args = _launcher_argv(num_proc, options)
 
@@ -104,7 +132,7 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
     try:
         with open(os.path.join(directory, "payload"), "wb") as f:
             pickle.dump(list(sys.path), f)
-            run_task.serializer().dump((func, tuple(args), kwargs), f)
+            serializer().dump((func, tuple(args), kwargs), f)
         command = [executable or sys.executable, "-m", "tf_hvd.runner.run_task", directory]
         env = dict(os.environ)
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(

@@ -12,6 +12,8 @@ import os
 import pickle
 import sys
 
+from .serialization import serializer
+
 _RANK_VARS = ("HOROVOD_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 
 
@@ -22,15 +24,6 @@ def this_rank(environ=None):
         if value.isdigit():
             return int(value)
     return 0
-
-
-def serializer():
-    """cloudpickle (functions defined anywhere, closures, lambdas) if installed, else pickle."""
-    try:
-        import cloudpickle
-        return cloudpickle
-    except ImportError:
-        return pickle
 
 
 def main(argv=None):
