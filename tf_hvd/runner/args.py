@@ -159,7 +159,7 @@ def build_parser():
                       help="start the ranks with mpiexec and use the MPI transport")
     mode.add_argument("--jsrun", dest="mode", action="store_const", const="jsrun",
                       help="in an LSF job: start the ranks with jsrun and use the MPI "
-                           "transport (docs/launcher-horovodrun-parity.md)")
+                           "transport (docs/launcher.md)")
     p.add_argument("-p", "--ssh-port", dest="ssh_port", type=_integer, metavar="PORT",
                    help="ssh port on the remote hosts")
     p.add_argument("-i", "--ssh-identity-file", dest="ssh_identity_file", metavar="FILE",
@@ -427,7 +427,7 @@ def _choose_launch(args, environ):
     """LSF job defaults, then the launch mode when neither --gloo, --mpi nor --jsrun (nor
     the config file's controller) chose it: MPI when --mpi-args or --binding-args were
     given (horovodrun applies them to the mpirun launch it picks by default), else Gloo.
-    docs/launcher-horovodrun-parity.md."""
+    docs/launcher.md."""
     try:
         lsf.apply_job_defaults(args, environ)
     except ValueError as e:
