@@ -164,20 +164,28 @@ def test_every_rank_failing_ends_the_job_at_once(cluster, tmp_path):
         cluster, tmp_path, "echo h1:1\necho h2:1", ["-np", "2"], ["--fail-all"])
     assert res.returncode == 1, res.describe(text=res.output[-6000:])
     assert seconds < 120, seconds  # --elastic-timeout is 600 s: it was not waited out
-    # Both fail at once; which exit the launcher sees first varies.
-    first = re.match(r"tfhvdrun: rank (\d) \(on (h\d)\)", launcher[0]).groups()
-    second = ("0", "h1") if first == ("1", "h2") else ("1", "h2")
-    assert launcher == [
-        "tfhvdrun: rank %s (on %s) %s; 1 rank(s) left, fewer than --min-np 2: waiting up to "
-        "600 s (--elastic-timeout)" % (first + (RAISED,)),
-        "tfhvdrun: blacklisting %s after rank %s's failure: %s" % (first[1], first[0],
-                                                                  BLACKLISTED),
-        "tfhvdrun: rank %s (on %s) %s; no rank is left: stopping the job (every rank failed "
-        "or was stopped)" % (second + (RAISED,)),
-        "tfhvdrun: blacklisting %s after rank %s's failure: %s" % (second[1], second[0],
-                                                                  BLACKLISTED),
-        "tfhvdrun: the job failed: every rank failed or was stopped: rank %s (on %s) %s; "
-        "rank %s (on %s) %s" % (first + (RAISED,) + second + (RAISED,))], launcher
+    # Both fail at once: the launcher sees the two exits in one poll or in two.
+    ended = "no rank is left: stopping the job (every rank failed or was stopped)"
+    assert len([l for l in launcher if l.endswith(ended)]) == 1, launcher
+    assert launcher[-1] == "tfhvdrun: the job failed: every rank failed or was stopped: " \
+        "rank 0 (on h1) %s; rank 1 (on h2) %s" % (RAISED, RAISED), launcher
+    if not launcher[0].endswith(ended):
+        first = re.match(r"tfhvdrun: rank (\d) \(on (h\d)\)", launcher[0]).groups()
+        second = ("0", "h1") if first == ("1", "h2") else ("1", "h2")
+        assert launcher == [
+            "tfhvdrun: rank %s (on %s) %s; 1 rank(s) left, fewer than --min-np 2: waiting "
+            "up to 600 s (--elastic-timeout)" % (first + (RAISED,)),
+            "tfhvdrun: blacklisting %s after rank %s's failure: %s" % (first[1], first[0],
+                                                                      BLACKLISTED),
+            "tfhvdrun: rank %s (on %s) %s; %s" % (second + (RAISED, ended)),
+            "tfhvdrun: blacklisting %s after rank %s's failure: %s" % (second[1], second[0],
+                                                                      BLACKLISTED),
+            launcher[-1]], launcher
+    else:
+        assert launcher == [
+            "tfhvdrun: rank 0 (on h1) %s; %s" % (RAISED, ended),
+            "tfhvdrun: blacklisting h1 after rank 0's failure: %s" % BLACKLISTED,
+            launcher[-1]], launcher
     assert all(len(_of(events[i], "failing")) == 1 for i in (0, 1)), events
 
 
@@ -190,5 +198,7 @@ def test_the_reset_limit_ends_the_job_saying_so(cluster, tmp_path):
         "tfhvdrun: rank 0 (on h1) %s; stopping the job: it has been reset 1 time(s), more "
         "than --reset-limit 0 allows" % RAISED,
         "tfhvdrun: blacklisting h1 after rank 0's failure: %s" % BLACKLISTED,
-        "tfhvdrun: rank 0 (on h1) %s; rank 1 stopped in consequence" % RAISED], launcher
-    assert not _of(events[1], "done")
+        launcher[2]], launcher
+    # the final report names rank 0 (rank 1, alone at np=1 meanwhile, may have finished
+    # before the launcher saw rank 0's exit: it is not named as a failure then)
+    assert launcher[2].startswith("tfhvdrun: rank 0 (on h1) %s" % RAISED), launcher

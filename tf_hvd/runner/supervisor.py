@@ -338,11 +338,11 @@ class Supervisor(object):
         """Name the rank whose failure came first and those that stopped in consequence
         (failures.py); return the exit code."""
         if self._none_left:  # an elastic job: each failure was its own, name them all
-            lost = [p for p in self._elastic_failed if not p.retired]
+            lost = [p for p in self.procs if p.returncode and not p.retired]
             self.report = "the job failed: every rank failed or was stopped: %s" % "; ".join(
                 failures.describe(p.outcome()) for p in lost)
             self._log(self.report)
-            return exit_code_for(lost[0].returncode)
+            return exit_code_for(self._elastic_failed[0].returncode)
         outcomes = [p.outcome() for p in self.procs if p.returncode is not None]
         records = self._fault_records()
         found = failures.blame(outcomes, records)
