@@ -52,6 +52,7 @@ SETTLE_SECONDS = 1.0  # survivors wait this long without a newcomer before formi
 ROUND_ENV = "HOROVOD_ELASTIC_ROUND"   # the round of the job's current form (knob)
 ID_ENV = "TF_HVD_ELASTIC_ID"          # this process's id: its rank when the launcher started it
 JOIN_ENV = "TF_HVD_ELASTIC_JOIN"      # "1": started by the launcher to join a running job
+HOST_ENV = "TF_HVD_ELASTIC_HOST"      # the host the launcher started this process on
 STORE = "tf_hvd/elastic/"             # keys in the launcher's rendezvous store
 _seen = {"hosts_version": None, "round": 0}
 
@@ -261,7 +262,7 @@ def _reform(my_id, round_, announce=False):
 
 
 def _my_host():
-    return os.environ.get("HOROVOD_SLOT_HOSTNAME") or socket.gethostname()
+    return os.environ.get(HOST_ENV) or socket.gethostname()
 
 
 def _topology(rank, hosts):

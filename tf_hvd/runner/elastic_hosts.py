@@ -30,6 +30,7 @@ from .discovery import HostDiscovery
 from .supervisor import log_line
 
 IDS_KEY = "tf_hvd/elastic/ids"
+HOST_ENV = "TF_HVD_ELASTIC_HOST"  # a rank's host as the user named it (tf_hvd.elastic)
 RESTART_ENV = "TF_HVD_RESTART_COUNT"
 
 
@@ -127,7 +128,8 @@ class ElasticHosts(object):
         env.update({"HOROVOD_RANK": str(new_id), "TF_HVD_ELASTIC_ID": str(new_id),
                     "TF_HVD_ELASTIC_JOIN": "1", RESTART_ENV: "0",
                     "HOROVOD_HOSTNAME": bind.split("@", 1)[-1],
-                    "HOROVOD_SLOT_HOSTNAME": host.split("@", 1)[-1]})
+                    "HOROVOD_SLOT_HOSTNAME": host.split("@", 1)[-1],
+                    HOST_ENV: host.split("@", 1)[-1]})
         return env
 
     def _start(self, supervisor, new_id, host):

@@ -153,6 +153,7 @@ def _run_once(plan, restart):
             env[RESTART_ENV] = str(restart)
             if elastic is not None:
                 env.update(_elastic_env(elastic))
+                env["TF_HVD_ELASTIC_HOST"] = slot.hostname.split("@", 1)[-1]
             argv, local = plan.rank_argv(slot, env, cwd, stdin_vars=(auth.SECRET_ENV,))
             verbose("rank %d on %s (local %d/%d, cross %d/%d): %s"
                     % (slot.rank, slot.hostname, slot.local_rank, slot.local_size,
