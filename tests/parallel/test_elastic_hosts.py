@@ -151,6 +151,17 @@ def test_hosts_added_and_removed_by_the_script_resize_the_job(cluster, tmp_path)
         for epoch, _, size, host in _batches(events[i]):
             sizes.setdefault(epoch, set()).add((size, host))
     assert sizes == {0: {(2, "h1")}, 1: {(4, "h1"), (4, "h2")}, 2: {(2, "h2")}}, sizes
+    # the re-formed jobs' topology groups ranks by host: at size 4, two per host
+    topology = {}
+    for i in events:
+        for e in _of(events[i], "batch"):
+            topology.setdefault(e["epoch"], set()).add(
+                (e["rank"], e["host"], tuple(e["local"]), tuple(e["cross"])))
+    assert topology == {
+        0: {(0, "h1", (0, 2), (0, 1)), (1, "h1", (1, 2), (0, 1))},
+        1: {(0, "h1", (0, 2), (0, 2)), (1, "h1", (1, 2), (0, 2)),
+            (2, "h2", (0, 2), (1, 2)), (3, "h2", (1, 2), (1, 2))},
+        2: {(0, "h2", (0, 2), (0, 1)), (1, "h2", (1, 2), (0, 1))}}, topology
     _check_done(events, (2, 3), 2, "h2")
 
 

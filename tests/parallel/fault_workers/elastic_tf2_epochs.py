@@ -60,7 +60,9 @@ HOST = socket.gethostname()
 
 
 def emit(event, **fields):
-    fields.update(event=event, id=MY_ID, host=HOST, size=hvd.size(), rank=hvd.rank())
+    fields.update(event=event, id=MY_ID, host=HOST, size=hvd.size(), rank=hvd.rank(),
+                  local=[hvd.local_rank(), hvd.local_size()],
+                  cross=[hvd.cross_rank(), hvd.cross_size()])
     append_event(ARGS.dir, MY_ID, fields)
 
 
