@@ -33,6 +33,7 @@ where a rank failed gets no new rank for the rest of the job, or until its
 
 import copy
 import os
+import socket
 import time
 
 import tensorflow as tf
@@ -51,6 +52,7 @@ SETTLE_SECONDS = 1.0  # survivors wait this long without a newcomer before formi
 ROUND_ENV = "HOROVOD_ELASTIC_ROUND"   # the round of the job's current form (knob)
 ID_ENV = "TF_HVD_ELASTIC_ID"          # this process's id: its rank when the launcher started it
 JOIN_ENV = "TF_HVD_ELASTIC_JOIN"      # "1": started by the launcher to join a running job
+HOST_ENV = "TF_HVD_ELASTIC_HOST"      # the host the launcher started this process on
 STORE = "tf_hvd/elastic/"             # keys in the launcher's rendezvous store
 _seen = {"hosts_version": None, "round": 0}
 
@@ -227,7 +229,8 @@ def _reform(my_id, round_, announce=False):
     deadline = time.monotonic() + float(os.environ.get("TF_HVD_ELASTIC_TIMEOUT", "600"))
     min_np = int(os.environ.get("TF_HVD_ELASTIC_MIN_NP", "1"))
     with _client() as store:
-        store.put(prefix + "alive/%d" % my_id, b"1")
+        # the value is this process's host: the new topology groups ranks by it
+        store.put(prefix + "alive/%d" % my_id, _my_host().encode())
         if announce:  # the running ranks see this at their next commit and come here
             store.put(STORE + "hosts_version", ("joined %d" % my_id).encode())
         alive, stable_since = None, time.monotonic()
@@ -250,21 +253,40 @@ def _reform(my_id, round_, announce=False):
                 raise HorovodInternalError("elastic reset: the job did not re-form within "
                                            "--elastic-timeout")
             time.sleep(0.1)
+        hosts = [(store.get(prefix + "alive/%d" % i) or b"?").decode() for i in members]
     if my_id not in members:
         raise HorovodInternalError("elastic reset: this process (id %d) reached round %d "
                                    "after the others had formed it without it"
                                    % (my_id, round_))
-    return members.index(my_id), len(members)
+    return members.index(my_id), hosts
+
+
+def _my_host():
+    return os.environ.get(HOST_ENV) or socket.gethostname()
+
+
+def _topology(rank, hosts):
+    """(local rank, local size, cross rank, cross size) of ``rank`` when rank r runs on
+    ``hosts[r]``: local among the ranks of its host, cross among the hosts that have a
+    rank with the same local rank (hosts in order of their first rank), as the launcher
+    computes them."""
+    local_rank = hosts[:rank].count(hosts[rank])
+    order = []
+    for h in hosts:
+        if h not in order:
+            order.append(h)
+    peers = [h for h in order if hosts.count(h) > local_rank]
+    return local_rank, hosts.count(hosts[rank]), peers.index(hosts[rank]), len(peers)
 
 
 def _init_round(my_id, round_, announce=False):
     """Set this process's rank/size for ``round_`` and initialise the core."""
-    rank, size = _reform(my_id, round_, announce)
+    rank, hosts = _reform(my_id, round_, announce)
     version = _hosts_version()  # a joiner announces itself before the round is decided
-    # One host (localhost) per job here: local = global, one cross rank.
-    for name, value in (("HOROVOD_RANK", rank), ("HOROVOD_SIZE", size),
-                        ("HOROVOD_LOCAL_RANK", rank), ("HOROVOD_LOCAL_SIZE", size),
-                        ("HOROVOD_CROSS_RANK", 0), ("HOROVOD_CROSS_SIZE", 1),
+    local_rank, local_size, cross_rank, cross_size = _topology(rank, hosts)
+    for name, value in (("HOROVOD_RANK", rank), ("HOROVOD_SIZE", len(hosts)),
+                        ("HOROVOD_LOCAL_RANK", local_rank), ("HOROVOD_LOCAL_SIZE", local_size),
+                        ("HOROVOD_CROSS_RANK", cross_rank), ("HOROVOD_CROSS_SIZE", cross_size),
                         (ROUND_ENV, round_)):
         os.environ[name] = str(value)
     _seen["hosts_version"] = version

@@ -218,6 +218,13 @@ const std::vector<KnobSpec>& Table() {
        kLauncher, "",
        "Set by tf_hvd.elastic when it re-forms a job: the ranks of one round meet under "
        "their own rendezvous prefix."},
+      {"HOROVOD_ELASTIC", T::BOOL, &P::elastic, "0", 0, 0, "", kLauncher, "",
+       "1 in every rank of an elastic job (tfhvdrun --min-np or --host-discovery-script), "
+       "as horovodrun sets it."},
+      {"HOROVOD_ELASTIC_TIMEOUT", T::SECONDS, &P::elastic_timeout_s, "600", 0, kMaxSeconds,
+       "", kUser, "--elastic-timeout",
+       "Elastic jobs: how long the launcher waits for --min-np slots or ranks, and how long "
+       "the ranks may take to re-form (tfhvdrun reads it as the default of the flag)."},
       {"HOROVOD_GLOO_RENDEZVOUS_SECRET", T::STRING, &P::rendezvous_secret, "", 0, 0, "",
        kLauncher, "",
        "The job's secret: signs rendezvous requests and authenticates the ranks' "

@@ -72,6 +72,8 @@ struct Parameters {
   std::string hostname = "127.0.0.1";  // HOROVOD_HOSTNAME
   std::string slot_hostname;           // HOROVOD_SLOT_HOSTNAME; "" = gethostname()
   int64_t elastic_round = -1;          // HOROVOD_ELASTIC_ROUND; -1 = not elastic
+  bool elastic = false;                // HOROVOD_ELASTIC (set by the launcher)
+  double elastic_timeout_s = 600;      // HOROVOD_ELASTIC_TIMEOUT (read by the launcher)
   std::string gloo_iface;              // HOROVOD_GLOO_IFACE
   std::string rendezvous_addr;         // HOROVOD_GLOO_RENDEZVOUS_ADDR
   int64_t rendezvous_port = 0;         // HOROVOD_GLOO_RENDEZVOUS_PORT

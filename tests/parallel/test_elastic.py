@@ -8,8 +8,9 @@ survivors roll back to their last commit, re-form the job among themselves and g
 * np=3 --min-np 2, Keras model.fit with tf_hvd.keras.elastic's callbacks, rank 1
   SIGKILLed in epoch 2: the survivors resume at the committed epoch/batch and finish
   every epoch at np=2 with identical weights;
-* np=3 --min-np 2, a discovery script offering 3 slots and --blacklist-cooldown-range 1 1:
-  rank 1 SIGKILLed, its host is blacklisted for 1 s, then a new rank joins there;
+* np=4 --min-np 2, a discovery script listing localhost:2 and 127.0.0.1:2 (two hosts, as in
+  Horovod) and --blacklist-cooldown-range 1 1: rank 1 SIGKILLed, localhost is blacklisted
+  for 1 s and its other rank stopped, then two new ranks join there;
 * np=2 --max-np 3 with a discovery script that later prints a third slot (localhost:3):
   the new rank joins at the next commit, starting from the committed state.
 """
@@ -39,7 +40,7 @@ def _job(tmp_path, np_, launcher_args, worker_args=("--steps", STEPS), worker=WO
               log_path=str(result_dir / "output.log"))
     assert not res.timed_out and not res.survivors, res.describe()
     events = {}
-    for r in range(np_ + 1):
+    for r in range(np_ + 3):
         path = result_dir / ("rank%d.events" % r)
         events[r] = [json.loads(l) for l in path.read_text().splitlines()] \
             if path.exists() else []
@@ -138,12 +139,16 @@ def test_a_host_the_discovery_script_adds_joins_with_the_committed_state(tmp_pat
             (12, 12 * GLOBAL_BATCH, 3), events[first]
 
 
-def test_a_failed_rank_s_host_takes_a_new_rank_after_the_blacklist_cooldown(tmp_path):
+def test_a_failed_rank_s_host_takes_new_ranks_after_the_blacklist_cooldown(tmp_path):
+    # Hosts are keyed by the name the script prints (Horovod): localhost and 127.0.0.1
+    # are two hosts of 2 slots. -np 4 fills both; rank 1 (localhost) is SIGKILLed:
+    # localhost is blacklisted for 1 s and its other rank (0) stopped; ranks 2 and 3
+    # (127.0.0.1) go on at np=2 and wait at step 3 until localhost takes two new ranks.
     script = tmp_path / "discover.sh"
-    script.write_text("#!/bin/sh\necho localhost:3\n")
+    script.write_text("#!/bin/sh\necho localhost:2\necho 127.0.0.1:2\n")
     script.chmod(0o755)
     res, events, launcher = _job(
-        tmp_path, 3, ["--min-np", 2, "--host-discovery-script", script,
+        tmp_path, 4, ["--min-np", 2, "--host-discovery-script", script,
                       "--blacklist-cooldown-range", 1, 1],
         ["--grow-marker", tmp_path / "unused", "--steps", 6, "--kill-at", 2])
     assert res.returncode == 0, res.describe()
@@ -151,14 +156,16 @@ def test_a_failed_rank_s_host_takes_a_new_rank_after_the_blacklist_cooldown(tmp_
         "tfhvdrun: rank 1 (on localhost) was killed by signal 9 (SIGKILL); the job goes on "
         "with the 2 rank(s) left (elastic reset 1)",
         "tfhvdrun: blacklisting localhost after rank 1's failure (failure 1 of this host): "
-        "no rank starts on it for 1.0 s (--blacklist-cooldown-range 1 1)",
+        "no rank starts on it for 1.0 s (--blacklist-cooldown-range 1 1); stopping its "
+        "other rank(s) 0",
         "tfhvdrun: localhost's blacklist cooldown is over: ranks may start on it again",
-        "tfhvdrun: host discovery: 3 slot(s) on localhost; started rank(s) 3, which join at "
-        "the running ranks' next commit"], launcher
-    joined = _event(events[3], "train_begins")
-    assert joined and joined["size"] == 3 and joined["rank"] == 2 and joined["step"] == 3, \
-        events[3]
-    for first in (0, 2, 3):
+        "tfhvdrun: host discovery: 2 slot(s) on localhost; started rank(s) 4, 5, which join "
+        "at the running ranks' next commit"], launcher
+    for new in (4, 5):
+        joined = _event(events[new], "train_begins")
+        assert joined and joined["size"] == 4 and joined["step"] == 3, events[new]
+    for first in (2, 3, 4, 5):
         done = _event(events[first], "done")
         assert done and (done["step"], done["samples"], done["size"]) == \
-            (6, 6 * GLOBAL_BATCH, 3), events[first]
+            (6, 6 * GLOBAL_BATCH, 4), events[first]
+    assert not _event(events[0], "done")

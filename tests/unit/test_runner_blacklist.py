@@ -87,10 +87,16 @@ class FakeProc(object):
 
 
 class FakeSupervisor(object):
-    def __init__(self, n):
-        self.procs = [FakeProc(r) for r in range(n)]
+    def __init__(self, n, hosts=None):
+        self.procs = [FakeProc(r, hosts[r] if hosts else "localhost") for r in range(n)]
         self.spawned = []
         self.starts = []
+        self.retired = []
+
+    def retire(self, procs):  # the real one SIGTERMs them; here they are gone at once
+        for p in procs:
+            self.retired.append(p.rank)
+            p.returncode = -15
 
     def spawn(self, rank, host, argv, env, cwd=None, output_dir=None, stdin_data=None,
               redact=None):
@@ -126,11 +132,18 @@ def _joiner(cooldown_range, clock, loopback_only=True):
 
 @pytest.mark.parametrize("cooldown_range", [None, (2, 8)])
 def test_the_joiner_skips_a_blacklisted_host_until_its_cooldown_ends(cooldown_range, capsys):
+    # Hosts keyed by the name given: rank 0 on 127.0.0.1, ranks 1 and 2 on localhost.
+    # Rank 1 fails: localhost is blacklisted and its other rank (2) stopped.
     clock = Clock()
     joiner = _joiner(cooldown_range, clock)
-    sup = FakeSupervisor(3)
+    joiner.discovery = argparse.Namespace(poll=lambda: [("localhost", 2), ("127.0.0.1", 1)])
+    joiner.plan.is_local = lambda h: h in ("localhost", "127.0.0.1")
+    sup = FakeSupervisor(3, hosts=["127.0.0.1", "localhost", "localhost"])
     sup.procs[1].returncode = -9
-    joiner.rank_lost(sup.procs[1])
+    for line in joiner.rank_lost(sup.procs[1], sup):
+        gloo_run.log_line(line)
+    assert sup.retired == [2]
+    assert joiner.server.store["tf_hvd/elastic/ids"] == b"0"
     joiner.tick(sup)
     assert sup.spawned == []
     clock.now += 3.99
@@ -143,16 +156,18 @@ def test_the_joiner_skips_a_blacklisted_host_until_its_cooldown_ends(cooldown_ra
         assert sup.spawned == []
         assert err == ["tfhvdrun: blacklisting localhost after rank 1's failure: no rank "
                        "starts on it for the rest of the job (--blacklist-cooldown-range MIN "
-                       "MAX lets it come back)"], err
+                       "MAX lets it come back); stopping its other rank(s) 2"], err
     else:
-        assert sup.spawned == [3]
+        assert sup.spawned == [3, 4]  # --max-np 3: two more beside rank 0
+        assert [s[1] for s in sup.starts] == ["localhost", "localhost"]
         assert err == [
             "tfhvdrun: blacklisting localhost after rank 1's failure (failure 1 of this "
-            "host): no rank starts on it for 4.0 s (--blacklist-cooldown-range 2 8)",
+            "host): no rank starts on it for 4.0 s (--blacklist-cooldown-range 2 8); "
+            "stopping its other rank(s) 2",
             "tfhvdrun: localhost's blacklist cooldown is over: ranks may start on it again",
-            "tfhvdrun: host discovery: 3 slot(s) on localhost; started rank(s) 3, which "
+            "tfhvdrun: host discovery: 2 slot(s) on localhost; started rank(s) 3, 4, which "
             "join at the running ranks' next commit"], err
-        assert joiner.server.store["tf_hvd/elastic/ids"] == b"0,1,2,3"
+        assert joiner.server.store["tf_hvd/elastic/ids"] == b"0,3,4"
 
 
 def test_the_joiner_counts_ranks_per_host_and_starts_remote_ones_over_ssh(capsys):
@@ -170,8 +185,8 @@ def test_the_joiner_counts_ranks_per_host_and_starts_remote_ones_over_ssh(capsys
         if loopback_only:
             assert sup.starts == []
             assert err == ["tfhvdrun: host discovery: h2 is not this machine, but this "
-                           "job's ranks listen on loopback only; start the job with "
-                           "--network-interfaces (or a remote host in -H) so ranks on "
+                           "job's ranks listen on loopback only (this machine has no other "
+                           "address); start the job with --network-interfaces so ranks on "
                            "other hosts can join"], err
             continue
         assert err == ["tfhvdrun: host discovery: 2 slot(s) on h2; started rank(s) 3, "

@@ -241,22 +241,27 @@ def _add_fault_tolerance_flags(p):
                     help="when a rank fails, stop every rank and start the whole job again "
                          "(fresh rendezvous), up to N times; scripts resume from their own "
                          "checkpoints (Gloo mode; default 0)")
-    ft.add_argument("--min-np", dest="min_np", type=_integer, metavar="N",
+    # horovodrun's elastic spellings: --min-num-proc/--max-num-proc are the same flags.
+    ft.add_argument("--min-np", "--min-num-proc", dest="min_np", type=_integer, metavar="N",
                     help="elastic run (tf_hvd.elastic): a failed rank does not end the job "
-                         "while at least N ranks are left")
-    ft.add_argument("--max-np", dest="max_np", type=_integer, metavar="N",
-                    help="elastic run: at most N ranks (default -np)")
-    ft.add_argument("--elastic-timeout", dest="elastic_timeout", type=_number, default=600,
+                         "while at least N ranks are left (default -np with "
+                         "--host-discovery-script)")
+    ft.add_argument("--max-np", "--max-num-proc", dest="max_np", type=_integer, metavar="N",
+                    help="elastic run: at most N ranks (default: -np, or no limit with "
+                         "--host-discovery-script)")
+    ft.add_argument("--elastic-timeout", dest="elastic_timeout", type=_number, default=None,
                     metavar="SECONDS",
-                    help="elastic run: how long fewer than --min-np ranks may be left, and "
-                         "how long survivors may take to re-form the job (default 600)")
+                    help="elastic run: how long to wait for --min-np slots (at the start) or "
+                         "ranks (after a failure), and how long survivors may take to "
+                         "re-form the job (default $HOROVOD_ELASTIC_TIMEOUT, else 600)")
     ft.add_argument("--reset-limit", dest="reset_limit", type=_integer, metavar="N",
                     help="elastic run: end the job after N resets (lost ranks)")
     ft.add_argument("--host-discovery-script", dest="host_discovery_script", metavar="FILE",
                     help="elastic run: executable printing the available hosts, one "
-                         "host[:slots] per line; ranks are added (up to --max-np) as slots "
-                         "appear, and join at the next commit (on other hosts over ssh; a job "
-                         "started on this machine alone needs --network-interfaces for them)")
+                         "host[:slots] per line; the job starts on them (no -H needed) once "
+                         "-np slots are listed, ranks are added (up to --max-np) as slots "
+                         "appear and join at the next commit; ranks on hosts it no longer "
+                         "lists are stopped")
     ft.add_argument("--slots-per-host", dest="slots_per_host", type=_integer, default=1,
                     metavar="N", help="elastic run: slots of a discovered host printed "
                                       "without :slots (default 1)")
@@ -267,9 +272,27 @@ def _add_fault_tolerance_flags(p):
                          "with each failure (default: for the rest of the job)")
 
 
+ELASTIC_TIMEOUT_ENV, ELASTIC_TIMEOUT_DEFAULT = "HOROVOD_ELASTIC_TIMEOUT", 600.0
+
+
+def _elastic_defaults(args):
+    """horovodrun's rules: --host-discovery-script alone makes an elastic job (min-np =
+    -np); --elastic-timeout defaults to $HOROVOD_ELASTIC_TIMEOUT, else 600 s."""
+    if args.host_discovery_script is not None and args.min_np is None:
+        args.min_np = args.num_proc
+    if args.elastic_timeout is None:
+        text = os.environ.get(ELASTIC_TIMEOUT_ENV, "").strip()
+        try:
+            args.elastic_timeout = float(text) if text else ELASTIC_TIMEOUT_DEFAULT
+        except ValueError:
+            raise UsageError("%s=%r: expected a number of seconds" % (ELASTIC_TIMEOUT_ENV,
+                                                                      text))
+
+
 def _check_fault_tolerance(args):
     if args.max_restarts < 0:
         raise UsageError("--max-restarts must not be negative (got %d)" % args.max_restarts)
+    _elastic_defaults(args)
     if args.min_np is not None:
         if not 1 <= args.min_np <= args.num_proc:
             raise UsageError("--min-np must be between 1 and -np %d (got %d)"
@@ -278,10 +301,9 @@ def _check_fault_tolerance(args):
             raise UsageError("--max-np %d is less than -np %d" % (args.max_np, args.num_proc))
         if args.mode == "mpi" or args.max_restarts:
             raise UsageError("--min-np (elastic) works in Gloo mode, without --max-restarts")
-    elif (args.max_np is not None or args.reset_limit is not None or
-          args.host_discovery_script is not None):
-        raise UsageError("--max-np, --reset-limit and --host-discovery-script need --min-np "
-                         "(an elastic run)")
+    elif args.max_np is not None or args.reset_limit is not None:
+        raise UsageError("--max-np and --reset-limit need --min-np or "
+                         "--host-discovery-script (an elastic run)")
     if args.blacklist_cooldown_range is not None:
         from .blacklist import check_cooldown_range
         if args.min_np is None:

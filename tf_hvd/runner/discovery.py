@@ -3,6 +3,10 @@ and read the hosts it prints, one ``host[:slots]`` per line (Horovod's format).
 
     d = HostDiscovery("./discover.sh", slots_per_host=1)
     hosts = d.poll()   # [("localhost", 3)], or None when not due yet or the script failed
+    hosts = wait_for_slots(d, 4, timeout=600)   # at the start: until 4 slots are listed
+
+Hosts are keyed by the name the script prints, as in Horovod: ``localhost:2`` and
+``127.0.0.1:2`` are two hosts of two slots each, although both are this machine.
 """
 
 import subprocess
@@ -34,6 +38,25 @@ class HostDiscovery(object):
         self._next = 0.0
         self._last_error = None
 
+    def run(self):
+        """The hosts the script prints now, a name listed twice counted once (its
+        slots summed); raises HostSpecError naming the script when it fails."""
+        try:
+            out = subprocess.run([self.script], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, timeout=self.timeout, check=True)
+            hosts = parse_hosts_output(out.stdout.decode("utf-8", "replace"),
+                                       self.slots_per_host)
+        except (OSError, subprocess.SubprocessError, HostSpecError) as e:
+            detail = e.strerror if isinstance(e, OSError) and e.strerror else e
+            stderr = getattr(e, "stderr", None)
+            if stderr:
+                detail = "%s: %s" % (detail, stderr.decode("utf-8", "replace").strip()[-300:])
+            raise HostSpecError("host discovery script %s failed: %s" % (self.script, detail))
+        merged = {}
+        for host, slots in hosts:
+            merged[host] = merged.get(host, 0) + slots
+        return list(merged.items())
+
     def poll(self):
         """The hosts the script prints now; None when not due yet or when it failed
         (the failure is logged once until the script works again)."""
@@ -42,15 +65,31 @@ class HostDiscovery(object):
             return None
         self._next = now + self.interval
         try:
-            out = subprocess.run([self.script], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, timeout=self.timeout, check=True)
-            hosts = parse_hosts_output(out.stdout.decode("utf-8", "replace"),
-                                       self.slots_per_host)
-        except (OSError, subprocess.SubprocessError, HostSpecError) as e:
-            error = "host discovery script %s failed: %s" % (self.script, e)
-            if error != self._last_error and self._log:
-                self._log(error)
-            self._last_error = error
+            hosts = self.run()
+        except HostSpecError as e:
+            if str(e) != self._last_error and self._log:
+                self._log(str(e))
+            self._last_error = str(e)
             return None
         self._last_error = None
         return hosts
+
+
+def wait_for_slots(discovery, needed, timeout, sleep=time.sleep, clock=time.monotonic):
+    """Run the script until it lists at least ``needed`` slots; return its hosts.
+
+    A script that fails ends the wait at once (HostSpecError), as in Horovod; so does
+    ``timeout`` seconds without enough slots (the message says how many were found)."""
+    deadline = clock() + timeout
+    while True:
+        hosts = discovery.run()
+        found = sum(slots for _, slots in hosts)
+        if found >= needed:
+            return hosts
+        if clock() >= deadline:
+            raise HostSpecError(
+                "host discovery: waited %g s (--elastic-timeout) for %d slot(s), the "
+                "script %s lists %d (%s)" % (timeout, needed, discovery.script, found,
+                                             ", ".join("%s:%d" % h for h in hosts) or
+                                             "no host"))
+        sleep(discovery.interval)

@@ -44,6 +44,12 @@ def prepare(argv):
     if args.check_build:
         return args
     start_timeout = cli.start_timeout(args)
+    if args.host_discovery_script and args.hosts is None and args.hostfile is None:
+        # Elastic, placed by the script alone (Horovod): wait for -np slots.
+        from .discovery import HostDiscovery, wait_for_slots
+        args.discovered_hosts = wait_for_slots(
+            HostDiscovery(args.host_discovery_script, args.slots_per_host),
+            args.num_proc, args.elastic_timeout)
     plan = Plan(args)
     plan.start_timeout = start_timeout
     plan.knobs.update(rank_env.quiet_env(args, os.environ))  # TensorFlow's start-up lines

@@ -71,3 +71,22 @@ def address_towards(host):
         return socket.gethostbyname(socket.gethostname())
     except OSError:
         return "127.0.0.1"
+
+
+def outward_address():
+    """The IPv4 address this machine is reached at when no peer is known yet: the one
+    of its default route, else the address its host name resolves to (127.x.x.x when
+    it has nothing else)."""
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sock.connect(("192.0.2.1", 9))  # TEST-NET-1: picks a route, sends nothing
+            return sock.getsockname()[0]
+        finally:
+            sock.close()
+    except OSError:
+        pass
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"

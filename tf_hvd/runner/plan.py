@@ -20,6 +20,10 @@ def host_list(args):
         return host_spec.parse_hosts(args.hosts), "-H %s" % args.hosts
     if args.hostfile is not None:
         return host_spec.parse_hostfile(args.hostfile), "--hostfile %s" % args.hostfile
+    discovered = getattr(args, "discovered_hosts", None)
+    if discovered:  # an elastic job started by its --host-discovery-script alone
+        return ([host_spec.HostSlots(h, n) for h, n in discovered],
+                "--host-discovery-script %s" % args.host_discovery_script)
     return [host_spec.HostSlots("localhost", args.num_proc)], "localhost"
 
 
@@ -32,7 +36,7 @@ class Plan(object):
         if args.num_proc > capacity:
             raise UsageError("-np %d is more than the %d slot(s) available in %s"
                              % (args.num_proc, capacity, where))
-        self.slots = placement.assign_ranks(self.hosts, args.num_proc)
+        self.slots = placement.assign_ranks(self.hosts, self.start_np(args, capacity))
         self.used_hosts = placement.hosts_used(self.slots)
         self._is_local = is_local
         self.local = {h: bool(is_local(h)) for h in self.used_hosts}
@@ -43,11 +47,30 @@ class Plan(object):
         # which names the address other hosts reach us at; ranks started later cannot
         # change what the running ones bind and publish).
         self.loopback_only = self.all_local and not (
-            getattr(args, "host_discovery_script", None) and getattr(args, "nics", None))
+            getattr(args, "host_discovery_script", None) and
+            (getattr(args, "nics", None) or self._reachable_address()))
         self.knobs = rank_env.knob_env(args)
         # The launcher's start-up timeout in seconds (launch.prepare sets it from
         # --start-timeout / HOROVOD_START_TIMEOUT; args.start_timeout).
         self.start_timeout = 30.0
+
+    @staticmethod
+    def start_np(args, capacity):
+        """How many ranks start: -np, or for a job placed by its discovery script as many
+        as the discovered slots allow, up to --max-np (Horovod's rule)."""
+        if not getattr(args, "discovered_hosts", None):
+            return args.num_proc
+        limit = args.max_np if args.max_np is not None else capacity
+        return max(args.num_proc, min(capacity, limit))
+
+    def _reachable_address(self):
+        """An elastic job whose discovered hosts are all this machine so far: the
+        address other hosts reach us at, so that hosts the script adds later can
+        join (None when this machine has no non-loopback address)."""
+        if not hasattr(self, "_reachable"):
+            address = network.outward_address()
+            self._reachable = None if address.startswith("127.") else address
+        return self._reachable
 
     def launcher_address(self):
         """Address other hosts reach this machine at (127.0.0.1 when all is local)."""
@@ -64,6 +87,8 @@ class Plan(object):
             raise UsageError("--network-interfaces %s: no IPv4 address on %s"
                              % (",".join(nics), ", ".join(problems)))
         remote = [h for h in self.used_hosts if not self.local[h]]
+        if not remote:  # an elastic job on this machine so far (_reachable_address)
+            return self._reachable_address()
         return network.address_towards(remote[0])
 
     def rendezvous_bind_address(self):

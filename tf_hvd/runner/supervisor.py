@@ -84,6 +84,8 @@ class RankProcess(object):
         self.popen = popen
         self.threads = list(threads)
         self.returncode = None
+        self.retired = False         # stopped by an elastic launcher: its exit is no failure
+        self.retire_kill_at = None   # ... and SIGKILLed then if still running
         self.exit_time = None        # time.monotonic() when the process ended
         self.traceback_time = None   # ... when it first printed a Python traceback
         self._waiter = threading.Thread(target=self._wait, name="tf_hvd-wait%d" % rank,
@@ -120,6 +122,7 @@ class Supervisor(object):
         self.resets = 0
         self._elastic_failed = []
         self._short_since = None
+        self._none_left = False  # an elastic job ended because every rank failed
         self.grace = grace
         self.settle = settle
         self._fault_records = fault_records or dict
@@ -169,6 +172,22 @@ class Supervisor(object):
         except (ProcessLookupError, PermissionError):
             pass
 
+    def retire(self, procs):
+        """Elastic runs: stop ``procs`` (their host failed or left the discovered hosts);
+        their exit is not a failure. SIGTERM now, SIGKILL ``grace`` seconds later."""
+        for proc in procs:
+            if proc.returncode is None and not proc.retired:
+                proc.retired = True
+                proc.retire_kill_at = time.monotonic() + self.grace
+                self._signal_proc(proc, signal.SIGTERM)
+
+    def _kill_retired_late(self):
+        now = time.monotonic()
+        for proc in self.procs:
+            if proc.retired and proc.returncode is None and proc.retire_kill_at <= now:
+                proc.retire_kill_at = float("inf")
+                self._signal_proc(proc, signal.SIGKILL)
+
     def _signal_groups(self, signum, only_running=True):
         for proc in self.procs:
             if only_running and proc.returncode is not None:
@@ -216,7 +235,7 @@ class Supervisor(object):
                 running, exited = self._poll()
                 for proc in sorted(exited, key=lambda p: p.rank):
                     if (proc.returncode != 0 and self.failed is None
-                            and self.signalled is None):
+                            and self.signalled is None and not proc.retired):
                         if self.elastic is not None and self._elastic_goes_on(proc, running):
                             continue
                         self.failed = proc
@@ -238,6 +257,11 @@ class Supervisor(object):
                     now = time.monotonic()
                     term_later_at = now + self.grace
                     deadline = now + self.grace * (2 if term_later else 1)
+                if self.elastic is not None:
+                    self._kill_retired_late()
+                    if self._short_since is not None and \
+                            self._active(running) >= self.elastic.min_np:
+                        self._short_since = None  # enough ranks again (new ones joined)
                 if (self._short_since is not None and self.failed is None and running and
                         time.monotonic() - self._short_since >= self.elastic.timeout):
                     self._log("stopping the job: only %d rank(s) left for %g s "
@@ -269,19 +293,32 @@ class Supervisor(object):
             return 128 + int(self.signalled)
         return 0
 
+    @staticmethod
+    def _active(running):
+        return len([p for p in running if not p.retired])
+
     def _elastic_goes_on(self, proc, running):
         """An elastic run lost ``proc``: log it; False when the job must end now."""
         self.resets += 1
         self._elastic_failed.append(proc)
         what = failures.describe(proc.outcome())
         limit = self.elastic.reset_limit
+        lines = []
+        if self._on_rank_lost is not None:  # blacklists its host, stops the ranks there
+            lines = self._on_rank_lost(proc) or []
         try:
-            return self._elastic_decision(proc, running, what, limit)
+            return self._elastic_decision(proc, [p for p in running if not p.retired], what,
+                                          limit)
         finally:
-            if self._on_rank_lost is not None:
-                self._on_rank_lost(proc)
+            for line in lines:
+                self._log(line)
 
     def _elastic_decision(self, proc, running, what, limit):
+        if not running:  # Horovod: every rank failed, the job ends (no waiting)
+            self._log("%s; no rank is left: stopping the job (every rank failed or was "
+                      "stopped)" % what)
+            self._none_left = True
+            return False
         if limit is not None and self.resets > limit:
             self._log("%s; stopping the job: it has been reset %d time(s), more than "
                       "--reset-limit %d allows" % (what, self.resets, limit))
@@ -300,6 +337,12 @@ class Supervisor(object):
     def _report_failure(self):
         """Name the rank whose failure came first and those that stopped in consequence
         (failures.py); return the exit code."""
+        if self._none_left:  # an elastic job: each failure was its own, name them all
+            lost = [p for p in self.procs if p.returncode and not p.retired]
+            self.report = "the job failed: every rank failed or was stopped: %s" % "; ".join(
+                failures.describe(p.outcome()) for p in lost)
+            self._log(self.report)
+            return exit_code_for(self._elastic_failed[0].returncode)
         outcomes = [p.outcome() for p in self.procs if p.returncode is not None]
         records = self._fault_records()
         found = failures.blame(outcomes, records)

@@ -1,0 +1,133 @@
+"""The launcher's elastic command line and machinery without a job: horovodrun's elastic
+spellings and defaults, waiting for the discovery script's slots, how many ranks start,
+hosts keyed by the name given, and the supervisor stopping a failed host's other ranks
+or ending a job whose every rank failed (real processes: sh and sleep)."""
+
+import argparse
+
+import pytest
+
+from tf_hvd.runner import args as cli
+from tf_hvd.runner.discovery import HostDiscovery, wait_for_slots
+from tf_hvd.runner.elastic_hosts import elastic_env
+from tf_hvd.runner.hosts import HostSpecError
+from tf_hvd.runner.plan import Plan
+from tf_hvd.runner.supervisor import Supervisor
+
+
+def _parse(*flags):
+    return cli.parse(["-np", "2"] + list(flags) + ["python", "x.py"])
+
+
+def test_horovodrun_elastic_spellings_and_defaults(monkeypatch):
+    monkeypatch.delenv("HOROVOD_ELASTIC_TIMEOUT", raising=False)
+    a = _parse("--min-num-proc", "1", "--max-num-proc", "5")
+    assert (a.min_np, a.max_np, a.elastic_timeout) == (1, 5, 600.0)
+    a = _parse("--host-discovery-script", "./d.sh")  # elastic: min-np = -np, no max
+    assert (a.min_np, a.max_np) == (2, None)
+    monkeypatch.setenv("HOROVOD_ELASTIC_TIMEOUT", "42")
+    assert _parse("--min-np", "1").elastic_timeout == 42.0
+    assert _parse("--min-np", "1", "--elastic-timeout", "7").elastic_timeout == 7.0
+    monkeypatch.setenv("HOROVOD_ELASTIC_TIMEOUT", "soon")
+    with pytest.raises(cli.UsageError) as info:
+        _parse("--min-np", "1")
+    assert str(info.value) == "HOROVOD_ELASTIC_TIMEOUT='soon': expected a number of seconds"
+    monkeypatch.delenv("HOROVOD_ELASTIC_TIMEOUT")
+    with pytest.raises(cli.UsageError) as info:
+        _parse("--max-np", "4")
+    assert str(info.value) == ("--max-np and --reset-limit need --min-np or "
+                               "--host-discovery-script (an elastic run)")
+    assert elastic_env(30, 2) == {"HOROVOD_ELASTIC": "1", "TF_HVD_ELASTIC_TIMEOUT": "30",
+                                  "TF_HVD_ELASTIC_MIN_NP": "2"}
+
+
+def _script(tmp_path, text, name="discover.sh"):
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + text)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_discovered_hosts_are_keyed_by_the_name_given(tmp_path):
+    d = HostDiscovery(_script(tmp_path, "echo localhost:2\necho 127.0.0.1:2\necho h3\n"
+                                        "echo h3:2\n"), slots_per_host=3)
+    assert d.run() == [("localhost", 2), ("127.0.0.1", 2), ("h3", 5)]
+
+
+def test_waiting_for_slots_polls_until_enough_then_times_out_naming_what_it_found(tmp_path):
+    outputs = iter([[("a", 1)], [("a", 1)], [("a", 1), ("b", 2)]])
+    fake = argparse.Namespace(run=lambda: next(outputs), interval=0.5, script="./d.sh")
+    now = [0.0]
+    sleeps = []
+
+    def sleep(s):
+        sleeps.append(s)
+        now[0] += s
+
+    assert wait_for_slots(fake, 3, 10, sleep=sleep, clock=lambda: now[0]) == \
+        [("a", 1), ("b", 2)]
+    assert sleeps == [0.5, 0.5]
+    fake.run = lambda: [("a", 1)]
+    with pytest.raises(HostSpecError) as info:
+        wait_for_slots(fake, 3, 2, sleep=sleep, clock=lambda: now[0])
+    assert str(info.value) == ("host discovery: waited 2 s (--elastic-timeout) for 3 "
+                               "slot(s), the script ./d.sh lists 1 (a:1)")
+    failing = HostDiscovery(_script(tmp_path, "echo oops >&2\nexit 3\n", "bad.sh"))
+    with pytest.raises(HostSpecError) as info:
+        wait_for_slots(failing, 1, 10)
+    assert str(info.value).startswith("host discovery script %s failed: " % failing.script)
+    assert str(info.value).endswith("returned non-zero exit status 3.: oops")
+
+
+def test_a_job_placed_by_its_script_starts_as_many_ranks_as_slots_allow(monkeypatch):
+    monkeypatch.delenv("HOROVOD_ELASTIC_TIMEOUT", raising=False)
+    for max_np, expected in ((None, 5), ("4", 4), ("2", 2)):
+        flags = ["--host-discovery-script", "./d.sh"] + (["--max-np", max_np] if max_np
+                                                          else [])
+        a = _parse(*flags)
+        a.discovered_hosts = [("localhost", 2), ("127.0.0.1", 3)]
+        plan = Plan(a)
+        assert len(plan.slots) == expected
+        assert [(s.hostname, s.local_rank, s.local_size) for s in plan.slots][:3] == \
+            [("localhost", 0, 2), ("localhost", 1, 2), ("127.0.0.1", 0, min(3, expected - 2))
+             ][:expected]
+
+
+def _supervisor(min_np, lost):
+    elastic = argparse.Namespace(min_np=min_np, timeout=600, reset_limit=None)
+    logged = []
+    sup = Supervisor(signals=argparse.Namespace(pop_all=lambda: []), elastic=elastic,
+                     log=logged.append, grace=2.0, on_rank_lost=lambda p: lost(sup, p))
+    return sup, logged
+
+
+def _spawn(sup, rank, host, code):
+    sup.spawn(rank, host, ["sh", "-c", code], {"PATH": "/usr/bin:/bin"})
+
+
+def test_a_failed_rank_s_host_has_its_other_ranks_stopped_and_the_job_goes_on():
+    def lost(sup, proc):  # as ElasticHosts.rank_lost: stop the host's other ranks
+        sup.retire([p for p in sup.procs if p.host == proc.host and p is not proc])
+        return ["blacklisting %s" % proc.host]
+    sup, logged = _supervisor(1, lost)
+    _spawn(sup, 0, "a", "sleep 0.3; exit 3")
+    _spawn(sup, 1, "a", "exec sleep 30")
+    _spawn(sup, 2, "b", "sleep 2")
+    assert sup.wait() == 0
+    assert [p.returncode for p in sup.procs] == [3, -15, 0]
+    assert logged == ["rank 0 (on a) exited with code 3; the job goes on with the 1 rank(s) "
+                      "left (elastic reset 1)", "blacklisting a"]
+
+
+def test_an_elastic_job_whose_every_rank_failed_ends_at_once_naming_each():
+    sup, logged = _supervisor(2, lambda sup, proc: [])
+    _spawn(sup, 0, "a", "sleep 0.2; exit 3")
+    _spawn(sup, 1, "b", "sleep 1; exit 4")
+    assert sup.wait() == 3  # not after --elastic-timeout (600 s): the test would time out
+    assert logged == [
+        "rank 0 (on a) exited with code 3; 1 rank(s) left, fewer than --min-np 2: waiting "
+        "up to 600 s (--elastic-timeout)",
+        "rank 1 (on b) exited with code 4; no rank is left: stopping the job (every rank "
+        "failed or was stopped)",
+        "the job failed: every rank failed or was stopped: rank 0 (on a) exited with code 3; "
+        "rank 1 (on b) exited with code 4"]
