@@ -14,6 +14,7 @@ import sys
 
 from .. import __version__
 from . import config_file
+from .blacklist import check_cooldown_range
 from . import lsf
 from . import parity
 from .usage import PROG, UsageError
@@ -305,7 +306,6 @@ def _check_fault_tolerance(args):
         raise UsageError("--max-np and --reset-limit need --min-np or "
                          "--host-discovery-script (an elastic run)")
     if args.blacklist_cooldown_range is not None:
-        from .blacklist import check_cooldown_range
         if args.min_np is None:
             raise UsageError("--blacklist-cooldown-range needs --min-np (an elastic run)")
         problem = check_cooldown_range(args.blacklist_cooldown_range)

@@ -18,6 +18,7 @@ import sys
 
 from . import args as cli
 from . import check_build
+from .discovery import HostDiscovery, wait_for_slots
 from . import env as rank_env
 from . import gloo_run
 from . import hosts as host_spec
@@ -46,7 +47,6 @@ def prepare(argv):
     start_timeout = cli.start_timeout(args)
     if args.host_discovery_script and args.hosts is None and args.hostfile is None:
         # Elastic, placed by the script alone (Horovod): wait for -np slots.
-        from .discovery import HostDiscovery, wait_for_slots
         args.discovered_hosts = wait_for_slots(
             HostDiscovery(args.host_discovery_script, args.slots_per_host),
             args.num_proc, args.elastic_timeout)
