@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cc/common/algorithms/link_collectives.h"
+#include "cc/common/entry_checks.h"
 #include "cc/common/logging.h"
 #include "cc/common/subset_transport.h"
 
@@ -54,10 +55,7 @@ std::string HostKey() {
   return std::string(host) + "|" + (n > 0 ? std::string(ns, static_cast<size_t>(n)) : "");
 }
 
-int ProcessSet::SetRank(int global_rank) const {
-  auto it = std::lower_bound(ranks.begin(), ranks.end(), global_rank);
-  return it != ranks.end() && *it == global_rank ? static_cast<int>(it - ranks.begin()) : -1;
-}
+int ProcessSet::SetRank(int global_rank) const { return PositionIn(ranks, global_rank); }
 
 Status ProcessSet::Create(int32_t id, std::vector<int> ranks, Transport* global,
                           const Topology& global_topology,

@@ -1,7 +1,8 @@
-// What the core needs from a communication library: a handful of small
-// negotiation primitives, the links between ranks the allreduce algorithms run
-// over (links.h, algorithms/), and the collectives the core does not build
-// itself. A transport never decides which allreduce algorithm runs
+// What the core needs from a communication library, in four roles: lifecycle
+// (name, Init, Finalize), a handful of small negotiation primitives, the links
+// between ranks the allreduce algorithms run over (links.h, algorithms/), and
+// the data collectives the core does not build itself. Telling the launcher
+// why a rank stopped is not a transport's job (fault_channel.h). A transport never decides which allreduce algorithm runs
 // (algorithms/selection.h does). Only the background thread calls a
 // Transport. Implementations: local (one process), gloo/, mpi/.
 #ifndef TFHVD_COMMON_TRANSPORT_H_
@@ -68,18 +69,6 @@ class Transport {
   virtual Status Alltoallv(const void* in, const std::vector<int64_t>& send_bytes,
                            void* out, const std::vector<int64_t>& recv_bytes) = 0;
   virtual Status Barrier() = 0;
-
-  // Tells the launcher why this rank's core stopped (the launcher names the
-  // rank whose failure came first); `record` is a short text (fault_report.h).
-  // Best effort, bounded in time; a transport without a launcher ignores it.
-  virtual void ReportFault(const std::string& record) { (void)record; }
-  // What `rank` reported, if it did within a moment (a rank that stopped
-  // because of a third one closes its links too: its report names that one).
-  virtual bool PeerFault(int rank, std::string* record) {
-    (void)rank;
-    (void)record;
-    return false;
-  }
 };
 
 }  // namespace tfhvd
