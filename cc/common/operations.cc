@@ -13,7 +13,7 @@
 
 #include "cc/common/core/background_loop.h"
 #include "cc/common/core/process_set_table.h"
-#include "cc/common/entry_checks.h"
+#include "cc/common/negotiation/entry_checks.h"
 #include "cc/common/knobs.h"
 #include "cc/common/logging.h"
 #include "cc/common/malloc_tuning.h"

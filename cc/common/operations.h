@@ -13,8 +13,8 @@
 #include "cc/common/core/background_loop.h"
 #include "cc/common/core/transport_choice.h"
 #include "cc/common/message.h"
-#include "cc/common/tensor_queue.h"
-#include "cc/common/transport.h"
+#include "cc/common/negotiation/tensor_queue.h"
+#include "cc/common/transport/transport.h"
 
 namespace tfhvd {
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cc/common/core/fault_reporter.h"
-#include "cc/common/local_transport.h"
+#include "cc/common/transport/local_transport.h"
 #if HAVE_GLOO
 #include "cc/common/gloo/gloo_transport.h"
 #include "cc/common/gloo/rendezvous_fault_channel.h"

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "cc/common/core/transport_choice.h"
-#include "cc/common/fault_channel.h"
+#include "cc/common/transport/fault_channel.h"
 #include "cc/common/parameters.h"
-#include "cc/common/transport.h"
+#include "cc/common/transport/transport.h"
 
 namespace tfhvd {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cc/common/parameters.h"
-#include "cc/common/transport.h"
+#include "cc/common/transport/transport.h"
 
 namespace tfhvd {
 

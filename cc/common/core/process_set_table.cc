@@ -2,7 +2,7 @@
 
 #include <future>
 
-#include "cc/common/algorithms/link_collectives.h"
+#include "cc/common/transport/link_collectives.h"
 
 namespace tfhvd {
 

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "cc/common/process_set.h"
+#include "cc/common/core/process_set.h"
 
 namespace tfhvd {
 

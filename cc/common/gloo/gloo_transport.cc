@@ -11,7 +11,7 @@
 #include <exception>
 #include <stdexcept>
 
-#include "cc/common/algorithms/link_collectives.h"
+#include "cc/common/transport/link_collectives.h"
 #include "cc/common/gloo/http_store.h"
 #include "cc/common/logging.h"
 #include "gloo/allgather.h"

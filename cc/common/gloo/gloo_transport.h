@@ -14,7 +14,7 @@
 #include "cc/common/gloo/gloo_pair_links.h"
 #include "cc/common/gloo/tcp_mesh.h"
 #include "cc/common/parameters.h"
-#include "cc/common/transport.h"
+#include "cc/common/transport/transport.h"
 
 namespace gloo { class Context; }
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "cc/common/fault_channel.h"
+#include "cc/common/transport/fault_channel.h"
 #include "cc/common/parameters.h"
 
 namespace tfhvd {

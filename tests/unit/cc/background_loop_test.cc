@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 
-#include "cc/common/controller.h"
+#include "cc/common/negotiation/controller.h"
 #include "cc/common/core/background_loop.h"
 #include "tests/unit/cc/thread_links.h"
 #include "tests/unit/cc/thread_transport.h"

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-#include "cc/common/entry_checks.h"
+#include "cc/common/negotiation/entry_checks.h"
 
 using namespace tfhvd;
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "cc/common/algorithms/link_collectives.h"
-#include "cc/common/transport.h"
+#include "cc/common/transport/link_collectives.h"
+#include "cc/common/transport/transport.h"
 
 namespace tfhvd {
 namespace testing {
