@@ -53,3 +53,22 @@ CUDA_LINK = [
     "@local_cuda//:link",
     "@local_nccl//:link",
 ]
+
+def tf_hvd_layer(name, deps, visibility, cuda = False, folder = ""):
+    """One layer of the core: every .cc and .h of the folder as one library.
+
+    deps: the layers (and external libraries) it may use; visibility: the packages allowed
+    to use it. cuda: compiled against the CUDA/NCCL headers (the CUDA library only).
+    folder: a subfolder of the package holding the sources ("gpu/"), if not the package's.
+    alwayslink: every object goes into the shared library, registrations included.
+    """
+    native.cc_library(
+        name = name,
+        srcs = native.glob([folder + "*.cc"]) + (CUDA_HEADERS if cuda else []),
+        hdrs = native.glob([folder + "*.h"]),
+        copts = CUDA_COPTS if cuda else TF_HVD_COPTS,
+        local_defines = CUDA_DEFINES if cuda else [],
+        alwayslink = True,
+        visibility = visibility,
+        deps = deps + (CUDA_LINK if cuda else []),
+    )

@@ -133,7 +133,6 @@ TEST(FaultReporter, LeftByOthersNamesWhoLeftAndHow) {
 }
 
 TEST(FaultReporter, RanksBeyondTheHostListAreNamedAlone) {
-  std::vector<std::string> published;
   FaultReporter reporter(0, {}, {});
   EXPECT_EQ(reporter.RankAt(5), "rank 5");
 }
