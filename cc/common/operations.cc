@@ -161,6 +161,8 @@ Status Initialize(const std::vector<std::vector<int>>& process_sets,
   }
   SetStopped(st, Status());
   st.topology_known = true;
+  TFHVD_LOG(DEBUG) << "background thread started: transport " << st.transport->name()
+                   << ", rank " << st.topology.rank << " of " << st.topology.size;
   // Stop the background thread before the process exits, even if nobody
   // called shutdown (registered after the transport's own exit handlers, so
   // it runs before them).

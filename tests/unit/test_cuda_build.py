@@ -5,7 +5,7 @@ collective, and still runs CPU collectives at np=2.
 
 The CUDA library (//:_hvd_cuda.so) is built into a temporary copy of the package, never
 over tf_hvd/_hvd.so (the CPU library the rest of the suite imports). It shares every object
-file but the GPU code with the CPU library (BUILD, //:common_objects), so with Bazel's cache
+file but the GPU code with the CPU library (the layer libraries of cc/), so with Bazel's cache
 warm from the CPU build this is the GPU files (once) and a link.
 
 The TF-free GPU test program (tests/gpu/, the one command for a lent GPU machine) is built

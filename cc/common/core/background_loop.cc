@@ -114,8 +114,6 @@ Status BackgroundLoop::Start() {
     if (gpu_) gpu_->Close();
     return s;
   }
-  TFHVD_LOG(DEBUG) << "background thread started: transport " << parts_.transport->name()
-                   << ", rank " << topology_.rank << " of " << topology_.size;
   wait_.reset(new IdleBackoff(CycleTime(params.cycle_time_ms)));
   StartTuning(*global);
   return Status();
