@@ -45,7 +45,6 @@ class Status {
   Status(Code code, std::string message)
       : code_(code), message_(std::move(message)) {}
 
-  static Status OK_() { return Status(); }
   static Status InvalidArgument(std::string m) { return {INVALID_ARGUMENT, std::move(m)}; }
   static Status Precondition(std::string m) { return {PRECONDITION, std::move(m)}; }
   static Status Aborted(std::string m) { return {ABORTED, std::move(m)}; }

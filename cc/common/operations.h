@@ -1,5 +1,7 @@
 // The core's public entry points: start and stop the background thread, query
 // the topology, and hand tensors to it. Framework adapters call only these.
+// A thin facade over the core's parts (cc/common/core/): the background loop,
+// the process-set table, the transport choice and fault blame.
 #ifndef TFHVD_COMMON_OPERATIONS_H_
 #define TFHVD_COMMON_OPERATIONS_H_
 
@@ -8,9 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "cc/common/core/background_loop.h"
+#include "cc/common/core/transport_choice.h"
 #include "cc/common/message.h"
-#include "cc/common/tensor_queue.h"
-#include "cc/common/transport.h"
+#include "cc/common/negotiation/tensor_queue.h"
+#include "cc/common/transport/transport.h"
 
 namespace tfhvd {
 
@@ -19,15 +23,7 @@ namespace tfhvd {
 // static process sets (global ranks), the same list on every rank; they get
 // ids 1, 2, ... in order (an entry equal to an earlier one or to the global
 // set gets that set's id).
-// comm (hvd.init(comm=...)): under MPI the job is the communicator with
-// Fortran handle comm_handle (has_comm_handle), or the MPI_COMM_WORLD ranks
-// comm_ranks, in that order (only they call init). Other transports accept
-// only every rank of the job.
-struct JobCommunicator {
-  std::vector<int> ranks;
-  bool has_handle = false;
-  int64_t handle = 0;
-};
+// comm: hvd.init(comm=...) (core/transport_choice.h).
 Status Initialize(const std::vector<std::vector<int>>& process_sets = {},
                   const JobCommunicator& comm = JobCommunicator());
 // Asks every rank to shut down, completes pending ops with an error, joins
@@ -46,20 +42,13 @@ const char* TransportName();  // "gloo", "mpi" or "local"
 // Timeline control at run time (rank 0 writes; other ranks ignore).
 Status StartTimeline(const std::string& path, bool mark_cycles);
 Status StopTimeline();
-// HOROVOD_TIMELINE=DYNAMIC (any case): no timeline until StartTimeline.
-bool TimelineIsDynamic(const std::string& value);
 // MPI job whose MPI provides MPI_THREAD_MULTIPLE (HOROVOD_MPI_THREADS_DISABLE).
 bool MpiThreadsSupported();
 // The CPU the background thread is pinned to (HOROVOD_THREAD_AFFINITY), or -1.
 int BackgroundThreadCpu();
 
-// Autotune (HOROVOD_AUTOTUNE): the values this rank switched to, one record
-// per switch, with the global negotiation round (counted from 1, the same on
-// every rank) whose end it switched at. Cleared at init.
-struct AutotuneRecord {
-  int64_t round = 0;
-  TunedParameters values;
-};
+// Autotune (HOROVOD_AUTOTUNE): the values this rank switched to
+// (core/background_loop.h). Cleared at init.
 std::vector<AutotuneRecord> AutotuneHistory();
 
 // Hands one tensor to the background thread. On error the callback is NOT

@@ -150,4 +150,10 @@ void Timeline::Flush() {
   if (file_) std::fflush(file_);
 }
 
+bool TimelineIsDynamic(const std::string& value) {
+  std::string v;
+  for (char c : value) v += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return v == "DYNAMIC";
+}
+
 }  // namespace tfhvd

@@ -51,6 +51,9 @@ class Timeline {
 // The process-wide timeline, fed by rank 0's background thread.
 Timeline& GlobalTimeline();
 
+// HOROVOD_TIMELINE=DYNAMIC (any case): no timeline until hvd.start_timeline().
+bool TimelineIsDynamic(const std::string& value);
+
 }  // namespace tfhvd
 
 #endif  // TFHVD_COMMON_TIMELINE_H_

@@ -62,7 +62,7 @@ PYBIND11_MODULE(_hvd, m) {
       py::arg("comm_ranks") = std::vector<int>(), py::arg("comm_handle") = py::none(),
       "Starts the background thread and connects to the other ranks; registers the static "
       "process sets (lists of global ranks, the same on every rank).");
-  // Process sets (cc/common/process_set.h). Errors: ValueError with Horovod's messages.
+  // Process sets (cc/common/core/process_set.h). Errors: ValueError with Horovod's messages.
   m.def("process_sets", [] {
     py::dict out;
     for (const auto& set : tfhvd::ProcessSetRanks()) out[py::int_(set.first)] = set.second;

@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# Builds tests/gpu/core_gpu_test: the core (cc/common/, no TensorFlow, no Gloo/MPI: a job of
-# one process) with its NCCL backend and GPU paths, against CUDA 12 or 13 and NCCL from
-# either the PyPI wheels or a system install. See tests/gpu/README.md.
+# Fallback for a GPU machine without Bazel (with Bazel: tools/bazel build
+# //tests/gpu:core_gpu_test, the same libraries as the CUDA library). Builds
+# tests/gpu/core_gpu_test: the core (cc/common/ and every layer folder under it, no
+# TensorFlow, no Gloo/MPI: a job of one process) with its NCCL backend and GPU paths, against
+# CUDA 12 or 13 and NCCL from either the PyPI wheels or a system install. See tests/gpu/README.md.
+#   tests/gpu/build.sh --list-sources   # the core sources it compiles, one per line
 #   tests/gpu/build.sh                  # NVIDIA_ROOT = <python site-packages>/nvidia
 #   NVIDIA_ROOT=/path/to/site-packages/nvidia tests/gpu/build.sh
 #   CUDA_HOME=/usr/local/cuda NCCL_HOME=/usr tests/gpu/build.sh   # system CUDA / NCCL
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# Every .cc of the core's layers (a new folder is picked up by itself) but the Gloo and MPI
+# backends and the CPU library's stand-in for the GPU backend; relative to ROOT, sorted.
+core_sources() {
+  (cd "${ROOT}" && find cc/common -name '*.cc' ! -path 'cc/common/gloo/*' \
+     ! -path 'cc/common/mpi/*' ! -name gpu_backend_none.cc | LC_ALL=C sort)
+}
+if [[ "${1:-}" == "--list-sources" ]]; then core_sources; exit 0; fi
 OUT="${OUT_DIR:-${ROOT}/tests/gpu/out}"
 mkdir -p "${OUT}"
 inc=() libs=()
@@ -33,9 +43,9 @@ else
   cudart="$( (ls "${NV}"/cuda_runtime/lib/libcudart.so.* "${NV}"/cu13/lib/libcudart.so.* 2>/dev/null || true) | head -1)"
   libs+=(-l:"$(basename "${cudart}")" -l:libnccl.so.2)
 fi
-srcs=("${ROOT}"/cc/common/*.cc "${ROOT}"/cc/common/algorithms/*.cc "${ROOT}"/cc/common/gpu/*.cc
-      "${ROOT}"/cc/common/nccl/*.cc "${ROOT}/tests/gpu/core_gpu_test.cc")
-srcs=("${srcs[@]/${ROOT}\/cc\/common\/gpu_backend_none.cc}")
+srcs=()
+while read -r f; do srcs+=("${ROOT}/${f}"); done < <(core_sources)
+srcs+=("${ROOT}/tests/gpu/core_gpu_test.cc")
 "${CXX:-g++}" -std=c++17 -O2 -pthread -DHAVE_GLOO=0 -DHAVE_MPI=0 -I"${ROOT}" "${inc[@]}" \
-  ${srcs[@]} -o "${OUT}/core_gpu_test" "${libs[@]}" -lrt -ldl
+  "${srcs[@]}" -o "${OUT}/core_gpu_test" "${libs[@]}" -lrt -ldl
 echo "built ${OUT}/core_gpu_test" >&2

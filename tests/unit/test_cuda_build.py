@@ -5,8 +5,13 @@ collective, and still runs CPU collectives at np=2.
 
 The CUDA library (//:_hvd_cuda.so) is built into a temporary copy of the package, never
 over tf_hvd/_hvd.so (the CPU library the rest of the suite imports). It shares every object
-file but the GPU code with the CPU library (BUILD, //:common_objects), so with Bazel's cache
+file but the GPU code with the CPU library (the layer libraries of cc/), so with Bazel's cache
 warm from the CPU build this is the GPU files (once) and a link.
+
+The TF-free GPU test program (tests/gpu/, the one command for a lent GPU machine) is built
+from the same libraries (//tests/gpu:core_gpu_test: one more source file and a link); it
+cannot run here (no GPU). Its Bazel-free fallback, tests/gpu/build.sh, must compile the same
+core sources as that target.
 
     PYTHONPATH=. python -m pytest -q tests/unit/test_cuda_build.py
 """
@@ -83,3 +88,34 @@ def test_cuda_variant_builds_imports_and_runs_cpu_collectives(tmp_path):
               cwd=str(tmp_path))
     assert res.ok, res.describe(text=res.output[-6000:])
     assert res.output.count("CUDA-BUILD-OK") == 2, res.output[-3000:]
+
+
+def _bazel(args, timeout):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONHOME", "PYTHONSAFEPATH")}
+    return run([os.path.join(REPO, "tools", "bazel")] + args, timeout=timeout, env=env, cwd=REPO)
+
+
+def test_the_tf_free_gpu_test_builds_from_the_cores_libraries():
+    assert _wheels_installed(), "the CUDA wheels are missing (tools/setup.sh installs them)"
+    build = _bazel(["build", "//tests/gpu:core_gpu_test"], 1500)
+    assert build.ok, build.describe(text=build.output[-6000:])
+    binary = os.path.join(REPO, "bazel-bin", "tests", "gpu", "core_gpu_test")
+    assert os.access(binary, os.X_OK), binary
+    ldd = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+    for lib in ("libnccl.so.2", "libcudart.so.12"):
+        line = [l for l in ldd.splitlines() if lib in l]
+        assert line and "not found" not in line[0], ldd
+    for absent in ("libtensorflow", "libmpi", "libpython"):
+        assert absent not in ldd, ldd
+
+    # The fallback script compiles exactly the core sources the Bazel target links.
+    query = _bazel(["query", 'filter("^//cc/common[:/].*\\.cc$", kind("source file", '
+                             'deps(//tests/gpu:core_gpu_test)))'], 600)
+    assert query.ok, query.describe(40)
+    bazel_sources = sorted(label[2:].replace(":", "/") for label in query.output.split()
+                           if label.startswith("//cc/common"))
+    listed = subprocess.run(["bash", os.path.join(REPO, "tests", "gpu", "build.sh"),
+                             "--list-sources"], capture_output=True, text=True, check=True)
+    assert listed.stdout.split() == bazel_sources
+    assert "cc/common/autotune/parameter_manager.cc" in bazel_sources

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "cc/common/links.h"
+#include "cc/common/transport/links.h"
 
 namespace tfhvd {
 

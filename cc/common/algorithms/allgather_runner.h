@@ -12,7 +12,7 @@
 
 #include "cc/common/algorithms/topology_links.h"
 #include "cc/common/parameters.h"
-#include "cc/common/transport.h"
+#include "cc/common/transport/transport.h"
 
 namespace tfhvd {
 

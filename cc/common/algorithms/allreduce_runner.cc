@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "cc/common/algorithms/algorithm_counts.h"
-#include "cc/common/algorithms/link_collectives.h"
+#include "cc/common/transport/link_collectives.h"
 #include "cc/common/autotune/parameter_manager.h"
 #include "cc/common/logging.h"
 

@@ -19,7 +19,7 @@
 #include "cc/common/algorithms/shm_allreduce.h"
 #include "cc/common/algorithms/topology_links.h"
 #include "cc/common/parameters.h"
-#include "cc/common/transport.h"
+#include "cc/common/transport/transport.h"
 
 namespace tfhvd {
 

@@ -1,6 +1,6 @@
 #include "cc/common/algorithms/gather_allreduce.h"
 
-#include "cc/common/algorithms/link_collectives.h"
+#include "cc/common/transport/link_collectives.h"
 #include "cc/common/reduce_kernels.h"
 
 namespace tfhvd {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cc/common/links.h"
+#include "cc/common/transport/links.h"
 
 namespace tfhvd {
 

@@ -22,7 +22,7 @@
 #include "cc/common/algorithms/gather_allreduce.h"
 #include "cc/common/algorithms/ring_allreduce.h"
 #include "cc/common/algorithms/shm_allreduce.h"
-#include "cc/common/link_set.h"
+#include "cc/common/transport/link_set.h"
 
 namespace tfhvd {
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cc/common/links.h"
+#include "cc/common/transport/links.h"
 
 namespace tfhvd {
 

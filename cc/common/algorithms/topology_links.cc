@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "cc/common/algorithms/link_collectives.h"
+#include "cc/common/transport/link_collectives.h"
 
 namespace tfhvd {
 

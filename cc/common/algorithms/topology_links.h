@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "cc/common/link_set.h"
-#include "cc/common/transport.h"
+#include "cc/common/transport/link_set.h"
+#include "cc/common/transport/transport.h"
 
 namespace tfhvd {
 

@@ -17,7 +17,7 @@
 #include <chrono>
 #include <memory>
 
-#include "cc/common/links.h"
+#include "cc/common/transport/links.h"
 
 namespace gloo {
 class Context;

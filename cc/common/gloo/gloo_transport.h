@@ -14,7 +14,7 @@
 #include "cc/common/gloo/gloo_pair_links.h"
 #include "cc/common/gloo/tcp_mesh.h"
 #include "cc/common/parameters.h"
-#include "cc/common/transport.h"
+#include "cc/common/transport/transport.h"
 
 namespace gloo { class Context; }
 
@@ -36,8 +36,6 @@ class GlooTransport : public Transport {
   Status Alltoallv(const void* in, const std::vector<int64_t>& send_bytes, void* out,
                    const std::vector<int64_t>& recv_bytes) override;
   Status Barrier() override;
-  void ReportFault(const std::string& record) override;
-  bool PeerFault(int rank, std::string* record) override;
 
  private:
   std::shared_ptr<gloo::Context> context_;  // Gloo's collectives

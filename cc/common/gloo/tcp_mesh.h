@@ -1,6 +1,6 @@
 // A full mesh of TCP connections between the ranks of a Gloo job, read and
 // written directly by the calling (background) thread: the links
-// (cc/common/links.h) of HOROVOD_GLOO_LINKS=mesh.
+// (cc/common/transport/links.h) of HOROVOD_GLOO_LINKS=mesh.
 //
 // Gloo's TCP device hands every message to its own event-loop thread and back
 // through a condition variable: two thread wake-ups per message, ~140 us per
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "cc/common/links.h"
+#include "cc/common/transport/links.h"
 
 namespace gloo { namespace rendezvous { class Store; } }
 

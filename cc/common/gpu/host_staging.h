@@ -8,7 +8,7 @@
 #ifndef TFHVD_COMMON_GPU_HOST_STAGING_H_
 #define TFHVD_COMMON_GPU_HOST_STAGING_H_
 
-#include "cc/common/tensor_queue.h"
+#include "cc/common/negotiation/tensor_queue.h"
 
 namespace tfhvd {
 

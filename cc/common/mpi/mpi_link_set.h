@@ -1,4 +1,4 @@
-// A link set (cc/common/link_set.h) over an MPI communicator of its own, made
+// A link set (cc/common/transport/link_set.h) over an MPI communicator of its own, made
 // with MPI_Comm_create_group (collective over the members only): its links
 // are Isend/Irecv on that communicator and its backend allreduce is
 // MPI_Allreduce over it. The communicator is freed with the set.
@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "cc/common/link_set.h"
+#include "cc/common/transport/link_set.h"
 #include "cc/common/mpi/mpi_links.h"
 
 namespace tfhvd {

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cc/common/links.h"
+#include "cc/common/transport/links.h"
 
 namespace tfhvd {
 

@@ -13,7 +13,7 @@
 
 #include "cc/common/mpi/mpi_links.h"
 #include "cc/common/parameters.h"
-#include "cc/common/transport.h"
+#include "cc/common/transport/transport.h"
 
 namespace tfhvd {
 

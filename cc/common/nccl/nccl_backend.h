@@ -20,8 +20,8 @@
 #include "cc/common/message.h"
 #include "cc/common/nccl/nccl_communicator.h"
 #include "cc/common/parameters.h"
-#include "cc/common/tensor_queue.h"
-#include "cc/common/transport.h"
+#include "cc/common/negotiation/tensor_queue.h"
+#include "cc/common/transport/transport.h"
 
 namespace tfhvd {
 

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "cc/common/common.h"
-#include "cc/common/transport.h"
+#include "cc/common/transport/transport.h"
 
 namespace tfhvd {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cc/common/gpu_backend.h"
-#include "cc/common/tensor_queue.h"
+#include "cc/common/negotiation/tensor_queue.h"
 
 namespace tfhvd {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cc/common/tensor_queue.h"
+#include "cc/common/negotiation/tensor_queue.h"
 #include "cc/tensorflow/xla/xla_call_config.h"
 #include "xla/ffi/api/ffi.h"
 

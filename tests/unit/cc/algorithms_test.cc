@@ -24,7 +24,7 @@
 #include "cc/common/algorithms/hierarchical_allreduce.h"
 #include "cc/common/algorithms/topology_links.h"
 #include "cc/common/half.h"
-#include "cc/common/algorithms/link_collectives.h"
+#include "cc/common/transport/link_collectives.h"
 #include "cc/common/algorithms/ring_allreduce.h"
 #include "cc/common/algorithms/selection.h"
 #include "cc/common/reduce_kernels.h"

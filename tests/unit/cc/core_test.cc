@@ -13,16 +13,16 @@
 
 #include "gtest/gtest.h"
 
-#include "cc/common/coordinator.h"
-#include "cc/common/fusion.h"
+#include "cc/common/negotiation/coordinator.h"
+#include "cc/common/negotiation/fusion.h"
 #include "cc/common/half.h"
 #include "cc/common/knobs.h"
 #include "cc/common/message.h"
 #include "cc/common/parameters.h"
 #include "cc/common/reduce_kernels.h"
-#include "cc/common/response_cache.h"
-#include "cc/common/tensor_queue.h"
-#include "cc/common/validation.h"
+#include "cc/common/negotiation/response_cache.h"
+#include "cc/common/negotiation/tensor_queue.h"
+#include "cc/common/negotiation/validation.h"
 
 using namespace tfhvd;
 

@@ -11,8 +11,8 @@
 
 #include "gtest/gtest.h"
 
-#include "cc/common/process_set.h"
-#include "cc/common/subset_transport.h"
+#include "cc/common/core/process_set.h"
+#include "cc/common/transport/subset_transport.h"
 #include "tests/unit/cc/thread_links.h"
 
 using namespace tfhvd;

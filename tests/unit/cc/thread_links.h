@@ -1,5 +1,5 @@
 // Threads as ranks over in-memory links, for tests of code written against
-// Links (cc/common/links.h): a FIFO of whole messages per ordered pair of
+// Links (cc/common/transport/links.h): a FIFO of whole messages per ordered pair of
 // ranks; sends never block, receives wait for the next message.
 //
 //   OnThreadRanks(4, [](Links& links) { ... links.Send(1, p, n) ... });
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "cc/common/links.h"
+#include "cc/common/transport/links.h"
 
 namespace tfhvd {
 namespace testing {

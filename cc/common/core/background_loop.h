@@ -1,0 +1,92 @@
+// The background thread's work: Start() connects the transport and opens the
+// job's process sets, each RunCycle() waits for work (IdleBackoff) and runs
+// one negotiation round per set this rank belongs to (the global set first),
+// each performing the collectives it decided, and Stop() fails what is left
+// and closes everything. It owns the autotune state (rank 0 tunes; every rank
+// applies what the global round carries) and the fault blame.
+//
+//   BackgroundLoop loop(parts);              // on the background thread:
+//   Status s = loop.Start();                 // Initialize() waits for this
+//   while (s.ok() && loop.RunCycle()) {}
+//   loop.Stop();                             // after the facade marked itself stopped
+#ifndef TFHVD_COMMON_CORE_BACKGROUND_LOOP_H_
+#define TFHVD_COMMON_CORE_BACKGROUND_LOOP_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cc/common/autotune/parameter_manager.h"
+#include "cc/common/core/fault_reporter.h"
+#include "cc/common/core/idle_backoff.h"
+#include "cc/common/core/process_set_table.h"
+#include "cc/common/gpu_backend.h"
+
+namespace tfhvd {
+
+// Autotune (HOROVOD_AUTOTUNE): the values this rank switched to, one record
+// per switch, with the global negotiation round (counted from 1, the same on
+// every rank) whose end it switched at.
+struct AutotuneRecord {
+  int64_t round = 0;
+  TunedParameters values;
+};
+
+// What the loop runs on; owned by its caller (the operations facade).
+struct LoopParts {
+  Transport* transport = nullptr;
+  TensorQueue* queue = nullptr;  // the global set's
+  ProcessSetTable* sets = nullptr;
+  Parameters params;
+  std::vector<std::vector<int>> static_sets;  // hvd.init(process_sets=...)
+  // The launcher's fault channels, once the topology is known.
+  std::function<std::vector<std::unique_ptr<FaultChannel>>(const Topology&)> fault_channels;
+  // Controller::Leaving, set by Shutdown() from another thread.
+  const std::atomic<int>* leaving = nullptr;
+};
+
+class BackgroundLoop {
+ public:
+  explicit BackgroundLoop(LoopParts parts);
+  ~BackgroundLoop();
+
+  // Connects the transport, pins the thread (HOROVOD_THREAD_AFFINITY),
+  // exchanges host names, opens the global set, the GPU backend and the
+  // static sets, starts the timeline. On error everything opened is closed.
+  Status Start();
+  // One cycle; false once the loop must end (final_status() says why).
+  bool RunCycle();
+  // Fails every queued op with final_status(), closes the sets, the GPU
+  // backend and the transport.
+  void Stop();
+
+  const Topology& topology() const { return topology_; }
+  const Status& final_status() const { return final_status_; }
+  int pinned_cpu() const { return pinned_cpu_.load(); }
+  std::vector<AutotuneRecord> autotune_history() const;
+
+ private:
+  void StartTuning(const ProcessSet& global);
+  // The global round's autotune steps: switch to what it carries, or sample.
+  void Tune(ProcessSet& global, const ResponseList& list);
+
+  LoopParts parts_;
+  Topology topology_;
+  std::unique_ptr<GpuBackend> gpu_;
+  std::unique_ptr<FaultReporter> faults_;
+  std::unique_ptr<IdleBackoff> wait_;
+  std::unique_ptr<ParameterManager> tuner_;  // rank 0 with HOROVOD_AUTOTUNE
+  int64_t global_rounds_ = 0;
+  Status final_status_;
+  std::atomic<int> pinned_cpu_{-1};  // as the thread's affinity mask says; -1: not one CPU
+  mutable std::mutex history_mutex_;
+  std::vector<AutotuneRecord> history_;
+};
+
+}  // namespace tfhvd
+
+#endif  // TFHVD_COMMON_CORE_BACKGROUND_LOOP_H_

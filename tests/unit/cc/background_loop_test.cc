@@ -1,0 +1,137 @@
+// The background loop (core/background_loop.h) with threads as ranks over
+// in-memory links: start, cycles that negotiate and perform an allreduce, a
+// shutdown asked for by one rank that stops every rank with the error and
+// fault report naming it; and the idle backoff's waits.
+// GoogleTest: bazel test //:background_loop_test
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+#include "cc/common/negotiation/controller.h"
+#include "cc/common/core/background_loop.h"
+#include "tests/unit/cc/thread_links.h"
+#include "tests/unit/cc/thread_transport.h"
+
+using namespace tfhvd;
+using tfhvd::testing::OnThreadRanks;
+using tfhvd::testing::ThreadTransport;
+using Micros = std::chrono::microseconds;
+
+namespace {
+
+class RecordingChannel : public FaultChannel {
+ public:
+  explicit RecordingChannel(std::vector<std::string>* published) : published_(published) {}
+  void Publish(const std::string& text) override { published_->push_back(text); }
+
+ private:
+  std::vector<std::string>* published_;
+};
+
+// Runs cycles until done() or the loop stops; false if it stopped or 2000 cycles passed.
+bool CycleUntil(BackgroundLoop& loop, const std::function<bool()>& done) {
+  for (int i = 0; i < 2000; ++i) {
+    if (done()) return true;
+    if (!loop.RunCycle()) return false;
+  }
+  return false;
+}
+
+TEST(BackgroundLoop, RunsCollectivesAndStopsEveryRankWhenOneShutsDown) {
+  OnThreadRanks(2, [](Links& links) {
+    const int r = links.rank();
+    ThreadTransport transport(&links);
+    TensorQueue queue;
+    ProcessSetTable sets;
+    std::atomic<int> leaving{0};
+    std::vector<std::string> published;
+    LoopParts parts;
+    parts.transport = &transport;
+    parts.queue = &queue;
+    parts.sets = &sets;
+    parts.params.slot_hostname = r == 0 ? "node-a" : "node-b";
+    parts.fault_channels = [&published](const Topology&) {
+      std::vector<std::unique_ptr<FaultChannel>> channels;
+      channels.emplace_back(new RecordingChannel(&published));
+      return channels;
+    };
+    parts.leaving = &leaving;
+    BackgroundLoop loop(std::move(parts));
+    Status s = loop.Start();
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(loop.topology().rank, r);
+    EXPECT_EQ(loop.topology().size, 2);
+    ASSERT_NE(sets.Find(0), nullptr);
+
+    std::vector<float> in = {1.0f * (r + 1), 10.0f * (r + 1)}, out(2, 0.0f);
+    std::atomic<bool> done{false};
+    Status result = Status::Unknown("not run");
+    TensorTableEntry e;
+    e.request.name = "grad";
+    e.request.shape = {2};
+    e.input = in.data();
+    e.output = out.data();
+    e.callback = [&](const Status& st) { result = st; done = true; };
+    ASSERT_TRUE(queue.Add(std::move(e)).ok());
+    ASSERT_TRUE(CycleUntil(loop, [&] { return done.load(); }));
+    EXPECT_TRUE(result.ok()) << result.message();
+    EXPECT_EQ(out, (std::vector<float>{3.0f, 30.0f}));
+
+    // Rank 1 calls hvd.shutdown(): both loops end in the same round.
+    if (r == 1) leaving = static_cast<int>(Controller::Leaving::SHUTDOWN_CALLED);
+    EXPECT_FALSE(CycleUntil(loop, [] { return false; }));
+    loop.Stop();
+    if (r == 0) {
+      EXPECT_EQ(loop.final_status().code(), Status::ABORTED);
+      EXPECT_EQ(loop.final_status().message(),
+                "rank 1 (on node-b) called hvd.shutdown(); this collective did not run");
+      ASSERT_EQ(published.size(), 1u);
+      EXPECT_EQ(published[0], "culprit=1\nkind=shutdown\n" + loop.final_status().message());
+    } else {
+      EXPECT_EQ(loop.final_status().message(),
+                "Horovod has been shut down in this process (hvd.shutdown(), or the process is "
+                "exiting); this collective did not run");
+      EXPECT_TRUE(published.empty());
+    }
+    // The queue refuses work after the loop stopped, with the loop's error.
+    TensorTableEntry late;
+    late.request.name = "late";
+    EXPECT_EQ(queue.Add(std::move(late)).message(), loop.final_status().message());
+  });
+}
+
+TEST(IdleBackoff, AnIdleRankPollsLessAndLessOftenUpTo20ms) {
+  IdleBackoff wait(Micros(5000));
+  EXPECT_EQ(wait.Next(false, false), Micros(10000));
+  EXPECT_EQ(wait.Next(false, false), Micros(20000));
+  EXPECT_EQ(wait.Next(false, false), Micros(20000));
+  // Process sets: every cycle time.
+  EXPECT_EQ(wait.Next(false, true), Micros(5000));
+}
+
+TEST(IdleBackoff, ABusyRankBacksOffOnlyWhileRoundsMakeNoProgress) {
+  IdleBackoff wait(Micros(1000));
+  EXPECT_EQ(wait.Next(true, false), Micros(0));
+  wait.AfterRound(false);
+  EXPECT_EQ(wait.Next(true, false), Micros(20));
+  wait.AfterRound(false);
+  EXPECT_EQ(wait.Next(true, false), Micros(40));
+  for (int i = 0; i < 10; ++i) wait.AfterRound(false);
+  EXPECT_EQ(wait.Next(true, false), Micros(1000));  // capped at the cycle time
+  wait.AfterRound(true);
+  EXPECT_EQ(wait.Next(true, false), Micros(0));
+}
+
+TEST(IdleBackoff, ANewCycleTimeCapsTheWaits) {
+  IdleBackoff wait(Micros(50000));
+  EXPECT_EQ(wait.Next(false, false), Micros(50000));
+  wait.SetCycle(Micros(1000));
+  EXPECT_EQ(wait.Next(false, true), Micros(1000));
+  EXPECT_EQ(wait.Next(false, false), Micros(2000));
+}
+
+}  // namespace
