@@ -96,7 +96,7 @@ const std::vector<KnobSpec>& Table() {
        "Rank 0 tunes the fusion threshold (0-64 MiB), cycle time (1-25 ms), response cache "
        "on/off and (on several hosts) hierarchical allreduce online, by Bayesian "
        "optimisation of the bytes allreduced per second; every rank switches at the same "
-       "round. Knobs set explicitly stay fixed. README, Autotune."},
+       "round. Knobs set explicitly stay fixed. docs/autotune.md."},
       {"HOROVOD_AUTOTUNE_LOG", T::STRING, &P::autotune_log, "", 0, 0, "", kUser,
        "--autotune-log-file",
        "Rank 0 writes one CSV row per autotune sample (the values tried and their score, "
@@ -167,7 +167,7 @@ const std::vector<KnobSpec>& Table() {
       {"HOROVOD_GLOO_LINKS", T::ENUM, &P::gloo_links, "mesh", 0, 0,
        "mesh,pairs,pairs_busy_poll", kUser, "",
        "What carries Gloo's point-to-point links: the own socket mesh, or Gloo's TCP "
-       "pairs in synchronous mode (optionally busy-polling); see README, Performance."},
+       "pairs in synchronous mode (optionally busy-polling); see docs/performance.md."},
       {"HOROVOD_GLOO_IFACE", T::STRING, &P::gloo_iface, "", 0, 0, "", kUser,
        "--network-interface", "Network interface Gloo binds and publishes; empty: "
        "`HOROVOD_HOSTNAME`."},
@@ -218,6 +218,13 @@ const std::vector<KnobSpec>& Table() {
        kLauncher, "",
        "Set by tf_hvd.elastic when it re-forms a job: the ranks of one round meet under "
        "their own rendezvous prefix."},
+      {"HOROVOD_TORUS_ALLREDUCE", T::BOOL, &P::torus_allreduce, "0", 0, 0, "", kUser,
+       "--torus-allreduce",
+       "Accepted as horovodrun's (a 2-D torus allreduce for NCCL); no effect in tf_hvd, "
+       "whose allreduce algorithm is chosen per response (docs/architecture.md)."},
+      {"HOROVOD_NUM_NCCL_STREAMS", T::INT, &P::num_nccl_streams, "1", 1, 1024, "", kUser,
+       "--num-nccl-streams",
+       "Accepted as horovodrun's; no effect in tf_hvd: its NCCL backend runs on one stream."},
       {"HOROVOD_ELASTIC", T::BOOL, &P::elastic, "0", 0, 0, "", kLauncher, "",
        "1 in every rank of an elastic job (tfhvdrun --min-np or --host-discovery-script), "
        "as horovodrun sets it."},
@@ -245,7 +252,7 @@ std::string Lower(std::string s) {
   return s;
 }
 
-// A number as the README writes it: 4096, 1.5, 4294967296 (no exponent).
+// A number as docs/knobs.md writes it: 4096, 1.5, 4294967296 (no exponent).
 std::string NumberText(double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.15g", v);

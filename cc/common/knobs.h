@@ -1,7 +1,7 @@
 // The one list of HOROVOD_* environment knobs tf_hvd reads: name, type,
 // default, who sets it, meaning, and which Parameters field receives it.
 // Parameters::FromEnvironment parses them all through this list; the Python
-// module exposes it (tf_hvd._hvd.knobs()), and the README's knob table is
+// module exposes it (tf_hvd._hvd.knobs()), and docs/knobs.md's table is
 // generated from it (tools/gen_knob_table.py, checked by tests/unit/test_knobs.py).
 //
 // Example: a new knob is one row in kKnobs (knobs.cc) plus its Parameters field:
@@ -38,7 +38,7 @@ struct KnobSpec {
   const char* name;
   KnobType type;
   KnobTarget target;
-  // The default as the README shows it. A plain value parses to the field's
+  // The default as docs/knobs.md shows it. A plain value parses to the field's
   // default (checked by the tests); "(...)" describes a default that depends
   // on something else.
   const char* default_text;

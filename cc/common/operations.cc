@@ -64,7 +64,7 @@ void WarnAboutUnknownKnobs() {
   std::string names;
   for (const auto& n : unknown) names += (names.empty() ? "" : ", ") + n;
   TFHVD_LOG(WARNING) << "ignoring environment variable" << (unknown.size() > 1 ? "s " : " ")
-                     << names << ": not a tf_hvd knob (the README's Knobs section lists them)";
+                     << names << ": not a tf_hvd knob (docs/knobs.md lists them)";
 }
 
 void SetStopped(Core& st, const Status& s) {

@@ -36,7 +36,7 @@ struct Parameters {
   bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
   int64_t shm_min_bytes = 256 * 1024;                  // HOROVOD_SHM_MIN_BYTES
   int64_t shm_slot_bytes = 1024 * 1024;                // HOROVOD_SHM_SLOT_BYTES (>= 4096)
-  // Horovod's CPU knobs (README, Knobs):
+  // Horovod's CPU knobs (docs/knobs.md):
   // CPU ids for the background thread, one per local rank ("0,2") or one base id
   // (local rank r: base + r); "" = not pinned. Checked at init (thread_affinity.h).
   std::string thread_affinity;                         // HOROVOD_THREAD_AFFINITY
@@ -59,6 +59,10 @@ struct Parameters {
   int64_t autotune_steps_per_sample = 10;              // HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE
   int64_t autotune_bayes_opt_max_samples = 20;         // HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES
   double autotune_gaussian_process_noise = 0.8;        // HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE
+
+  // horovodrun's NCCL-topology flags, accepted so command lines run unchanged; no effect here.
+  bool torus_allreduce = false;  // HOROVOD_TORUS_ALLREDUCE
+  int64_t num_nccl_streams = 1;  // HOROVOD_NUM_NCCL_STREAMS
 
   // --- the job's shape, set by the launcher (tfhvdrun); -1 = not set ---
   int64_t rank = -1;        // HOROVOD_RANK (set: the Gloo transport is used)
@@ -83,7 +87,7 @@ struct Parameters {
   int64_t gloo_direct_max_bytes = 256 * 1024;  // HOROVOD_GLOO_DIRECT_MAX_BYTES
   // What carries Gloo's links: "mesh" (the own socket mesh, gloo/tcp_mesh.h),
   // "pairs" (Gloo's TCP pairs in synchronous mode) or "pairs_busy_poll".
-  // Default mesh: python/benchmarks/links_bench.py (README, Performance).
+  // Default mesh: python/benchmarks/links_bench.py (docs/performance.md).
   std::string gloo_links = "mesh";     // HOROVOD_GLOO_LINKS
 
   // --- GPU tensors (the CUDA variant; cc/common/nccl/) ---

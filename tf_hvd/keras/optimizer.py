@@ -28,7 +28,7 @@ Differences from Horovod's tf.keras wrapper, forced by Keras 3:
   learning-rate schedules see the same step numbers as one process running
   the big batch;
 * ``model.compile(..., jit_compile=True)`` works: the collectives have XLA
-  kernels (README, "XLA"); inside XLA the gradients of one dtype are reduced as
+  kernels (docs/xla.md); inside XLA the gradients of one dtype are reduced as
   one grouped allreduce.
 """
 

@@ -57,7 +57,7 @@ class _NicsAction(argparse.Action):
 
 
 def _add_autotune_flags(p):
-    """horovodrun's autotune flags (HOROVOD_AUTOTUNE*; README, Autotune)."""
+    """horovodrun's autotune flags (HOROVOD_AUTOTUNE*; docs/autotune.md)."""
     tune = p.add_argument_group("autotune")
     parity.add_on_off(tune, "--autotune", "--no-autotune", "autotune",
                       "tune the fusion threshold, cycle time, response cache and "

@@ -84,7 +84,7 @@ def describe(outcome, first_exit_time=None):
 #
 # A rank whose core stopped because of another rank (it called hvd.shutdown(), its process
 # was exiting, its connection closed, ...) tells the launcher which one, through the
-# rendezvous store (cc/common/operations.cc, ReportFault): the text
+# rendezvous store (cc/common/core/fault_record.h, FaultRecord): the text
 # "culprit=<rank>\nkind=<kind>\n<its error message>". Following these records from any
 # failed rank leads to the rank that failed by itself, whatever the timing.
 
