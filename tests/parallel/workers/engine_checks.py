@@ -2,12 +2,16 @@
 
 Prints one line ``ENGINE_RESULT {json}``: the topology hvd.init() found and exact
 collective results; or, when init refuses, ``ENGINE_ERROR <type>: <message>`` and exit 3.
+With ENGINE_KILL_RANK=r, rank r SIGKILLs itself after the checks while the others keep
+running collectives: they must fail (exit 1, ``ENGINE_PEER_LOST <message>``), not hang.
 """
 
 import json
 import os
+import signal
 import socket
 import sys
+import time
 
 import numpy as np
 
@@ -40,6 +44,18 @@ def main():
         with open("/proc/self/cmdline", "rb") as f:
             result["secret_on_cmdline"] = secret.encode() in f.read()
     print("ENGINE_RESULT " + json.dumps(result, sort_keys=True), flush=True)
+    victim = os.environ.get("ENGINE_KILL_RANK")
+    if victim is not None:
+        if rank == int(victim):
+            time.sleep(1)
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            for step in range(600):
+                hvd.allreduce(np.ones(4), name="engine.after.%d" % step)
+                time.sleep(0.1)
+        except Exception as e:  # noqa: BLE001
+            print("ENGINE_PEER_LOST %s" % str(e).splitlines()[0], flush=True)
+            sys.exit(1)
     hvd.shutdown()
 
 
