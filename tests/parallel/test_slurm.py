@@ -117,3 +117,28 @@ def test_killed_task_is_named_and_ends_the_step(slurm):
     # Slurm names the task (= rank) and its node.
     assert re.search(r"srun: error: h2: task 3: Killed", res.output), res.describe()
     assert _leftovers(slurm) == []
+
+
+def test_tfhvdrun_in_sbatch_takes_the_allocation_and_uses_srun(slurm, tmp_path):
+    """tfhvdrun in a batch script without -H: h1:2,h2:2 from Slurm; h2's ranks by srun."""
+    script, out = tmp_path / "job.sh", tmp_path / "job.out"
+    script.write_text("#!/bin/sh\ncd %s\n%s -m tf_hvd.runner --verbose -np 4 %s %s\n"
+                      "echo tfhvdrun exit $?\n" % (REPO, PYTHON, PYTHON, WORKER))
+    script.chmod(0o755)
+    env = slurm.env(base_env())
+    cmd = slurm.cluster.exec_argv("h1", ["sbatch", "-W", "-N", "2", "--ntasks-per-node", "2",
+                                         "-o", str(out), str(script)])
+    res = run(cmd, TIMEOUT, env=env, cwd=REPO)
+    assert res.ok, res.describe()
+    text = out.read_text()
+    assert "tfhvdrun exit 0" in text, text[-5000:]
+    got = {int(m.group(1)): json.loads(m.group(2))
+           for m in re.finditer(r"^\[(\d+)\]<stdout>:ENGINE_RESULT (.*)$", text, re.M)}
+    assert sorted(got) == [0, 1, 2, 3], text[-5000:]
+    for rank, r in got.items():
+        assert r["host"] == "h%d" % (rank // 2 + 1) and r["sum_exact"], r
+    # the ranks on h2 were started by srun, not ssh
+    for rank in (2, 3):
+        assert re.search(r"rank %d on h2 .*: \S*srun --nodes=1 --ntasks=1 --nodelist=h2 "
+                         % rank, text), text[-5000:]
+    assert _leftovers(slurm) == []

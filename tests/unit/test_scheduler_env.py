@@ -149,3 +149,42 @@ def test_secret_file_default_in_home(tmp_path):
     value, where = sec.job_secret({"HOME": str(tmp_path)})
     assert where == str(tmp_path / ".tf_hvd" / "rendezvous_secret")
     assert open(where).read().strip() == value
+
+
+# -- tfhvdrun inside an allocation (tf_hvd.runner.slurm) ---------------------------------
+
+from tf_hvd.runner import slurm as runner_slurm  # noqa: E402
+from tf_hvd.runner.hosts import HostSlots, HostSpecError  # noqa: E402
+
+ALLOC = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-3]",
+         "SLURM_TASKS_PER_NODE": "2(x2),1", "SLURM_JOB_CPUS_PER_NODE": "8(x3)"}
+
+
+def test_allocation_hosts_from_tasks_then_cpus():
+    hosts, where = runner_slurm.allocation_hosts(ALLOC)
+    assert hosts == [HostSlots("n1", 2), HostSlots("n2", 2), HostSlots("n3", 1)]
+    assert where == ("the Slurm allocation (SLURM_JOB_NODELIST=n[1-3], "
+                     "SLURM_TASKS_PER_NODE=2(x2),1)")
+    no_tasks = {k: v for k, v in ALLOC.items() if k != "SLURM_TASKS_PER_NODE"}
+    assert runner_slurm.allocation_hosts(no_tasks)[0] == [HostSlots("n%d" % i, 8)
+                                                           for i in (1, 2, 3)]
+
+
+def test_no_allocation_inside_a_step_or_outside_slurm():
+    assert runner_slurm.allocation_hosts(dict(ALLOC, SLURM_STEP_ID="0")) is None
+    assert runner_slurm.allocation_hosts({}) is None
+    assert runner_slurm.launcher_for(True, ALLOC) is None  # -H or --hostfile given
+    assert runner_slurm.launcher_for(False, dict(ALLOC, TF_HVD_SLURM_LAUNCH="ssh")) is None
+
+
+def test_allocation_counts_mismatch():
+    with pytest.raises(HostSpecError) as e:
+        runner_slurm.allocation_hosts(dict(ALLOC, SLURM_TASKS_PER_NODE="2"))
+    assert str(e.value) == ("the Slurm allocation: 3 nodes (SLURM_JOB_NODELIST=n[1-3]) but 1 "
+                            "counts in SLURM_TASKS_PER_NODE")
+
+
+def test_srun_argv():
+    assert runner_slurm.srun_argv("n2", ["python", "t.py"], "/w")[1:] == [
+        "--nodes=1", "--ntasks=1", "--nodelist=n2", "--overlap", "--export=ALL",
+        "--kill-on-bad-exit=1", "--quiet", "--unbuffered", "--chdir=/w", "python", "t.py"]

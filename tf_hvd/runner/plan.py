@@ -10,6 +10,7 @@ from . import env as rank_env
 from . import hosts as host_spec
 from . import network
 from . import placement
+from . import slurm
 from . import ssh
 from .args import UsageError
 
@@ -20,6 +21,9 @@ def host_list(args):
         return host_spec.parse_hosts(args.hosts), "-H %s" % args.hosts
     if args.hostfile is not None:
         return host_spec.parse_hostfile(args.hostfile), "--hostfile %s" % args.hostfile
+    allocation = slurm.allocation_hosts(os.environ)  # inside salloc/sbatch
+    if allocation is not None:
+        return allocation
     return [host_spec.HostSlots("localhost", args.num_proc)], "localhost"
 
 
@@ -28,6 +32,9 @@ class Plan(object):
         """Raises UsageError / HostSpecError for host lists that cannot work."""
         self.args = args
         self.hosts, where = host_list(args)
+        # "srun" inside a Slurm allocation whose nodes are the hosts: no ssh (slurm.py)
+        self.remote_launcher = slurm.launcher_for(args.hosts is not None or
+                                                  args.hostfile is not None)
         capacity = host_spec.total_slots(self.hosts)
         if args.num_proc > capacity:
             raise UsageError("-np %d is more than the %d slot(s) available in %s"
@@ -99,6 +106,8 @@ class Plan(object):
         """
         if self.is_local(slot.hostname):
             return list(self.args.command), True
+        if self.remote_launcher == "srun":  # srun carries the process environment
+            return slurm.srun_argv(slot.hostname, self.args.command, cwd), True
         remote_env = rank_env.forwarded_env(os.environ if base_env is None else base_env, env)
         for name in stdin_vars:
             remote_env.pop(name, None)
@@ -107,7 +116,9 @@ class Plan(object):
             self.args.ssh_identity_file, stdin_vars=stdin_vars)), False
 
     def remote_hosts(self):
-        """The hosts reached over ssh, in order."""
+        """The hosts reached over ssh, in order (none when srun starts them)."""
+        if self.remote_launcher == "srun":
+            return []
         return [h for h in self.used_hosts if not self.local[h]]
 
     def mpi_hosts_arg(self):
