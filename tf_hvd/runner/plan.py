@@ -8,6 +8,7 @@ import os
 
 from . import env as rank_env
 from . import hosts as host_spec
+from . import mpi_operator
 from . import network
 from . import placement
 from . import slurm
@@ -24,6 +25,9 @@ def host_list(args):
     allocation = slurm.allocation_hosts(os.environ)  # inside salloc/sbatch
     if allocation is not None:
         return allocation
+    operator = mpi_operator.hostfile_hosts(os.environ, host_spec.parse_hostfile)
+    if operator is not None:  # an MPI Operator's launcher pod
+        return operator
     return [host_spec.HostSlots("localhost", args.num_proc)], "localhost"
 
 
