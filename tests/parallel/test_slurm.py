@@ -75,28 +75,39 @@ def _leftovers(slurm, within=15.0):
         time.sleep(0.5)
 
 
-def _check_exact(res, transport):
-    assert res.ok, res.describe()
-    got = _results(res.output)
+def _check_exact(got, transport, res):
     assert sorted(got) == [0, 1, 2, 3], res.describe()
     for rank, r in got.items():
         assert (r["rank"], r["size"]) == (rank, 4), r
         assert (r["local_rank"], r["local_size"]) == (rank % 2, 2), r
         assert (r["cross_rank"], r["cross_size"]) == (rank // 2, 2), r
         assert r["host"] == "h%d" % (rank // 2 + 1), r
-        assert r[transport] and r["sum_exact"] and r["gathered"] == [0, 1, 2, 3], r
+        assert r[transport] and r["sum_exact"] and r["gathered"] == [0, 1, 2, 3], json.dumps(r)
         assert r["broadcast"] == [7.5] and not r["secret_on_cmdline"], r
 
 
-def test_srun_gloo_np4_two_nodes_exact(slurm):
-    res = _srun(slurm, [PYTHON, WORKER])
-    _check_exact(res, "gloo")
+def test_srun_gloo_np4_two_nodes_exact_then_a_killed_task_is_named(slurm):
+    """One job: exact collectives over Gloo at np=4 on h1:2,h2:2; then rank 3 (on h2) is
+    SIGKILLed: srun names the task and its node, the other ranks fail naming it (none
+    trains on or hangs), the step ends and nothing is left on either node."""
+    start = time.time()
+    res = _srun(slurm, [PYTHON, WORKER],
+                {"ENGINE_KILL_RANK": "3", "HOROVOD_GLOO_TIMEOUT_SECONDS": "20"})
+    assert not res.timed_out and res.returncode != 0, res.describe()
+    got = _results(res.output)
+    _check_exact(got, "gloo", res)
+    assert re.search(r"^srun: error: h2: task 3: Killed$", res.output, re.M), res.describe()
+    lost = dict(re.findall(r"^(\d+): ENGINE_PEER_LOST (.*)$", res.output, re.M))
+    assert "rank 3 (on h2)" in lost.get("0", "") and "rank 3 (on h2)" in lost.get("1", ""), \
+        res.describe()
+    assert time.time() - start < 180
     assert _leftovers(slurm) == []
 
 
 def test_srun_mpi_pmi2_np4_two_nodes_exact(slurm):
     res = _srun(slurm, ["--mpi=pmi2", PYTHON, WORKER])
-    _check_exact(res, "mpi")
+    assert res.ok, res.describe()
+    _check_exact(_results(res.output), "mpi", res)
     assert _leftovers(slurm) == []
 
 
@@ -106,17 +117,6 @@ def test_srun_keras_fit_equals_one_process(slurm, tmp_path):
     assert res.ok, res.describe()
     trained = set(int(r) for r in re.findall(r"\[rank (\d+)\] TRAINING OK", res.output))
     assert trained == {0, 1, 2, 3}, res.describe()
-
-
-def test_killed_task_is_named_and_ends_the_step(slurm):
-    start = time.time()
-    res = _srun(slurm, ["--kill-on-bad-exit=1", PYTHON, WORKER],
-                {"ENGINE_KILL_RANK": "3", "HOROVOD_GLOO_TIMEOUT_SECONDS": "20"})
-    assert not res.timed_out and res.returncode != 0, res.describe()
-    assert time.time() - start < 150
-    # Slurm names the task (= rank) and its node.
-    assert re.search(r"srun: error: h2: task 3: Killed", res.output), res.describe()
-    assert _leftovers(slurm) == []
 
 
 def test_tfhvdrun_in_sbatch_takes_the_allocation_and_uses_srun(slurm, tmp_path):
