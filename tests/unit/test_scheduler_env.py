@@ -188,3 +188,29 @@ def test_srun_argv():
     assert runner_slurm.srun_argv("n2", ["python", "t.py"], "/w")[1:] == [
         "--nodes=1", "--ntasks=1", "--nodelist=n2", "--overlap", "--export=ALL",
         "--kill-on-bad-exit=1", "--quiet", "--unbuffered", "--chdir=/w", "python", "t.py"]
+
+
+# -- tfhvdrun in an MPI Operator launcher pod (tf_hvd.runner.mpi_operator) ---------------
+
+from tf_hvd.runner import hosts as runner_hosts, mpi_operator  # noqa: E402
+
+
+@pytest.mark.parametrize("var,text", [
+    ("OMPI_MCA_orte_default_hostfile", "job-worker-0.job.ns.svc slots=2\n"
+                                       "job-worker-1.job.ns.svc slots=2\n"),
+    ("HYDRA_HOST_FILE", "job-worker-0.job.ns.svc:2\njob-worker-1.job.ns.svc:2\n"),
+    ("I_MPI_HYDRA_HOST_FILE", "job-worker-0.job.ns.svc:2\njob-worker-1.job.ns.svc:2\n"),
+])
+def test_operator_hostfile_formats(tmp_path, var, text):
+    path = tmp_path / "hostfile"
+    path.write_text(text)
+    hosts, where = mpi_operator.hostfile_hosts({var: str(path)}, runner_hosts.parse_hostfile)
+    assert hosts == [HostSlots("job-worker-0.job.ns.svc", 2),
+                     HostSlots("job-worker-1.job.ns.svc", 2)]
+    assert where == "the MPI launcher's hostfile (%s=%s)" % (var, path)
+
+
+def test_operator_hostfile_absent(tmp_path):
+    missing = {"OMPI_MCA_orte_default_hostfile": str(tmp_path / "nope")}
+    assert mpi_operator.hostfile_hosts(missing, runner_hosts.parse_hostfile) is None
+    assert mpi_operator.hostfile_hosts({}, runner_hosts.parse_hostfile) is None
