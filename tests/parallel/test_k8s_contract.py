@@ -68,6 +68,10 @@ def _launcher(pods, flavour, hostfile_text, tfhvdrun_args):
     else:
         env.update({"HYDRA_HOST_FILE": str(hostfile),
                     "HYDRA_LAUNCH_EXTRA_ARGS": "-o ConnectionAttempts=10"})
+    if "--mpi" in tfhvdrun_args:
+        # The namespace hosts share one kernel, which UCX takes for one machine (its
+        # shared-memory transports then fail between them); pods do not: use TCP.
+        env["UCX_TLS"] = "tcp,self"
     mount = 'mount --bind "$0" /etc/ssh && exec "$@"'
     cmd = pods.exec_argv("h1", ["sh", "-c", mount, str(pods.launcher_dir / "etc-ssh"),
                                 PYTHON, "-m", "tf_hvd.runner"] + tfhvdrun_args
