@@ -117,7 +117,7 @@ def test_srun_mpi_pmi2_np4_two_nodes_exact(slurm):
 
 def test_srun_keras_fit_equals_one_process(slurm, tmp_path):
     res = _srun(slurm, [PYTHON, TRAIN_EAGER, str(tmp_path)],
-                {"TRAINING_ONLY": "keras_equivalence"}, timeout=TIMEOUT + 120)
+                {"TRAINING_ONLY": "keras_equivalence"})
     assert res.ok, res.describe()
     trained = set(int(r) for r in re.findall(r"\[rank (\d+)\] TRAINING OK", res.output))
     assert trained == {0, 1, 2, 3}, res.describe()
