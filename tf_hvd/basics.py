@@ -144,7 +144,11 @@ def init(comm=None, process_sets=None):
 
     The transport is chosen from the environment: MPI when the process was
     started by mpirun/mpiexec (or HOROVOD_CONTROLLER=mpi), Gloo when it was
-    started by ``tfhvdrun`` (HOROVOD_RANK set), otherwise a job of size 1.
+    started by ``tfhvdrun`` (HOROVOD_RANK set), by Slurm's ``srun`` or with
+    torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...: see
+    ``tf_hvd.scheduler`` and docs/cluster.md), otherwise a job of size 1. A
+    process that sees an engine's job of several ranks but cannot join it
+    raises ``tf_hvd.scheduler.SchedulerEnvError`` instead of training alone.
     Calling init again while initialized does nothing.
 
     Args:
@@ -168,6 +172,9 @@ def init(comm=None, process_sets=None):
         ps = hvd.ProcessSet([0, 1])
         hvd.init(process_sets=[ps])
     """
+    if not _lib.is_initialized():  # started by srun or torchrun-style: join that job
+        from tf_hvd import scheduler
+        scheduler.prepare(os.environ, lambda: _lib.knob_values()["HOROVOD_START_TIMEOUT"])
     comm_ranks, comm_handle, base = _process_sets._job_communicator(comm)
     sets, set_ranks = _process_sets._split_init_sets(process_sets, base, comm_ranks)
     # Parses every HOROVOD_* knob (HOROVOD_TF_THREADS included) before joining

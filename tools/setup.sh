@@ -2,7 +2,7 @@
 # Idempotent set-up of a Debian machine for tf_hvd (runs non-interactively; CI runs it as root):
 #   1. apt: bazel-bootstrap (Bazel 4.2.3), libgloo-dev, libgtest-dev, libssl-dev,
 #      libcpp-httplib-dev, python3.11 (+venv), iproute2 and openssh-server (the multi-host
-#      tests' namespace cluster) -- only if missing
+#      tests' namespace cluster), slurmd, slurmctld, slurm-client, munge (the Slurm tests) -- only if missing
 #   2. venv ${TF_HVD_VENV:-$HOME/.venvs/tf_hvd} from python3.11 -- only if missing
 #   3. pip install -r tools/requirements.txt -- only if a pinned requirement is not satisfied
 #   3a. pip install -r tools/requirements-docs.txt (MkDocs + mkdocstrings: the docs site, which
@@ -56,6 +56,10 @@ dpkg -s libcpp-httplib-dev >/dev/null 2>&1 || pkgs+=(libcpp-httplib-dev)
 # The multi-host tests' namespace cluster (tools/netns_cluster.py): ip/tc, ssh and sshd.
 command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || pkgs+=(iproute2)
 [[ -x /usr/sbin/sshd ]] && command -v ssh >/dev/null 2>&1 || pkgs+=(openssh-server openssh-client)
+# Slurm (tests/parallel/test_slurm.py runs slurmctld + a slurmd per namespace host, munge).
+[[ -x /usr/sbin/slurmd && -x /usr/sbin/slurmctld ]] && command -v srun >/dev/null 2>&1 || \
+  pkgs+=(slurmd slurmctld slurm-client)
+[[ -x /usr/sbin/munged ]] && command -v munge >/dev/null 2>&1 || pkgs+=(munge)
 if [[ ! -x "${PY}" ]]; then
   command -v python3.11 >/dev/null 2>&1 || pkgs+=(python3.11 python3.11-venv)
 fi

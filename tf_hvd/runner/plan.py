@@ -8,8 +8,10 @@ import os
 
 from . import env as rank_env
 from . import hosts as host_spec
+from . import mpi_operator
 from . import network
 from . import placement
+from . import slurm
 from . import ssh
 from .args import UsageError
 
@@ -24,6 +26,12 @@ def host_list(args):
     if discovered:  # an elastic job started by its --host-discovery-script alone
         return ([host_spec.HostSlots(h, n) for h, n in discovered],
                 "--host-discovery-script %s" % args.host_discovery_script)
+    allocation = slurm.allocation_hosts(os.environ)  # inside salloc/sbatch
+    if allocation is not None:
+        return allocation
+    operator = mpi_operator.hostfile_hosts(os.environ, host_spec.parse_hostfile)
+    if operator is not None:  # an MPI Operator's launcher pod
+        return operator
     return [host_spec.HostSlots("localhost", args.num_proc)], "localhost"
 
 
@@ -32,6 +40,9 @@ class Plan(object):
         """Raises UsageError / HostSpecError for host lists that cannot work."""
         self.args = args
         self.hosts, where = host_list(args)
+        # "srun" inside a Slurm allocation whose nodes are the hosts: no ssh (slurm.py)
+        self.remote_launcher = slurm.launcher_for(args.hosts is not None or
+                                                  args.hostfile is not None)
         capacity = host_spec.total_slots(self.hosts)
         if args.num_proc > capacity:
             raise UsageError("-np %d is more than the %d slot(s) available in %s"
@@ -124,6 +135,8 @@ class Plan(object):
         """
         if self.is_local(slot.hostname):
             return list(self.args.command), True
+        if self.remote_launcher == "srun":  # srun carries the process environment
+            return slurm.srun_argv(slot.hostname, self.args.command, cwd), True
         remote_env = rank_env.forwarded_env(os.environ if base_env is None else base_env, env)
         for name in stdin_vars:
             remote_env.pop(name, None)
@@ -132,7 +145,9 @@ class Plan(object):
             self.args.ssh_identity_file, stdin_vars=stdin_vars)), False
 
     def remote_hosts(self):
-        """The hosts reached over ssh, in order."""
+        """The hosts reached over ssh, in order (none when srun starts them)."""
+        if self.remote_launcher == "srun":
+            return []
         return [h for h in self.used_hosts if not self.local[h]]
 
     def mpi_hosts_arg(self):
