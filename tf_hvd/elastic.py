@@ -37,9 +37,12 @@ import time
 
 import tensorflow as tf
 
-from tf_hvd import basics
-from tf_hvd import functions
+from tf_hvd import functions, ops, topology
+from tf_hvd._keras import flavors
+from tf_hvd._library import lib as _lib
 from tf_hvd.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+from tf_hvd.reduce_ops import Max
+from tf_hvd.runner.rendezvous import RendezvousClient
 
 __all__ = ["run", "State", "ObjectState", "TensorFlowState", "TensorFlowKerasState",
            "HorovodInternalError", "HostsUpdatedInterrupt"]
@@ -79,8 +82,7 @@ class State(object):
         if "TF_HVD_ELASTIC_MIN_NP" not in os.environ:
             return  # not started by an elastic launcher (tfhvdrun --min-np)
         changed = _hosts_version() != _seen["hosts_version"]
-        from tf_hvd import ops
-        agreed = ops.allreduce(tf.constant(int(changed)), op=basics.Max,
+        agreed = ops.allreduce(tf.constant(int(changed)), op=Max,
                                name="elastic.check_host_updates")
         if int(agreed.numpy()):
             raise HostsUpdatedInterrupt(skip_sync=False)
@@ -170,7 +172,6 @@ class TensorFlowKerasState(TensorFlowState):
             getattr(self.model, "optimizer", None)
 
     def _state_variables(self):
-        from tf_hvd.keras import flavors
         variables = list(self.model.weights)
         opt = self._optimizer()
         if opt is not None and not isinstance(opt, str) and flavors.optimizer_built(opt):
@@ -181,7 +182,6 @@ class TensorFlowKerasState(TensorFlowState):
     def _build_optimizer(self):
         """Create the optimizer's variables now, so that a rank that has not trained
         yet (one that joins) syncs the same variables as those that have."""
-        from tf_hvd.keras import flavors
         opt = self._optimizer()
         if opt is None or isinstance(opt, str) or flavors.optimizer_built(opt):
             return
@@ -205,7 +205,6 @@ class TensorFlowKerasState(TensorFlowState):
 
 
 def _client():
-    from tf_hvd.runner.rendezvous import RendezvousClient
     return RendezvousClient.from_env(os.environ, timeout=10)
 
 
@@ -269,7 +268,7 @@ def _init_round(my_id, round_, announce=False):
         os.environ[name] = str(value)
     _seen["hosts_version"] = version
     _seen["round"] = round_
-    basics._lib.init()
+    _lib.init()
 
 
 def join_before_init():
@@ -285,8 +284,8 @@ def join_before_init():
 def _reset():
     """Shut the core down and initialise again among the processes that are left (and
     any that join)."""
-    my_id = int(os.environ.setdefault(ID_ENV, str(basics.rank())))
-    basics.shutdown()
+    my_id = int(os.environ.setdefault(ID_ENV, str(topology.rank())))
+    _lib.shutdown()
     _init_round(my_id, _seen["round"] + 1)
 
 

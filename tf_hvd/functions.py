@@ -11,9 +11,9 @@ import pickle
 import numpy as np
 import tensorflow as tf
 
-from tf_hvd.basics import _check_initialized, rank
-from tf_hvd.ops import _broadcast, _allgather, _noname
+from tf_hvd.ops import _allgather, _broadcast, _noname
 from tf_hvd.process_sets import _process_set_id
+from tf_hvd.topology import _check_initialized, rank
 
 # ---------------------------------------------------------------------------
 # Variables

@@ -42,11 +42,11 @@ import warnings
 
 import tensorflow as tf
 
-from tf_hvd import basics
-from tf_hvd.basics import (Adasum, Average, Max, Min, Product, Sum,
-                           _check_initialized, _op_lib, rank, size)
+from tf_hvd._library import op_lib as _op_lib
 from tf_hvd.compression import Compression
 from tf_hvd.process_sets import _process_set_id, _set_rank_size
+from tf_hvd.reduce_ops import REDUCE_OP_NAMES, Adasum, Average, Max, Min, Product, Sum
+from tf_hvd.topology import _check_initialized, rank, size
 
 _VALID_REDUCE_OPS = (Average, Sum, Adasum, Min, Max, Product)
 
@@ -166,7 +166,7 @@ def _resolve_op(op, average, default=Average):
 
 def _check_adasum_size():
     """Adasum pairs ranks level by level: it needs 1, 2, 4, 8, ... ranks (as Horovod)."""
-    n = basics.size()
+    n = size()
     if n & (n - 1):
         raise NotImplementedError(
             "Adasum needs a power-of-two number of ranks (1, 2, 4, 8, ...); this job has "
@@ -319,7 +319,7 @@ def _allreduce_indexed_slices(slices, device, op, prescale_factor, postscale_fac
                                   "op=hvd.Average.")
     if op not in (Sum, Average):
         raise NotImplementedError("allreduce of tf.IndexedSlices supports only hvd.Sum and "
-                                  "hvd.Average (got %s)." % basics._REDUCE_OP_NAMES[op])
+                                  "hvd.Average (got %s)." % REDUCE_OP_NAMES[op])
     if float(prescale_factor) != 1.0 or float(postscale_factor) != 1.0:
         raise NotImplementedError("prescale_factor/postscale_factor are not supported with "
                                   "tf.IndexedSlices (got %r, %r); scale the values instead."
@@ -457,7 +457,7 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
     op = _resolve_op(op, None)
     if op not in (Sum, Average):
         raise ValueError("reducescatter supports only hvd.Sum and hvd.Average (got %s)."
-                         % basics._REDUCE_OP_NAMES[op])
+                         % REDUCE_OP_NAMES[op])
     with tf.device(device_dense):
         tensor = tf.convert_to_tensor(tensor)
         compressed, ctx = compression.compress(tensor)

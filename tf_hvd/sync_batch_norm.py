@@ -21,9 +21,9 @@ gives the one for a given Keras module.
 
 import tensorflow as tf
 
-from tf_hvd import basics
-from tf_hvd import ops
-from tf_hvd.basics import Sum
+from tf_hvd import ops, topology
+from tf_hvd._keras import flavors
+from tf_hvd.reduce_ops import Sum
 
 _CLASSES = {}
 
@@ -70,7 +70,7 @@ def _make_keras3_class():
             super(SyncBatchNormalization, self).__init__(**kwargs)
 
         def _moments(self, inputs, mask):
-            if basics.size() == 1:
+            if topology.size() == 1:
                 return super(SyncBatchNormalization, self)._moments(inputs, mask)
             axes = list(self._reduction_axes)
             weights = None
@@ -95,7 +95,7 @@ def _make_tf_keras_class(tf_keras):
             super(SyncBatchNormalization, self).__init__(fused=False, **kwargs)
 
         def _moments(self, inputs, reduction_axes, keep_dims, mask=None):
-            if basics.size() == 1:
+            if topology.size() == 1:
                 return super(SyncBatchNormalization, self)._moments(
                     inputs, reduction_axes, keep_dims, mask=mask)
             axes = list(reduction_axes)
@@ -113,7 +113,6 @@ def _make_tf_keras_class(tf_keras):
 def sync_batch_norm_class(keras_module=None):
     """The SyncBatchNormalization class for ``keras_module`` (the ``keras``
     or ``tf_keras`` package; default: the one ``tf.keras`` stands for)."""
-    from tf_hvd.keras import flavors
     if keras_module is None:
         keras_module = flavors.default_keras()
     legacy = flavors.is_tf_keras(keras_module.layers.Layer)

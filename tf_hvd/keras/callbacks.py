@@ -14,12 +14,12 @@ averages.
 import numpy as np
 import tensorflow as tf
 
-import tf_hvd
 from tf_hvd import functions as _functions
 from tf_hvd import ops as _ops
-from tf_hvd.basics import Average
-from tf_hvd.keras import flavors
-from tf_hvd.keras.optimizer import _var_key
+from tf_hvd import topology
+from tf_hvd._keras import flavors
+from tf_hvd._keras.state import var_key as _var_key
+from tf_hvd.reduce_ops import Average
 
 _keras = flavors.default_keras()
 _IS_TF_KERAS = flavors.is_tf_keras(_keras.callbacks.Callback)
@@ -155,7 +155,7 @@ class MetricAverageCallback(_CallbackBase):
 
     def _average_in_place(self, logs):
         ps = self.process_set
-        members = tf_hvd.size() if ps is None or ps.process_set_id == 0 else ps.size()
+        members = topology.size() if ps is None or ps.process_set_id == 0 else ps.size()
         if not logs or members == 1:
             return
         names = sorted(k for k, v in logs.items() if _is_number(v))
@@ -287,7 +287,7 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
 
         def multiplier(epoch):
             epoch = epoch + 1.0 / self.steps_per_epoch
-            n = tf_hvd.size()
+            n = topology.size()
             return 1.0 / n * (epoch * (n - 1) / warmup_epochs + 1)
 
         super(LearningRateWarmupCallback, self).__init__(
@@ -297,7 +297,7 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
 
     def on_epoch_end(self, epoch, logs=None):
         super(LearningRateWarmupCallback, self).on_epoch_end(epoch, logs)
-        if epoch == self.end_epoch - 1 and self.verbose > 0 and tf_hvd.rank() == 0:
+        if epoch == self.end_epoch - 1 and self.verbose > 0 and topology.rank() == 0:
             print("\nEpoch %d: finished gradual learning rate warmup to %g."
                   % (epoch + 1, _get_lr(self.model.optimizer)))
 
@@ -339,6 +339,6 @@ class BestModelCheckpoint(_keras.callbacks.ModelCheckpoint):
             parent(logs)
 
     def _save_model(self, *args, **kwargs):
-        if tf_hvd.rank() != 0:
+        if topology.rank() != 0:
             return
         return super(BestModelCheckpoint, self)._save_model(*args, **kwargs)
