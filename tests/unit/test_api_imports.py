@@ -246,5 +246,16 @@ def test_each_module_imports_first_in_a_fresh_process():
     assert result.returncode == 0 and " 0 failed" in result.stdout, result.stdout[-6000:]
 
 
+
+def test_hvd_elastic_right_after_import_tf_hvd():
+    """As in Horovod: ``@hvd.elastic.run`` works with nothing else imported."""
+    code = ("import tf_hvd as hvd, sys; sys.stdout.write(hvd.elastic.run.__module__ + ' ' + "
+            "hvd.elastic.TensorFlowKerasState.__name__)")
+    result = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=ROOT),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            timeout=120)
+    assert result.stdout == "tf_hvd.elastic TensorFlowKerasState", result.stderr[-3000:]
+
+
 if __name__ == "__main__":
     sys.exit(1 if _import_each_first() else 0)

@@ -10,6 +10,7 @@ for _k in [k for k in os.environ if k.startswith(("HOROVOD_", "PMI_", "OMPI_"))]
     del os.environ[_k]
 
 import tf_hvd as hvd  # noqa: E402
+from tf_hvd import _library  # noqa: E402
 from tf_hvd import ops as hvd_ops  # noqa: E402
 
 DTYPES = (tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int64, tf.float16,
@@ -35,7 +36,12 @@ def test_topology():
     assert hvd.is_homogeneous()
     assert hvd.mpi_enabled() is False and hvd.gloo_enabled() is False
     assert isinstance(hvd.mpi_built(), bool) and isinstance(hvd.gloo_built(), bool)
-    assert hvd.nccl_built() is False or hvd.nccl_built() is True
+    # The library says it has NCCL (MPI) exactly when it calls NCCL (MPI): False
+    # (True) for the default build, True for --config=cuda (tests/unit/test_cuda_build.py).
+    with open(_library._find_library(), "rb") as f:
+        library = f.read()
+    assert hvd.nccl_built() is (b"ncclCommInitRank\0" in library)
+    assert hvd.mpi_built() is (b"MPI_Init_thread\0" in library)
     assert hvd.rocm_built() is False
     hvd.init()  # idempotent
     assert hvd.size() == 1
