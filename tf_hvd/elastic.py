@@ -35,6 +35,7 @@ import copy
 import os
 import time
 
+import numpy as np
 import tensorflow as tf
 
 from tf_hvd import functions, ops, topology
@@ -125,10 +126,26 @@ class ObjectState(State):
 
 
 class TensorFlowState(ObjectState):
-    """TensorFlow variables (kept as copies at each commit) plus Python attributes."""
+    """TensorFlow variables (kept as copies at each commit) plus Python attributes.
 
-    def __init__(self, variables=None, **kwargs):
+    Eagerly the variables are read and assigned directly. For TF1 (graph mode), as in
+    Horovod, ``variables`` defaults to the global variables and ``session`` to the
+    default session; the values are read and loaded through the session::
+
+        state = hvd.elastic.TensorFlowState(session=session, epoch=0)
+    """
+
+    def __init__(self, variables=None, session=None, **kwargs):
+        graph_mode = not tf.executing_eagerly()
+        if variables is None and graph_mode:
+            variables = tf.compat.v1.global_variables()
         self.variables = list(variables or [])
+        self.session = session
+        if session is None and graph_mode:
+            self.session = tf.compat.v1.get_default_session()
+        # TF1: the broadcast op is built once, here (hvd.init() has run).
+        self._bcast_op = (functions.broadcast_variables(self.variables, root_rank=0)
+                          if self.session is not None and self.variables else None)
         self._saved_values = []
         ObjectState.__init__(self, **kwargs)
         TensorFlowState.save(self)
@@ -140,16 +157,26 @@ class TensorFlowState(ObjectState):
 
     def save(self):
         ObjectState.save(self)
-        self._saved_values = [(v, v.numpy().copy()) for v in self._state_variables()]
+        variables = self._state_variables()
+        if self.session is not None:
+            values = self.session.run(variables) if variables else []
+            self._saved_values = [(v, np.copy(x)) for v, x in zip(variables, values)]
+        else:
+            self._saved_values = [(v, v.numpy().copy()) for v in variables]
 
     def restore(self):
         ObjectState.restore(self)
         for v, value in self._saved_values:
-            v.assign(value)
+            if self.session is not None:
+                v.load(value, self.session)
+            else:
+                v.assign(value)
 
     def sync(self):
         variables = self._state_variables()
-        if variables:
+        if self._bcast_op is not None:
+            self.session.run(self._bcast_op)
+        elif variables:
             functions.broadcast_variables(variables, root_rank=0)
         ObjectState.sync(self)
         TensorFlowState.save(self)
@@ -165,7 +192,7 @@ class TensorFlowKerasState(TensorFlowState):
         self.model = model
         self.optimizer = optimizer
         self.backend = backend  # accepted as in Horovod; tf_hvd does not need it
-        TensorFlowState.__init__(self, None, **kwargs)
+        TensorFlowState.__init__(self, [], **kwargs)
 
     def _optimizer(self):
         return self.optimizer if self.optimizer is not None else \

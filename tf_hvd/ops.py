@@ -216,8 +216,11 @@ def _allgather(tensor, name=None, ignore_name_scope=False, process_set_id=0):
         process_set_id=int(process_set_id), name=op_name)
 
 
-def _broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set_id=0):
-    _check_initialized()
+def _broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set_id=0,
+               require_init=True):
+    # require_init=False: a TF1 graph op built before hvd.init() (it needs init to run).
+    if require_init:
+        _check_initialized()
     tensor = tf.convert_to_tensor(tensor)
     op_name, tensor_name = _names("broadcast", "HorovodBroadcast", name, tensor)
     return _op_lib.horovod_broadcast(

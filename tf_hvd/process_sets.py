@@ -240,7 +240,12 @@ def _process_set_id(process_set):
             raise ValueError(
                 "%s is not registered: pass it to hvd.init(process_sets=[...]) or "
                 "hvd.add_process_set() first (a removed set cannot be used)" % (process_set,))
-        return int(process_set.process_set_id)
+        set_id = int(process_set.process_set_id)
+        if set_id != 0 and _lib.is_initialized():
+            # An id the core does not know raises ValueError now, when the op is
+            # built (as in Horovod), rather than an error when it runs.
+            _lib.process_set_topology(set_id)
+        return set_id
     raise ValueError("process_set must be an hvd.ProcessSet, got %r" % (process_set,))
 
 

@@ -17,6 +17,11 @@ gives the one for a given Keras module.
     model = keras.Sequential([keras.layers.Dense(64),
                               hvd.SyncBatchNormalization(),
                               keras.layers.Activation("relu")])
+
+``fused`` is Keras 2's argument, taken as in Horovod: ``fused=False`` (the
+default) is accepted and ignored (Keras 3's BatchNormalization has no fused
+kernel, and the synchronized statistics never use one); ``fused=True`` or
+``fused=None`` raise ValueError, as in Horovod.
 """
 
 import tensorflow as tf

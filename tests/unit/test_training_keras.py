@@ -392,3 +392,28 @@ def test_loss_scale_optimizer_is_reduced_once(tmp_path):
     assert hk.is_distributed_optimizer(loaded.optimizer)
     assert not hk.is_distributed_optimizer(loaded.optimizer.inner_optimizer)
     loaded.fit(x, y, batch_size=8, epochs=1, verbose=0)
+
+
+def test_sync_batch_norm_takes_keras2_fused_argument():
+    """Keras 2's ``fused``: False is accepted and ignored; True/None raise as in Horovod."""
+    x = np.arange(24, dtype=np.float32).reshape(4, 6) / 7.0
+    synced = hk.SyncBatchNormalization(fused=False)
+    plain = keras.layers.BatchNormalization()
+    np.testing.assert_allclose(synced(x, training=True), plain(x, training=True), rtol=1e-5)
+    assert "fused" not in synced.get_config()
+    for fused in (True, None):
+        with pytest.raises(ValueError, match=r"does not support fused=True \(nor fused=None\)"):
+            hk.SyncBatchNormalization(fused=fused)
+
+
+def test_best_model_checkpoint_takes_either_horovod_order():
+    # horovod.tensorflow.keras: (monitor, verbose, save_weights_only, mode, save_freq)
+    cb = hk.callbacks.BestModelCheckpoint("val_acc", 1, True, "min", 4)
+    assert (cb.monitor, cb.verbose, cb.save_weights_only, cb.mode, cb.save_freq) == (
+        "val_acc", 1, True, "min", 4)
+    # horovod.keras: (monitor, verbose, mode, save_freq)
+    cb = hk.callbacks.BestModelCheckpoint("val_acc", 1, "max", 3)
+    assert (cb.monitor, cb.verbose, cb.save_weights_only, cb.mode, cb.save_freq) == (
+        "val_acc", 1, False, "max", 3)
+    cb = hk.callbacks.BestModelCheckpoint("loss", 0, "min")
+    assert (cb.save_weights_only, cb.mode, cb.save_freq) == (False, "min", "epoch")

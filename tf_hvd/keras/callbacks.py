@@ -305,9 +305,12 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
 class BestModelCheckpoint(_keras.callbacks.ModelCheckpoint):
     """Keep the best model seen so far (by ``monitor``), saved by rank 0 only.
 
-    Horovod's arguments in Horovod's order, plus ``filepath``. As in Horovod
-    the file path may be set later (``cb.filepath = ...``, as Horovod's Spark
-    estimator does) but must be set when training starts; Keras 3 wants a
+    Horovod's arguments in ``horovod.tensorflow.keras``' order, plus
+    ``filepath``; ``horovod.keras``' order (monitor, verbose, mode, save_freq),
+    which has no save_weights_only, is recognised by the mode (a string) in
+    third place. As in Horovod the file path may be set later
+    (``cb.filepath = ...``, as Horovod's Spark estimator does) but must be set
+    when training starts; Keras 3 wants a
     ``.keras`` file (``.weights.h5`` with ``save_weights_only=True``). Put
     ``MetricAverageCallback`` before it so the decision uses the averages.
 
@@ -317,6 +320,10 @@ class BestModelCheckpoint(_keras.callbacks.ModelCheckpoint):
 
     def __init__(self, monitor='val_loss', verbose=0, save_weights_only=False,
                  mode='auto', save_freq='epoch', filepath=None):
+        if isinstance(save_weights_only, str):
+            # horovod.keras' positions: (monitor, verbose, mode, save_freq).
+            save_weights_only, mode, save_freq = (
+                False, save_weights_only, save_freq if mode == 'auto' else mode)
         placeholder = ("unset.weights.h5" if save_weights_only else "unset.keras")
         super(BestModelCheckpoint, self).__init__(
             filepath=placeholder if filepath is None else filepath,
