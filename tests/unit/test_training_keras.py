@@ -331,7 +331,8 @@ def test_value_collectives_in_one_process():
 
 
 def test_broadcast_global_variables_needs_a_model_eagerly():
-    with pytest.raises(ValueError, match="model"):
+    with pytest.raises(RuntimeError, match="Keras 3 has no global variables: call "
+                                           r"broadcast_global_variables\(root_rank, model=model\)"):
         hk.broadcast_global_variables(0)
     model = _model()
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")

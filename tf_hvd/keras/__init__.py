@@ -126,14 +126,14 @@ def broadcast_global_variables(root_rank, model=None):
     Keras 3 keeps no global collection of variables, so pass the ``model``
     (its weights and, once built, its optimizer's variables are broadcast).
     Without a model this only works in a TF1 graph (``tf.compat.v1`` global
-    variables). In ``model.fit`` prefer
+    variables); eagerly it raises RuntimeError, as Horovod's. In ``model.fit`` prefer
     ``callbacks.BroadcastGlobalVariablesCallback(root_rank)``.
     """
     if model is not None:
         return _functions.broadcast_variables(_model_variables(model), root_rank)
     if not tf.executing_eagerly():
         return _functions.broadcast_global_variables(root_rank)
-    raise ValueError(
+    raise RuntimeError(
         "Keras 3 has no global variables: call "
         "broadcast_global_variables(root_rank, model=model) or "
         "broadcast_variables(model.variables + model.optimizer.variables, "
