@@ -295,6 +295,15 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     Raises:
       NotImplementedError: tf.IndexedSlices with an op other than Sum and
         Average, or with prescale_factor/postscale_factor (as Horovod).
+
+    Example:
+
+    >>> hvd.init()
+    >>> x = tf.constant([1.0, 2.0]) * (hvd.rank() + 1)
+    >>> hvd.allreduce(x, op=hvd.Sum).numpy().tolist()   # 2 ranks: [3.0, 6.0]
+    [1.0, 2.0]
+    >>> hvd.allreduce(x).numpy().tolist()               # Average; 2 ranks: [1.5, 3.0]
+    [1.0, 2.0]
     """
     _check_initialized()
     set_id = _check_process_set(process_set)
@@ -396,6 +405,13 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
 
     Dimension 0 may differ per rank (and may be 0); the other dimensions and
     the dtype must agree. bool tensors are supported.
+
+    Example:
+
+    >>> hvd.init()
+    >>> rows = tf.fill([hvd.rank() + 1, 2], float(hvd.rank()))  # rank r: r + 1 rows
+    >>> hvd.allgather(rows).numpy().tolist()   # 2 ranks: [[0., 0.], [1., 1.], [1., 1.]]
+    [[0.0, 0.0]]
     """
     _check_initialized()
     return _allgather(tensor, name=name, ignore_name_scope=ignore_name_scope,
@@ -414,7 +430,15 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=N
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
     """Returns ``root_rank``'s tensor on every rank (shape and dtype must agree).
 
-    With ``process_set``, ``root_rank`` is still a global rank (a member)."""
+    With ``process_set``, ``root_rank`` is still a global rank (a member).
+
+    Example:
+
+    >>> hvd.init()
+    >>> mine = tf.constant([float(hvd.rank())] * 2)
+    >>> hvd.broadcast(mine, root_rank=0).numpy().tolist()   # rank 0's on every rank
+    [0.0, 0.0]
+    """
     _check_initialized()
     return _broadcast(tensor, root_rank, name=name, ignore_name_scope=ignore_name_scope,
                       process_set_id=_check_process_set(process_set))

@@ -193,6 +193,19 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
 
     Raises:
       TypeError: the optimizer is neither kind.
+
+    Example:
+
+    >>> hvd.init()
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.01 * hvd.size()))
+    >>> model.compile(optimizer=opt, loss="mse")
+    >>> history = model.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=2, verbose=0)
+    >>> len(history.history["loss"])
+    2
+    >>> tf1 = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.01))
+    >>> tf1.get_name()
+    'DistributedGradientDescentOptimizer'
     """
     params = ReductionParams.from_call(locals())
     if isinstance(optimizer, _DistributedOptimizer):

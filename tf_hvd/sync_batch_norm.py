@@ -14,14 +14,18 @@ The class is made for ``tf.keras``' Keras (Keras 3, or tf-keras 2 with
 ``TF_USE_LEGACY_KERAS=1``) on first use; ``sync_batch_norm_class(keras)``
 gives the one for a given Keras module.
 
-    model = keras.Sequential([keras.layers.Dense(64),
-                              hvd.SyncBatchNormalization(),
-                              keras.layers.Activation("relu")])
-
 ``fused`` is Keras 2's argument, taken as in Horovod: ``fused=False`` (the
 default) is accepted and ignored (Keras 3's BatchNormalization has no fused
 kernel, and the synchronized statistics never use one); ``fused=True`` or
 ``fused=None`` raise ValueError, as in Horovod.
+
+Example:
+
+>>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8),
+...                           hvd.SyncBatchNormalization(),
+...                           keras.layers.Activation("relu")])
+>>> tuple(model(np.ones((2, 4), np.float32), training=True).shape)
+(2, 8)
 """
 
 import tensorflow as tf

@@ -162,6 +162,16 @@ def DistributedGradientTape(gradtape, device_dense='', device_sparse='',
       gradient_predivide_factor, num_groups, groups, process_set,
       scale_local_gradients: as for ``DistributedOptimizer`` (Horovod's
         parameters, in Horovod's order).
+
+    Example:
+
+    >>> hvd.init()
+    >>> w = tf.Variable([1.0, 2.0])
+    >>> with tf.GradientTape() as tape:
+    ...     loss = tf.reduce_sum(w * w)
+    >>> tape = hvd.DistributedGradientTape(tape)
+    >>> [g.numpy().tolist() for g in tape.gradient(loss, [w])]   # averaged over ranks
+    [[2.0, 4.0]]
     """
     return _wrap_tape(gradtape, ReductionParams.from_call(locals()))
 

@@ -61,7 +61,15 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
     ``scale_local_gradients``, as in Horovod). ``tf_hvd._keras.keras3_optimizer`` and
     ``tf_hvd._keras.tf_keras_optimizer`` say where each kind reduces.
 
-        opt = hvd.DistributedOptimizer(keras.optimizers.Adam(1e-3 * hvd.size()))
+    Example:
+
+    >>> hvd.init()
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> opt = hvd.DistributedOptimizer(keras.optimizers.Adam(1e-3 * hvd.size()))
+    >>> model.compile(optimizer=opt, loss="mse")
+    >>> history = model.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=2, verbose=0)
+    >>> len(history.history["loss"]), isinstance(opt, keras.optimizers.Adam)
+    (2, True)
     """
     return create_distributed_optimizer(optimizer, ReductionParams.from_call(locals()))
 
@@ -90,8 +98,16 @@ def PartialDistributedOptimizer(optimizer, name=None, device_dense='',
     PartialDistributedOptimizer, in its order, then (tf_hvd's)
     ``backward_passes_per_step`` and ``average_aggregated_gradients``.
 
-        opt = hvd.PartialDistributedOptimizer(keras.optimizers.SGD(0.1),
-                                              local_layers=[model.layers[-1]])
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(4),
+    ...                           keras.layers.Dense(1)])
+    >>> opt = hvd.PartialDistributedOptimizer(keras.optimizers.SGD(0.1),
+    ...                                       local_layers=[model.layers[-1]])
+    >>> model.compile(optimizer=opt, loss="mse")   # the last layer trains per rank
+    >>> history = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=1, verbose=0)
+    >>> len(history.history["loss"])
+    1
     """
     params = ReductionParams.from_call(locals())
     if local_layers is None:

@@ -114,7 +114,16 @@ class BroadcastGlobalVariablesCallback(_CallbackBase):
         value (e.g. the weights of a model-parallel part).
       process_set: only this hvd.ProcessSet's ranks take part (default: all).
 
-        callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)),
+    ...               loss="mse")
+    >>> callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+    >>> history = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=1, verbose=0,
+    ...                     callbacks=callbacks)
+    >>> len(history.history["loss"])
+    1
     """
 
     def __init__(self, root_rank, device='', local_variables=None, process_set=None):
@@ -146,6 +155,15 @@ class MetricAverageCallback(_CallbackBase):
 
     Must come before callbacks that read the metrics. Every rank must produce
     the same metric names. With ``process_set``, the average over its ranks.
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+    >>> history = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=1, verbose=0,
+    ...                     callbacks=[hvd.callbacks.MetricAverageCallback()])
+    >>> sorted(history.history)          # each the average over the ranks
+    ['loss', 'mae']
     """
 
     def __init__(self, device='', process_set=None):
@@ -201,6 +219,17 @@ class LearningRateScheduleCallback(_CallbackBase):
         variables, which is the same update for SGD and RMSprop momentum.
       steps_per_epoch: batches per epoch (taken from ``fit`` if not given;
         needed when ``staircase=False``).
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    >>> halve = hvd.callbacks.LearningRateScheduleCallback(
+    ...     initial_lr=0.1, multiplier=0.5, start_epoch=1)
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=2, verbose=0,
+    ...               callbacks=[halve])
+    >>> round(float(model.optimizer.learning_rate), 6)   # epoch 1 on: 0.1 * 0.5
+    0.05
     """
 
     def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None,
@@ -279,6 +308,17 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
     ``initial_lr / size * (1 + e' * (size - 1) / warmup_epochs)`` with
     ``e' = e + 1 / steps_per_epoch``, so the last batch of the warmup uses
     ``initial_lr`` exactly.
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    >>> warmup = hvd.callbacks.LearningRateWarmupCallback(
+    ...     initial_lr=0.1 * hvd.size(), warmup_epochs=1)
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), batch_size=2, epochs=2,
+    ...               verbose=0, callbacks=[warmup])
+    >>> round(float(model.optimizer.learning_rate), 6)   # 0.1 * size after the warmup
+    0.1
     """
 
     def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
@@ -314,8 +354,17 @@ class BestModelCheckpoint(_keras.callbacks.ModelCheckpoint):
     ``.keras`` file (``.weights.h5`` with ``save_weights_only=True``). Put
     ``MetricAverageCallback`` before it so the decision uses the averages.
 
-        cb = hvd.callbacks.BestModelCheckpoint(monitor="val_loss",
-                                               filepath="best.keras")
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "best.keras")
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> best = hvd.callbacks.BestModelCheckpoint(monitor="loss", filepath=path)
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=2, verbose=0,
+    ...               callbacks=[hvd.callbacks.MetricAverageCallback(), best])
+    >>> os.path.exists(path)             # written by rank 0
+    True
     """
 
     def __init__(self, monitor='val_loss', verbose=0, save_weights_only=False,
