@@ -12,7 +12,7 @@ Keras is imported where it is used: a TensorFlow script that never touches
 Keras does not pay for importing it.
 """
 
-from tf_hvd._keras.state import HvdState, register_local_var
+from tf_hvd._keras.state import HvdState, distributed_subclass
 
 
 def distributed_class(base, params, allreduce_name):
@@ -52,18 +52,7 @@ def distributed_class(base, params, allreduce_name):
         state.agg_helper.apply_gradients(
             lambda: base.apply(self, reduced, variables), grads=reduced)
 
-    namespace = {
-        "__init__": __init__,
-        "apply": apply,
-        "register_local_var": register_local_var,
-        "__module__": base.__module__,
-        "__qualname__": getattr(base, "__qualname__", base.__name__),
-        "__doc__": base.__doc__,
-        "_hvd_distributed": True,
-        "_hvd_params": params,
-        "_hvd_base": base,
-    }
-    return type(base.__name__, (base,), namespace)
+    return distributed_subclass(base, params, __init__=__init__, apply=apply)
 
 
 def copy_optimizer(optimizer, cls):

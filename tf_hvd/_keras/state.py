@@ -1,8 +1,8 @@
 """What every Keras DistributedOptimizer variant carries: its Horovod state.
 
 ``HvdState(params, name)`` (params: tf_hvd.reduction_params.ReductionParams)
-turns local gradients into the ones to apply; ``register_local_var`` is the
-method every distributed optimizer class gets::
+turns local gradients into the ones to apply; ``distributed_subclass`` makes
+the optimizer classes that carry it::
 
     state = HvdState(params, "DistributedAdam")
     grads = state.compute(grads, variables)
@@ -95,3 +95,20 @@ def register_local_var(self, var):
     over the ranks (and is divided by the number of ranks when the optimizer
     was made with ``scale_local_gradients=True``, Horovod's default)."""
     self._hvd.register_local_var(var)
+
+
+def distributed_subclass(base, params, **methods):
+    """The distributed subclass of the optimizer class ``base``: ``methods`` (the
+    overrides of one Keras flavour) plus ``register_local_var``; same name, module
+    and docstring as ``base``, so a saved model names the plain class."""
+    namespace = dict(methods)
+    namespace.update({
+        "register_local_var": register_local_var,
+        "__module__": base.__module__,
+        "__qualname__": getattr(base, "__qualname__", base.__name__),
+        "__doc__": base.__doc__,
+        "_hvd_distributed": True,
+        "_hvd_params": params,
+        "_hvd_base": base,
+    })
+    return type(base.__name__, (base,), namespace)
