@@ -2,12 +2,11 @@
 their last commit, form a smaller job among themselves and go on.
 
     import tf_hvd as hvd
-    import tf_hvd.elastic
 
     hvd.init()
-    state = tf_hvd.elastic.TensorFlowKerasState(model, optimizer, batch=0, epoch=0)
+    state = hvd.elastic.TensorFlowKerasState(model, optimizer, batch=0, epoch=0)
 
-    @tf_hvd.elastic.run
+    @hvd.elastic.run
     def train(state):
         for state.epoch in range(state.epoch, epochs):
             for state.batch in range(state.batch, batches):

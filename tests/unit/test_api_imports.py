@@ -32,7 +32,7 @@ PACKAGE_DIR = os.path.join(ROOT, "tf_hvd")
 # Keyed by module name or package prefix (the longest match wins).
 LAYERS = [
     ("leaf", ["tf_hvd.build_info", "tf_hvd.exceptions", "tf_hvd.reduce_ops",
-              "tf_hvd.compression", "tf_hvd.runner"]),
+              "tf_hvd.compression", "tf_hvd.runner", "tf_hvd.scheduler_env"]),
     ("loader", ["tf_hvd._library"]),
     ("topology", ["tf_hvd.topology", "tf_hvd.tf_threads", "tf_hvd.process_sets"]),
     ("ops", ["tf_hvd.ops"]),
