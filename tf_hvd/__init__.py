@@ -16,15 +16,16 @@ import importlib
 
 __version__ = "0.1.0"
 
-# Public names and the module that defines each.
-_CORE_EXPORTS = {
-    "tf_hvd.basics": (
-        "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank",
+# Public names and the module that defines each (the layers below this facade).
+_EXPORTS = {
+    "tf_hvd.basics": ("init", "shutdown"),
+    "tf_hvd.topology": (
+        "is_initialized", "size", "rank", "local_size", "local_rank",
         "cross_size", "cross_rank", "is_homogeneous", "mpi_built", "mpi_enabled",
         "mpi_threads_supported", "gloo_built", "gloo_enabled", "nccl_built", "cuda_built",
         "rocm_built", "ddl_built", "ccl_built", "start_timeline", "stop_timeline",
-        "Average", "Sum", "Adasum", "Min", "Max", "Product",
     ),
+    "tf_hvd.reduce_ops": ("Average", "Sum", "Adasum", "Min", "Max", "Product"),
     "tf_hvd.ops": (
         "allreduce", "grouped_allreduce", "allgather", "grouped_allgather", "broadcast",
         "alltoall", "reducescatter", "grouped_reducescatter", "join", "barrier",
@@ -40,12 +41,7 @@ _CORE_EXPORTS = {
         "broadcast_variables", "broadcast_global_variables", "broadcast_object",
         "allgather_object", "broadcast_", "broadcast_object_fn",
     ),
-}
-
-# Modules written separately; each is exported when present. A module's
-# __all__ decides what it exports, else these names (the ones it defines).
-_OPTIONAL_EXPORTS = {
-    "tf_hvd.optimizer": ("DistributedOptimizer", "PartialDistributedOptimizer"),
+    "tf_hvd.optimizer": ("DistributedOptimizer",),
     "tf_hvd.tape": ("DistributedGradientTape", "PartialDistributedGradientTape"),
     "tf_hvd.hooks": ("BroadcastGlobalVariablesHook",),
     "tf_hvd.gradient_aggregation": ("LocalGradientAggregationHelper",
@@ -56,57 +52,42 @@ _OPTIONAL_EXPORTS = {
 # need not import).
 _LAZY_EXPORTS = {"SyncBatchNormalization": "tf_hvd.sync_batch_norm"}
 
-_SUBPACKAGES = ("keras", "runner", "optimizer", "tape", "hooks", "gradient_aggregation",
-                "allreduce_grads", "basics", "ops", "compression", "functions",
-                "process_sets")
+# Submodules reachable as attributes (``hvd.elastic.run``), as in Horovod.
+_SUBMODULES = ("elastic", "keras", "runner", "optimizer", "tape", "hooks",
+               "gradient_aggregation", "allreduce_grads", "basics", "topology", "ops",
+               "compression", "functions", "process_sets", "reduce_ops")
 
-_state = {"core": False, "done": False}
-
-
-def _import_optional(module_name):
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name == module_name:
-            return None  # that file does not exist (yet): nothing to export
-        raise
+_state = {"done": False}
 
 
 def _load_api():
-    """Imports the TensorFlow-backed modules and binds their public names here."""
-    if _state["core"]:
-        # Done, or re-entered from an optional module importing tf_hvd names:
-        # the core names are bound already.
+    """Imports the TensorFlow-backed modules and binds their public names here
+    (a name missing from its module is an error, never silently left out)."""
+    if _state["done"]:
         return
     namespace = globals()
-    for module_name, names in _CORE_EXPORTS.items():
+    for module_name, names in _EXPORTS.items():
         module = importlib.import_module(module_name)
         for name in names:
             namespace[name] = getattr(module, name)
-    _state["core"] = True
-    for module_name, names in _OPTIONAL_EXPORTS.items():
-        module = _import_optional(module_name)
-        if module is None:
-            continue
-        for name in getattr(module, "__all__", names):
-            if hasattr(module, name):
-                namespace[name] = getattr(module, name)
     _state["done"] = True
 
 
 def __getattr__(name):
     if name.startswith("__"):
         raise AttributeError(name)
-    if name in _SUBPACKAGES:
+    if name in _SUBMODULES:
         return importlib.import_module("%s.%s" % (__name__, name))
     if name == "run":  # horovod.run: the launch API, without loading TensorFlow
         return importlib.import_module(__name__ + ".runner").run
     if name in _LAZY_EXPORTS:
         _load_api()
         return getattr(importlib.import_module(_LAZY_EXPORTS[name]), name)
-    _load_api()
-    if name in globals():
+    if any(name in names for names in _EXPORTS.values()):
+        _load_api()
         return globals()[name]
+    # Anything else is no attribute, without loading TensorFlow: ``from tf_hvd
+    # import build_info`` asks here first, then imports the submodule.
     raise AttributeError("module 'tf_hvd' has no attribute %r" % (name,))
 
 

@@ -20,8 +20,8 @@ wrapped optimizer and so never reaches its delta logic: here
 
 import tensorflow as tf
 
-from tf_hvd.basics import Adasum
-from tf_hvd.compression import Compression
+from tf_hvd import ops
+from tf_hvd.reduce_ops import Adasum
 
 _LegacyOptimizer = tf.compat.v1.train.Optimizer
 
@@ -29,19 +29,18 @@ _LegacyOptimizer = tf.compat.v1.train.Optimizer
 class DistributedAdasumOptimizer(_LegacyOptimizer):
     """A TF1 optimizer that applies local updates and combines weight deltas with Adasum."""
 
-    def __init__(self, optimizer, name=None, use_locking=False, device_dense='',
-                 device_sparse='', compression=Compression.none, backward_passes_per_step=1):
+    def __init__(self, optimizer, params):
+        """``params``: a tf_hvd.reduction_params.ReductionParams (op Adasum)."""
+        name = params.name
         if name is None:
             name = "DistributedDelta{}".format(type(optimizer).__name__)
-        super(DistributedAdasumOptimizer, self).__init__(name=name, use_locking=use_locking)
-        if backward_passes_per_step < 1:
-            raise ValueError("backward_passes_per_step must be >= 1, got %r"
-                             % (backward_passes_per_step,))
+        super(DistributedAdasumOptimizer, self).__init__(name=name,
+                                                         use_locking=params.use_locking)
         self._optimizer = optimizer
-        self._device_dense = device_dense
-        self._device_sparse = device_sparse
-        self._compression = compression
-        self._passes = int(backward_passes_per_step)
+        self._device_dense = params.device_dense
+        self._device_sparse = params.device_sparse
+        self._compression = params.compression
+        self._passes = params.backward_passes_per_step
         self._starts = {}
         self._step_count = None
 
@@ -62,7 +61,6 @@ class DistributedAdasumOptimizer(_LegacyOptimizer):
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
         """Applies the local gradients, then (every ``backward_passes_per_step``
         calls) replaces each variable by its start plus the Adasum of the deltas."""
-        from tf_hvd import ops  # late: ops needs the library loaded by hvd.init()
         grads_and_vars = [(g, v) for g, v in grads_and_vars]
         variables = [v for g, v in grads_and_vars if g is not None]
         if self._step_count is None:

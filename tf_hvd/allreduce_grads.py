@@ -18,17 +18,16 @@ import re
 
 import tensorflow as tf
 
-from tf_hvd import basics
-from tf_hvd import ops
+from tf_hvd import ops, topology
 from tf_hvd.compression import Compression
-from tf_hvd.basics import Adasum, Average
+from tf_hvd.reduce_ops import Adasum, Average
 
 _NOT_NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")
 
 
 def _set_size(process_set):
     if process_set is None or process_set.process_set_id == 0:
-        return basics.size()
+        return topology.size()
     return process_set.size()
 
 

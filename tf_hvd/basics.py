@@ -1,142 +1,31 @@
-"""Loading the native library and the basic process API (init, size, rank, ...).
+"""Starting and stopping tf_hvd: ``hvd.init()`` and ``hvd.shutdown()``.
 
-``tf_hvd/_hvd.so`` is one shared library that is both a TensorFlow op library
-(HorovodAllreduce, HorovodAllgather, ...) and the pybind11 module
-``tf_hvd._hvd``. It is loaded once, the first time this module is imported:
-``tf.load_op_library`` first (so TensorFlow registers the ops and kernels),
-then the same file is imported as a Python extension module. Both views share
-one global state in the process.
+init joins the job through the core (tf_hvd._library), then sets up what lives
+on the Python side: TensorFlow's thread pools (tf_hvd.tf_threads) and the
+process-set objects (tf_hvd.process_sets). A process the elastic launcher
+started to join a running job meets the others through tf_hvd.elastic.
+
+This module also re-exports the basic API (size, rank, the reduce ops, ...)
+that Horovod keeps in ``horovod.common.basics``::
+
+    hvd.init()
+    print(hvd.rank(), "of", hvd.size())
+    hvd.shutdown()
 """
 
 import atexit
-import glob
-import importlib
 import os
 
-import tensorflow as tf
-
-from tf_hvd import build_info, process_sets as _process_sets, tf_threads
-
-# Reduce operations; the integers are the values the ops' ``reduce_op`` attr takes.
-Average = 0
-Sum = 1
-Adasum = 2
-Min = 3
-Max = 4
-Product = 5
-
-_REDUCE_OP_NAMES = {
-    Average: "Average",
-    Sum: "Sum",
-    Adasum: "Adasum",
-    Min: "Min",
-    Max: "Max",
-    Product: "Product",
-}
-
-NOT_INITIALIZED_MESSAGE = "Horovod has not been initialized; use hvd.init()."
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def _find_library():
-    """Returns the path of the built _hvd shared library."""
-    override = os.environ.get("TF_HVD_LIBRARY")
-    if override:
-        if not os.path.isfile(override):
-            raise ImportError("TF_HVD_LIBRARY=%s does not name a file" % override)
-        return override
-    candidates = [os.path.join(_PACKAGE_DIR, "_hvd.so")]
-    candidates += sorted(glob.glob(os.path.join(_PACKAGE_DIR, "_hvd.*.so")))
-    for path in candidates:
-        if os.path.isfile(path):
-            return path
-    raise ImportError(
-        "tf_hvd's native library was not found in %s (expected _hvd.so). "
-        "Build it first: `bash tools/setup.sh` in a source tree, or "
-        "`pip install .`." % _PACKAGE_DIR)
-
-
-def _load():
-    path = _find_library()
-    # A library built for another TensorFlow would fail inside the loader with an
-    # undefined symbol; say which versions differ instead.
-    build_info.check_library(path)
-    op_lib = tf.load_op_library(path)
-    if os.path.dirname(os.path.abspath(path)) == _PACKAGE_DIR:
-        module = importlib.import_module("tf_hvd._hvd")
-    else:
-        # A library outside the package (TF_HVD_LIBRARY): import that file.
-        from importlib import machinery, util
-        loader = machinery.ExtensionFileLoader("tf_hvd._hvd", path)
-        spec = util.spec_from_file_location("tf_hvd._hvd", path, loader=loader)
-        module = util.module_from_spec(spec)
-        loader.exec_module(module)
-    return op_lib, module
-
-
-# _op_lib: the generated TF op wrappers (horovod_allreduce, ...);
-# _lib: the pybind11 module (init, size, ...).
-_op_lib, _lib = _load()
-
-# The collective ops are stateful, so that TensorFlow never constant-folds
-# them (their result depends on the other ranks). Inside tf.function,
-# TensorFlow would then chain every stateful op in program order, which
-# serialises the allreduces of a backward pass and defeats tensor fusion;
-# the core orders collectives itself (by name, across ranks), so they are
-# registered as "must run, order insensitive", as TensorFlow does for its own
-# infeed ops.
-_COLLECTIVE_OP_TYPES = frozenset((
-    "HorovodAllreduce", "HorovodGroupedAllreduce", "HorovodAllgather", "HorovodBroadcast",
-    "HorovodAlltoall", "HorovodReducescatter"))
-
-
-def _register_order_insensitive_ops():
-    from tensorflow.python.framework import auto_control_deps as acd
-    name = "MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS"
-    current = getattr(acd, name, None)
-    if current is not None and not _COLLECTIVE_OP_TYPES <= current:
-        setattr(acd, name, frozenset(current) | _COLLECTIVE_OP_TYPES)
-
-
-_register_order_insensitive_ops()
-_process_sets._setup(_lib)
-
-
-def _raise_not_running():
-    """Raises the error that says why collectives cannot run now (one message).
-
-    * never initialized, or this process called hvd.shutdown(): ValueError, as in
-      Horovod ("... not been initialized ..." / "... has been shut down ...");
-    * the core stopped because of another rank (it shut down, exited, died, or the
-      stall inspector ended the job): the TensorFlow error the pending collectives
-      got, whose message names the rank and its host.
-    """
-    code, message = _lib.status() if hasattr(_lib, "status") else ("not_initialized", "")
-    if code == "not_initialized":
-        if message and "initialization failed" in message:
-            raise ValueError(message + " (call hvd.init() again once the cause is fixed)")
-        raise ValueError(message or NOT_INITIALIZED_MESSAGE)
-    error_class = {
-        "aborted": tf.errors.AbortedError,
-        "unavailable": tf.errors.UnavailableError,
-        "deadline_exceeded": tf.errors.DeadlineExceededError,
-        "invalid_argument": tf.errors.InvalidArgumentError,
-    }.get(code, tf.errors.UnknownError)
-    raise error_class(None, None, message)
-
-
-def _check_topology():
-    """Raises ValueError unless this process's hvd.init() succeeded and it has not
-    called hvd.shutdown() (the topology outlives a core stopped by another rank's exit)."""
-    if not _lib.topology_known():
-        raise ValueError(NOT_INITIALIZED_MESSAGE)
-
-
-def _check_initialized():
-    """Raises ValueError unless hvd.init() has been called (and no shutdown since)."""
-    if not _lib.is_initialized():
-        _raise_not_running()
+from tf_hvd import elastic, process_sets as _process_sets, tf_threads
+from tf_hvd._library import lib as _lib, op_lib as _op_lib  # noqa: F401 (re-exported)
+from tf_hvd.reduce_ops import (  # noqa: F401 (re-exported)
+    REDUCE_OP_NAMES as _REDUCE_OP_NAMES, Adasum, Average, Max, Min, Product, Sum)
+from tf_hvd.topology import (  # noqa: F401 (re-exported)
+    NOT_INITIALIZED_MESSAGE, _check_initialized, _check_topology, _raise_not_running,
+    ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled,
+    is_homogeneous, is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
+    mpi_threads_supported, nccl_built, rank, rocm_built, size, start_timeline,
+    stop_timeline)
 
 
 def init(comm=None, process_sets=None):
@@ -179,9 +68,8 @@ def init(comm=None, process_sets=None):
     sets, set_ranks = _process_sets._split_init_sets(process_sets, base, comm_ranks)
     # Parses every HOROVOD_* knob (HOROVOD_TF_THREADS included) before joining
     # the job: a malformed one raises RuntimeError naming it.
-    if os.environ.get("TF_HVD_ELASTIC_JOIN") == "1" and not _lib.is_initialized():
-        from tf_hvd import elastic  # started to join a running elastic job
-        elastic.join_before_init()
+    if os.environ.get(elastic.JOIN_ENV) == "1" and not _lib.is_initialized():
+        elastic.join_before_init()  # started to join a running elastic job
     else:
         _lib.init(set_ranks, comm_ranks, comm_handle)
     tf_threads.configure(_lib.local_size())
@@ -211,122 +99,3 @@ def _shutdown_at_exit():
 def shutdown():
     """Shuts tf_hvd down. Pending collectives complete with an error."""
     _lib.shutdown()
-
-
-def is_initialized():
-    """True between init() and shutdown()."""
-    return bool(_lib.is_initialized())
-
-
-def size():
-    """Number of processes in the job."""
-    _check_topology()
-    return int(_lib.size())
-
-
-def rank():
-    """This process's rank in the job, 0 <= rank < size."""
-    _check_topology()
-    return int(_lib.rank())
-
-
-def local_size():
-    """Number of processes of the job on this host."""
-    _check_topology()
-    return int(_lib.local_size())
-
-
-def local_rank():
-    """This process's rank among the processes on this host."""
-    _check_topology()
-    return int(_lib.local_rank())
-
-
-def cross_size():
-    """Number of hosts (processes with the same local rank)."""
-    _check_topology()
-    return int(_lib.cross_size())
-
-
-def cross_rank():
-    """This host's index among the hosts."""
-    _check_topology()
-    return int(_lib.cross_rank())
-
-
-def is_homogeneous():
-    """True if every host runs the same number of processes."""
-    _check_topology()
-    return bool(_lib.is_homogeneous())
-
-
-def mpi_built():
-    """True if the library was built with MPI support."""
-    return bool(_lib.mpi_built())
-
-
-def mpi_enabled():
-    """True if this job runs over MPI (valid after init())."""
-    return bool(_lib.mpi_enabled())
-
-
-def mpi_threads_supported():
-    """True if MPI was initialized with MPI_THREAD_MULTIPLE (valid after init())."""
-    _check_initialized()
-    fn = getattr(_lib, "mpi_threads_supported", None)
-    return bool(fn()) if fn is not None else False
-
-
-def gloo_built():
-    """True if the library was built with Gloo support."""
-    return bool(_lib.gloo_built())
-
-
-def gloo_enabled():
-    """True if this job runs over Gloo (valid after init())."""
-    return bool(_lib.gloo_enabled())
-
-
-def nccl_built():
-    """True if the library was built with NCCL (GPU collectives)."""
-    return bool(_lib.nccl_built())
-
-
-def cuda_built():
-    """True if the library was built with CUDA."""
-    return bool(_lib.cuda_built())
-
-
-def rocm_built():
-    """Always False: tf_hvd has no ROCm build."""
-    return False
-
-
-def ddl_built():
-    """Always False: tf_hvd has no IBM DDL support."""
-    return False
-
-
-def ccl_built():
-    """Always False: tf_hvd has no oneCCL support."""
-    return False
-
-
-def start_timeline(file_path, mark_cycles=False):
-    """Starts writing a timeline to ``file_path`` (also: HOROVOD_TIMELINE)."""
-    _check_initialized()
-    fn = getattr(_lib, "start_timeline", None)
-    if fn is None:
-        raise NotImplementedError(
-            "start_timeline is not available in this build; set HOROVOD_TIMELINE "
-            "before starting the job instead.")
-    fn(file_path, mark_cycles)
-
-
-def stop_timeline():
-    """Stops writing the timeline started by start_timeline."""
-    _check_initialized()
-    fn = getattr(_lib, "stop_timeline", None)
-    if fn is None:
-        raise NotImplementedError("stop_timeline is not available in this build.")
-    fn()

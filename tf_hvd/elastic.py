@@ -2,12 +2,11 @@
 their last commit, form a smaller job among themselves and go on.
 
     import tf_hvd as hvd
-    import tf_hvd.elastic
 
     hvd.init()
-    state = tf_hvd.elastic.TensorFlowKerasState(model, optimizer, batch=0, epoch=0)
+    state = hvd.elastic.TensorFlowKerasState(model, optimizer, batch=0, epoch=0)
 
-    @tf_hvd.elastic.run
+    @hvd.elastic.run
     def train(state):
         for state.epoch in range(state.epoch, epochs):
             for state.batch in range(state.batch, batches):
@@ -36,11 +35,15 @@ import os
 import socket
 import time
 
+import numpy as np
 import tensorflow as tf
 
-from tf_hvd import basics
-from tf_hvd import functions
+from tf_hvd import functions, ops, topology
+from tf_hvd._keras import flavors
+from tf_hvd._library import lib as _lib
 from tf_hvd.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+from tf_hvd.reduce_ops import Max
+from tf_hvd.runner.rendezvous import RendezvousClient
 
 __all__ = ["run", "State", "ObjectState", "TensorFlowState", "TensorFlowKerasState",
            "HorovodInternalError", "HostsUpdatedInterrupt"]
@@ -81,8 +84,7 @@ class State(object):
         if "TF_HVD_ELASTIC_MIN_NP" not in os.environ:
             return  # not started by an elastic launcher (tfhvdrun --min-np)
         changed = _hosts_version() != _seen["hosts_version"]
-        from tf_hvd import ops
-        agreed = ops.allreduce(tf.constant(int(changed)), op=basics.Max,
+        agreed = ops.allreduce(tf.constant(int(changed)), op=Max,
                                name="elastic.check_host_updates")
         if int(agreed.numpy()):
             raise HostsUpdatedInterrupt(skip_sync=False)
@@ -125,10 +127,26 @@ class ObjectState(State):
 
 
 class TensorFlowState(ObjectState):
-    """TensorFlow variables (kept as copies at each commit) plus Python attributes."""
+    """TensorFlow variables (kept as copies at each commit) plus Python attributes.
 
-    def __init__(self, variables=None, **kwargs):
+    Eagerly the variables are read and assigned directly. For TF1 (graph mode), as in
+    Horovod, ``variables`` defaults to the global variables and ``session`` to the
+    default session; the values are read and loaded through the session::
+
+        state = hvd.elastic.TensorFlowState(session=session, epoch=0)
+    """
+
+    def __init__(self, variables=None, session=None, **kwargs):
+        graph_mode = not tf.executing_eagerly()
+        if variables is None and graph_mode:
+            variables = tf.compat.v1.global_variables()
         self.variables = list(variables or [])
+        self.session = session
+        if session is None and graph_mode:
+            self.session = tf.compat.v1.get_default_session()
+        # TF1: the broadcast op is built once, here (hvd.init() has run).
+        self._bcast_op = (functions.broadcast_variables(self.variables, root_rank=0)
+                          if self.session is not None and self.variables else None)
         self._saved_values = []
         ObjectState.__init__(self, **kwargs)
         TensorFlowState.save(self)
@@ -140,16 +158,26 @@ class TensorFlowState(ObjectState):
 
     def save(self):
         ObjectState.save(self)
-        self._saved_values = [(v, v.numpy().copy()) for v in self._state_variables()]
+        variables = self._state_variables()
+        if self.session is not None:
+            values = self.session.run(variables) if variables else []
+            self._saved_values = [(v, np.copy(x)) for v, x in zip(variables, values)]
+        else:
+            self._saved_values = [(v, v.numpy().copy()) for v in variables]
 
     def restore(self):
         ObjectState.restore(self)
         for v, value in self._saved_values:
-            v.assign(value)
+            if self.session is not None:
+                v.load(value, self.session)
+            else:
+                v.assign(value)
 
     def sync(self):
         variables = self._state_variables()
-        if variables:
+        if self._bcast_op is not None:
+            self.session.run(self._bcast_op)
+        elif variables:
             functions.broadcast_variables(variables, root_rank=0)
         ObjectState.sync(self)
         TensorFlowState.save(self)
@@ -165,14 +193,13 @@ class TensorFlowKerasState(TensorFlowState):
         self.model = model
         self.optimizer = optimizer
         self.backend = backend  # accepted as in Horovod; tf_hvd does not need it
-        TensorFlowState.__init__(self, None, **kwargs)
+        TensorFlowState.__init__(self, [], **kwargs)
 
     def _optimizer(self):
         return self.optimizer if self.optimizer is not None else \
             getattr(self.model, "optimizer", None)
 
     def _state_variables(self):
-        from tf_hvd.keras import flavors
         variables = list(self.model.weights)
         opt = self._optimizer()
         if opt is not None and not isinstance(opt, str) and flavors.optimizer_built(opt):
@@ -183,7 +210,6 @@ class TensorFlowKerasState(TensorFlowState):
     def _build_optimizer(self):
         """Create the optimizer's variables now, so that a rank that has not trained
         yet (one that joins) syncs the same variables as those that have."""
-        from tf_hvd.keras import flavors
         opt = self._optimizer()
         if opt is None or isinstance(opt, str) or flavors.optimizer_built(opt):
             return
@@ -207,7 +233,6 @@ class TensorFlowKerasState(TensorFlowState):
 
 
 def _client():
-    from tf_hvd.runner.rendezvous import RendezvousClient
     return RendezvousClient.from_env(os.environ, timeout=10)
 
 
@@ -291,7 +316,7 @@ def _init_round(my_id, round_, announce=False):
         os.environ[name] = str(value)
     _seen["hosts_version"] = version
     _seen["round"] = round_
-    basics._lib.init()
+    _lib.init()
 
 
 def join_before_init():
@@ -307,8 +332,8 @@ def join_before_init():
 def _reset():
     """Shut the core down and initialise again among the processes that are left (and
     any that join)."""
-    my_id = int(os.environ.setdefault(ID_ENV, str(basics.rank())))
-    basics.shutdown()
+    my_id = int(os.environ.setdefault(ID_ENV, str(topology.rank())))
+    _lib.shutdown()
     _init_round(my_id, _seen["round"] + 1)
 
 

@@ -8,12 +8,13 @@ is assumed.
 
 import pickle
 
+import cloudpickle
 import numpy as np
 import tensorflow as tf
 
-from tf_hvd.basics import _check_initialized, rank
-from tf_hvd.ops import _broadcast, _allgather, _noname
+from tf_hvd.ops import _allgather, _broadcast, _noname
 from tf_hvd.process_sets import _process_set_id
+from tf_hvd.topology import _check_initialized, rank
 
 # ---------------------------------------------------------------------------
 # Variables
@@ -25,11 +26,12 @@ _OP_DTYPES = frozenset([tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int
                         tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.bool])
 
 
-def _broadcast_value(value, root_rank, name=None, process_set_id=0):
+def _broadcast_value(value, root_rank, name=None, process_set_id=0, require_init=True):
     if value.dtype in _OP_DTYPES:
-        return _broadcast(value, root_rank, name=name, process_set_id=process_set_id)
+        return _broadcast(value, root_rank, name=name, process_set_id=process_set_id,
+                          require_init=require_init)
     raw = _broadcast(tf.bitcast(value, tf.uint8), root_rank, name=name,
-                     process_set_id=process_set_id)
+                     process_set_id=process_set_id, require_init=require_init)
     return tf.bitcast(raw, value.dtype)
 
 
@@ -61,6 +63,14 @@ def broadcast_variables(variables, root_rank, process_set=None, inplace=False):
     Returns:
       Eagerly: None (the variables are updated when it returns). In a graph
       (TF1 or tf.function): the op that performs the update.
+
+    Example:
+
+    >>> hvd.init()
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    >>> hvd.broadcast_variables(model.variables, root_rank=0)  # rank 0's weights everywhere
+    >>> [tuple(v.shape) for v in model.variables]
+    [(3, 2), (2,)]
     """
     _check_initialized()
     set_id = _process_set_id(process_set)
@@ -72,8 +82,9 @@ def broadcast_variables(variables, root_rank, process_set=None, inplace=False):
     return _update_from_root(list(variables), root_rank, None, set_id)
 
 
-def _update_from_root(variables, root_rank, name, set_id=0):
-    """Assigns root's values; eagerly returns None, in a graph the update op."""
+def _update_from_root(variables, root_rank, name, set_id=0, require_init=True):
+    """Assigns root's values; eagerly returns None, in a graph the update op
+    (built without hvd.init() when ``require_init`` is False)."""
     if tf.executing_eagerly():
         if not variables:
             return None
@@ -87,7 +98,8 @@ def _update_from_root(variables, root_rank, name, set_id=0):
     updates = []
     for i, var in enumerate(variables):
         value = _broadcast_value(tf.convert_to_tensor(var), root_rank,
-                                 None if name is None else "%s_%d" % (name, i), set_id)
+                                 None if name is None else "%s_%d" % (name, i), set_id,
+                                 require_init)
         updates.append(_as_op(var.assign(value)))
     return tf.group(*[u for u in updates if u is not None], name="broadcast_variables")
 
@@ -125,15 +137,26 @@ def _as_op(update):
 def broadcast_global_variables(root_rank):
     """TF1 graph mode: the op that broadcasts all global variables from ``root_rank``.
 
-    Eagerly there is no global variable collection: use
+    Eagerly there is no global variable collection: RuntimeError (before any
+    other check), use
     ``hvd.broadcast_variables(model.variables + optimizer.variables, root_rank)``.
+    As in Horovod, the graph op may be built before ``hvd.init()``; running it
+    needs init::
+
+        with tf.Graph().as_default():
+            w = tf.compat.v1.get_variable("w", initializer=[1.0])
+            bcast = hvd.broadcast_global_variables(0)
+            hvd.init()
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                session.run(bcast)
     """
-    _check_initialized()
     if tf.executing_eagerly():
         raise RuntimeError(
             "hvd.broadcast_global_variables() does not support eager execution; use "
             "hvd.broadcast_variables(<model/optimizer variables>, root_rank) instead.")
-    return broadcast_variables(tf.compat.v1.global_variables(), root_rank)
+    return _update_from_root(tf.compat.v1.global_variables(), root_rank, None,
+                             require_init=False)
 
 
 # ---------------------------------------------------------------------------
@@ -141,7 +164,9 @@ def broadcast_global_variables(root_rank):
 
 
 def _to_bytes_tensor(obj):
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    # cloudpickle, as Horovod: lambdas, closures and classes defined in a function
+    # go by value (its output loads with plain pickle where cloudpickle is importable).
+    data = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     return np.frombuffer(data, dtype=np.uint8)
 
 
@@ -164,8 +189,9 @@ def _outside_functions(fn):
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None):
     """Returns the Python object ``obj`` of ``root_rank`` on every rank.
 
-    The object is pickled (standard ``pickle``), so it must be picklable on
-    the root; other ranks may pass anything (e.g. None). Works eagerly and in
+    The object is serialized with cloudpickle, as in Horovod (lambdas, closures
+    and classes defined in a function work); other ranks may pass anything
+    (e.g. None). Works eagerly and in
     TF1 graph mode; ``session`` is accepted for compatibility and not needed.
     Inside a tf.function it runs once, when the function is traced.
     With ``process_set``, only its ranks take part (``root_rank`` is global).
@@ -217,7 +243,7 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
 def allgather_object(obj, session=None, name=None, process_set=None):
     """Returns the list of every rank's Python object ``obj``, in rank order.
 
-    Objects are pickled with the standard ``pickle``. Works eagerly and in TF1
+    Objects are serialized with cloudpickle, as in Horovod. Works eagerly and in TF1
     graph mode (``session`` is accepted for compatibility and not needed).
     With ``process_set``, the objects of its ranks, in their order.
     """

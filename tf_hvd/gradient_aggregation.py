@@ -37,6 +37,9 @@ averaged gradients of the other variables::
 
 import tensorflow as tf
 
+from tf_hvd import topology
+from tf_hvd.ops import _check_process_set
+
 
 def _ref(var):
     """A hashable key for a variable (tf.Variable and Keras variables)."""
@@ -260,7 +263,6 @@ class LocalGradientAggregationHelper(_AggregationBase):
                  sparse_as_dense=False, average_aggregated_gradients=False,
                  rank=None, optimizer_type=None, process_set=None,
                  scale_local_gradients=True, name=""):
-        from tf_hvd.ops import _check_process_set
         _check_process_set(process_set)
         super(LocalGradientAggregationHelper, self).__init__(
             backward_passes_per_step, allreduce_func, sparse_as_dense,
@@ -274,8 +276,7 @@ class LocalGradientAggregationHelper(_AggregationBase):
     def _local_scaling_factor(self):
         if not self.scale_local_gradients:
             return 1.0
-        from tf_hvd.basics import size
-        return float(size())
+        return float(topology.size())
 
     def _make_variable(self, name, initial_value, dtype):
         if tf.executing_eagerly():

@@ -42,11 +42,11 @@ import warnings
 
 import tensorflow as tf
 
-from tf_hvd import basics
-from tf_hvd.basics import (Adasum, Average, Max, Min, Product, Sum,
-                           _check_initialized, _op_lib, rank, size)
+from tf_hvd._library import op_lib as _op_lib
 from tf_hvd.compression import Compression
 from tf_hvd.process_sets import _process_set_id, _set_rank_size
+from tf_hvd.reduce_ops import REDUCE_OP_NAMES, Adasum, Average, Max, Min, Product, Sum
+from tf_hvd.topology import _check_initialized, rank, size
 
 _VALID_REDUCE_OPS = (Average, Sum, Adasum, Min, Max, Product)
 
@@ -166,7 +166,7 @@ def _resolve_op(op, average, default=Average):
 
 def _check_adasum_size():
     """Adasum pairs ranks level by level: it needs 1, 2, 4, 8, ... ranks (as Horovod)."""
-    n = basics.size()
+    n = size()
     if n & (n - 1):
         raise NotImplementedError(
             "Adasum needs a power-of-two number of ranks (1, 2, 4, 8, ...); this job has "
@@ -216,8 +216,11 @@ def _allgather(tensor, name=None, ignore_name_scope=False, process_set_id=0):
         process_set_id=int(process_set_id), name=op_name)
 
 
-def _broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set_id=0):
-    _check_initialized()
+def _broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set_id=0,
+               require_init=True):
+    # require_init=False: a TF1 graph op built before hvd.init() (it needs init to run).
+    if require_init:
+        _check_initialized()
     tensor = tf.convert_to_tensor(tensor)
     op_name, tensor_name = _names("broadcast", "HorovodBroadcast", name, tensor)
     return _op_lib.horovod_broadcast(
@@ -292,6 +295,15 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     Raises:
       NotImplementedError: tf.IndexedSlices with an op other than Sum and
         Average, or with prescale_factor/postscale_factor (as Horovod).
+
+    Example:
+
+    >>> hvd.init()
+    >>> x = tf.constant([1.0, 2.0]) * (hvd.rank() + 1)
+    >>> hvd.allreduce(x, op=hvd.Sum).numpy().tolist()   # 2 ranks: [3.0, 6.0]
+    [1.0, 2.0]
+    >>> hvd.allreduce(x).numpy().tolist()               # Average; 2 ranks: [1.5, 3.0]
+    [1.0, 2.0]
     """
     _check_initialized()
     set_id = _check_process_set(process_set)
@@ -319,7 +331,7 @@ def _allreduce_indexed_slices(slices, device, op, prescale_factor, postscale_fac
                                   "op=hvd.Average.")
     if op not in (Sum, Average):
         raise NotImplementedError("allreduce of tf.IndexedSlices supports only hvd.Sum and "
-                                  "hvd.Average (got %s)." % basics._REDUCE_OP_NAMES[op])
+                                  "hvd.Average (got %s)." % REDUCE_OP_NAMES[op])
     if float(prescale_factor) != 1.0 or float(postscale_factor) != 1.0:
         raise NotImplementedError("prescale_factor/postscale_factor are not supported with "
                                   "tf.IndexedSlices (got %r, %r); scale the values instead."
@@ -393,6 +405,13 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
 
     Dimension 0 may differ per rank (and may be 0); the other dimensions and
     the dtype must agree. bool tensors are supported.
+
+    Example:
+
+    >>> hvd.init()
+    >>> rows = tf.fill([hvd.rank() + 1, 2], float(hvd.rank()))  # rank r: r + 1 rows
+    >>> hvd.allgather(rows).numpy().tolist()   # 2 ranks: [[0., 0.], [1., 1.], [1., 1.]]
+    [[0.0, 0.0]]
     """
     _check_initialized()
     return _allgather(tensor, name=name, ignore_name_scope=ignore_name_scope,
@@ -411,7 +430,15 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=N
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
     """Returns ``root_rank``'s tensor on every rank (shape and dtype must agree).
 
-    With ``process_set``, ``root_rank`` is still a global rank (a member)."""
+    With ``process_set``, ``root_rank`` is still a global rank (a member).
+
+    Example:
+
+    >>> hvd.init()
+    >>> mine = tf.constant([float(hvd.rank())] * 2)
+    >>> hvd.broadcast(mine, root_rank=0).numpy().tolist()   # rank 0's on every rank
+    [0.0, 0.0]
+    """
     _check_initialized()
     return _broadcast(tensor, root_rank, name=name, ignore_name_scope=ignore_name_scope,
                       process_set_id=_check_process_set(process_set))
@@ -457,7 +484,7 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
     op = _resolve_op(op, None)
     if op not in (Sum, Average):
         raise ValueError("reducescatter supports only hvd.Sum and hvd.Average (got %s)."
-                         % basics._REDUCE_OP_NAMES[op])
+                         % REDUCE_OP_NAMES[op])
     with tf.device(device_dense):
         tensor = tf.convert_to_tensor(tensor)
         compressed, ctx = compression.compress(tensor)

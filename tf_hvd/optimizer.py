@@ -11,14 +11,15 @@
 * anything else is a ``TypeError``.
 """
 
-import inspect
-
 import tensorflow as tf
 
-from tf_hvd.allreduce_grads import groups_from_num_groups, make_allreduce_grads_fn
+from tf_hvd._keras.flavors import optimizer_kind
+from tf_hvd._keras.optimizer import create_distributed_optimizer
+from tf_hvd.adasum_optimizer import DistributedAdasumOptimizer
 from tf_hvd.compression import Compression
 from tf_hvd.gradient_aggregation import LocalGradientAggregationHelper
-from tf_hvd.basics import Adasum, Average
+from tf_hvd.reduce_ops import Adasum, Average
+from tf_hvd.reduction_params import ReductionParams
 # Re-exported so that ``tf_hvd`` finds every training name here.
 from tf_hvd.hooks import BroadcastGlobalVariablesHook
 from tf_hvd.tape import (DistributedGradientTape, PartialDistributedGradientTape, _ref,
@@ -40,32 +41,25 @@ class _DistributedOptimizer(_LegacyOptimizer):
     every pass, as in Horovod, so it counts backward passes.
     """
 
-    def __init__(self, optimizer, name=None, use_locking=False,
-                 device_dense='', device_sparse='',
-                 compression=Compression.none, sparse_as_dense=False,
-                 op=Average, gradient_predivide_factor=1.0,
-                 backward_passes_per_step=1,
-                 average_aggregated_gradients=False, groups=None,
-                 process_set=None, scale_local_gradients=True):
+    def __init__(self, optimizer, params):
+        name = params.name
         if name is None:
             name = "Distributed{}".format(type(optimizer).__name__)
         super(_DistributedOptimizer, self).__init__(
-            name=name, use_locking=use_locking)
+            name=name, use_locking=params.use_locking)
         self._optimizer = optimizer
-        self._allreduce_grads = make_allreduce_grads_fn(
-            name, device_dense, device_sparse, compression, sparse_as_dense,
-            op, gradient_predivide_factor, groups, process_set)
-        self.process_set = process_set
-        self.scale_local_gradients = scale_local_gradients
+        self._allreduce_grads = params.allreduce_grads_fn(name)
+        self.process_set = params.process_set
+        self.scale_local_gradients = params.scale_local_gradients
         self._local_vars = set()
         self._agg_helper = None
-        if backward_passes_per_step > 1:
+        if params.backward_passes_per_step > 1:
             self._agg_helper = LocalGradientAggregationHelper(
-                backward_passes_per_step, self._allreduce_grads,
-                sparse_as_dense=sparse_as_dense,
-                average_aggregated_gradients=average_aggregated_gradients,
-                process_set=process_set,
-                scale_local_gradients=scale_local_gradients,
+                params.backward_passes_per_step, self._allreduce_grads,
+                sparse_as_dense=params.sparse_as_dense,
+                average_aggregated_gradients=params.average_aggregated_gradients,
+                process_set=params.process_set,
+                scale_local_gradients=params.scale_local_gradients,
                 name=name + "_aggregation")
 
     def register_local_var(self, var):
@@ -162,12 +156,6 @@ class _DistributedOptimizer(_LegacyOptimizer):
         return self._optimizer._finish(*args, **kwargs)
 
 
-def _is_keras_optimizer(optimizer):
-    # Keras 3 or tf-keras 2 (new or legacy) optimizers.
-    from tf_hvd.keras.flavors import optimizer_kind
-    return optimizer_kind(optimizer) is not None
-
-
 def DistributedOptimizer(optimizer, name=None, use_locking=False,
                          device_dense='', device_sparse='',
                          compression=Compression.none, sparse_as_dense=False,
@@ -205,49 +193,31 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
 
     Raises:
       TypeError: the optimizer is neither kind.
+
+    Example:
+
+    >>> hvd.init()
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.01 * hvd.size()))
+    >>> model.compile(optimizer=opt, loss="mse")
+    >>> history = model.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=2, verbose=0)
+    >>> len(history.history["loss"])
+    2
+    >>> tf1 = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.01))
+    >>> tf1.get_name()
+    'DistributedGradientDescentOptimizer'
     """
-    from tf_hvd.ops import _check_process_set
-    _check_process_set(process_set)
-    groups = groups_from_num_groups(num_groups, groups)
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor not supported with op != "
-                         "Average")
+    params = ReductionParams.from_call(locals())
     if isinstance(optimizer, _DistributedOptimizer):
         raise ValueError("the optimizer is already a DistributedOptimizer")
     if isinstance(optimizer, _LegacyOptimizer) and op == Adasum:
-        from tf_hvd.adasum_optimizer import DistributedAdasumOptimizer
         if average_aggregated_gradients:
             raise ValueError("Adasum does not support average_aggregated_gradients=True")
-        return DistributedAdasumOptimizer(
-            optimizer, name, use_locking, device_dense, device_sparse, compression,
-            backward_passes_per_step)
+        return DistributedAdasumOptimizer(optimizer, params)
     if isinstance(optimizer, _LegacyOptimizer):
-        return _DistributedOptimizer(
-            optimizer, name=name, use_locking=use_locking,
-            device_dense=device_dense, device_sparse=device_sparse,
-            compression=compression, sparse_as_dense=sparse_as_dense, op=op,
-            gradient_predivide_factor=gradient_predivide_factor,
-            backward_passes_per_step=backward_passes_per_step,
-            average_aggregated_gradients=average_aggregated_gradients,
-            groups=groups, process_set=process_set,
-            scale_local_gradients=scale_local_gradients)
-    if _is_keras_optimizer(optimizer):
-        from tf_hvd.keras.optimizer import create_distributed_optimizer
-        extra = {}
-        accepted = inspect.signature(create_distributed_optimizer).parameters
-        # Passed on where the Keras wrapper takes them (it grows them separately).
-        for key, value in (("process_set", process_set),
-                           ("scale_local_gradients", scale_local_gradients)):
-            if key in accepted:
-                extra[key] = value
-        return create_distributed_optimizer(
-            optimizer, name=name, device_dense=device_dense,
-            device_sparse=device_sparse, compression=compression,
-            sparse_as_dense=sparse_as_dense, op=op,
-            gradient_predivide_factor=gradient_predivide_factor,
-            backward_passes_per_step=backward_passes_per_step,
-            average_aggregated_gradients=average_aggregated_gradients,
-            groups=groups, **extra)
+        return _DistributedOptimizer(optimizer, params)
+    if optimizer_kind(optimizer) is not None:  # Keras 3 or tf-keras 2 (new or legacy)
+        return create_distributed_optimizer(optimizer, params)
     raise TypeError(
         "DistributedOptimizer needs a tf.compat.v1.train.Optimizer or a Keras "
         "optimizer (keras.optimizers.Optimizer); got %s.%s"

@@ -25,12 +25,8 @@ provided process set ..."``) from a collective on the set.
 
 import os
 
-_lib = None  # the pybind11 module, set by basics
-
-
-def _setup(lib):
-    global _lib
-    _lib = lib
+from tf_hvd._library import lib as _lib
+from tf_hvd.topology import _check_initialized
 
 
 def _is_iterable(x):
@@ -205,8 +201,7 @@ def add_process_set(process_set):
         ps = hvd.add_process_set([0, 1])
         hvd.allreduce(x, process_set=ps)      # on ranks 0 and 1
     """
-    from tf_hvd import basics
-    basics._check_initialized()
+    _check_initialized()
     if not isinstance(process_set, ProcessSet):
         process_set = ProcessSet(process_set)
     if process_set.ranks is None and process_set.mpi_comm is not None:
@@ -228,8 +223,7 @@ def remove_process_set(process_set):
     on the set fail with ``tf.errors.AbortedError``. The object becomes
     unregistered (``process_set_id`` None).
     """
-    from tf_hvd import basics
-    basics._check_initialized()
+    _check_initialized()
     set_id = process_set.process_set_id
     if set_id is None or set_id == 0:
         return False
@@ -246,7 +240,12 @@ def _process_set_id(process_set):
             raise ValueError(
                 "%s is not registered: pass it to hvd.init(process_sets=[...]) or "
                 "hvd.add_process_set() first (a removed set cannot be used)" % (process_set,))
-        return int(process_set.process_set_id)
+        set_id = int(process_set.process_set_id)
+        if set_id != 0 and _lib.is_initialized():
+            # An id the core does not know raises ValueError now, when the op is
+            # built (as in Horovod), rather than an error when it runs.
+            _lib.process_set_topology(set_id)
+        return set_id
     raise ValueError("process_set must be an hvd.ProcessSet, got %r" % (process_set,))
 
 

@@ -14,16 +14,25 @@ The class is made for ``tf.keras``' Keras (Keras 3, or tf-keras 2 with
 ``TF_USE_LEGACY_KERAS=1``) on first use; ``sync_batch_norm_class(keras)``
 gives the one for a given Keras module.
 
-    model = keras.Sequential([keras.layers.Dense(64),
-                              hvd.SyncBatchNormalization(),
-                              keras.layers.Activation("relu")])
+``fused`` is Keras 2's argument, taken as in Horovod: ``fused=False`` (the
+default) is accepted and ignored (Keras 3's BatchNormalization has no fused
+kernel, and the synchronized statistics never use one); ``fused=True`` or
+``fused=None`` raise ValueError, as in Horovod.
+
+Example:
+
+>>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8),
+...                           hvd.SyncBatchNormalization(),
+...                           keras.layers.Activation("relu")])
+>>> tuple(model(np.ones((2, 4), np.float32), training=True).shape)
+(2, 8)
 """
 
 import tensorflow as tf
 
-from tf_hvd import basics
-from tf_hvd import ops
-from tf_hvd.basics import Sum
+from tf_hvd import ops, topology
+from tf_hvd._keras import flavors
+from tf_hvd.reduce_ops import Sum
 
 _CLASSES = {}
 
@@ -70,7 +79,7 @@ def _make_keras3_class():
             super(SyncBatchNormalization, self).__init__(**kwargs)
 
         def _moments(self, inputs, mask):
-            if basics.size() == 1:
+            if topology.size() == 1:
                 return super(SyncBatchNormalization, self)._moments(inputs, mask)
             axes = list(self._reduction_axes)
             weights = None
@@ -95,7 +104,7 @@ def _make_tf_keras_class(tf_keras):
             super(SyncBatchNormalization, self).__init__(fused=False, **kwargs)
 
         def _moments(self, inputs, reduction_axes, keep_dims, mask=None):
-            if basics.size() == 1:
+            if topology.size() == 1:
                 return super(SyncBatchNormalization, self)._moments(
                     inputs, reduction_axes, keep_dims, mask=mask)
             axes = list(reduction_axes)
@@ -113,7 +122,6 @@ def _make_tf_keras_class(tf_keras):
 def sync_batch_norm_class(keras_module=None):
     """The SyncBatchNormalization class for ``keras_module`` (the ``keras``
     or ``tf_keras`` package; default: the one ``tf.keras`` stands for)."""
-    from tf_hvd.keras import flavors
     if keras_module is None:
         keras_module = flavors.default_keras()
     legacy = flavors.is_tf_keras(keras_module.layers.Layer)

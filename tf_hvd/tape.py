@@ -2,10 +2,10 @@
 
 import tensorflow as tf
 
-from tf_hvd import basics
-from tf_hvd.allreduce_grads import groups_from_num_groups, make_allreduce_grads_fn
+from tf_hvd import topology
 from tf_hvd.compression import Compression
-from tf_hvd.basics import Average
+from tf_hvd.reduce_ops import Average
+from tf_hvd.reduction_params import ReductionParams
 
 
 def _ref(var):
@@ -23,7 +23,7 @@ def reduce_skipping_local(allreduce_grads, grads, sources, is_local, scale_local
     reduced = allreduce_grads([grads[i] for i in shared], [sources[i] for i in shared])
     for i, r in zip(shared, reduced):
         out[i] = r
-    n = basics.size()
+    n = topology.size()
     if scale_local and n > 1:
         for i, local in enumerate(is_local):
             g = out[i]
@@ -162,23 +162,30 @@ def DistributedGradientTape(gradtape, device_dense='', device_sparse='',
       gradient_predivide_factor, num_groups, groups, process_set,
       scale_local_gradients: as for ``DistributedOptimizer`` (Horovod's
         parameters, in Horovod's order).
+
+    Example:
+
+    >>> hvd.init()
+    >>> w = tf.Variable([1.0, 2.0])
+    >>> with tf.GradientTape() as tape:
+    ...     loss = tf.reduce_sum(w * w)
+    >>> tape = hvd.DistributedGradientTape(tape)
+    >>> [g.numpy().tolist() for g in tape.gradient(loss, [w])]   # averaged over ranks
+    [[2.0, 4.0]]
     """
+    return _wrap_tape(gradtape, ReductionParams.from_call(locals()))
+
+
+def _wrap_tape(gradtape, params):
+    """The distributed tape for ``gradtape`` reducing with ``params`` (ReductionParams)."""
     if not isinstance(gradtape, tf.GradientTape):
         raise TypeError("DistributedGradientTape needs a tf.GradientTape, got %r"
                         % (type(gradtape),))
     if isinstance(gradtape, _DistributedTapeMixin):
         raise ValueError("the tape is already a DistributedGradientTape")
-    from tf_hvd.ops import _check_process_set
-    _check_process_set(process_set)
-    groups = groups_from_num_groups(num_groups, groups)
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor not supported with op != "
-                         "Average")
-    allreduce_grads = make_allreduce_grads_fn(
-        "DistributedGradientTape", device_dense, device_sparse, compression,
-        sparse_as_dense, op, gradient_predivide_factor, groups, process_set)
-    return _distributed_tape_class(type(gradtape))(gradtape, allreduce_grads, process_set,
-                                                   scale_local_gradients)
+    allreduce_grads = params.allreduce_grads_fn("DistributedGradientTape")
+    return _distributed_tape_class(type(gradtape))(
+        gradtape, allreduce_grads, params.process_set, params.scale_local_gradients)
 
 
 def PartialDistributedGradientTape(gradtape, device_dense='', device_sparse='',
@@ -195,12 +202,7 @@ def PartialDistributedGradientTape(gradtape, device_dense='', device_sparse='',
         tape = hvd.PartialDistributedGradientTape(tape, local_layers=[embedding])
         grads = tape.gradient(loss, model.trainable_variables)
     """
-    tape = DistributedGradientTape(
-        gradtape, device_dense=device_dense, device_sparse=device_sparse,
-        compression=compression, sparse_as_dense=sparse_as_dense, op=op,
-        gradient_predivide_factor=gradient_predivide_factor,
-        num_groups=num_groups, groups=groups, process_set=process_set,
-        scale_local_gradients=scale_local_gradients)
+    tape = _wrap_tape(gradtape, ReductionParams.from_call(locals()))
     if local_layers is None:
         local_layers = []
     elif not isinstance(local_layers, (list, tuple)):

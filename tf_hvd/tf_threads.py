@@ -29,6 +29,11 @@ the memory from the second step on.
 import logging
 import os
 
+import tensorflow as tf
+from tensorflow.python.eager import context
+
+from tf_hvd._library import lib as _lib
+
 _log = logging.getLogger("tf_hvd")
 
 # What configure() did, for tf_thread_settings().
@@ -51,7 +56,6 @@ def _runtime_started(ctx):
 def knob():
     """HOROVOD_TF_THREADS as a bool (default True), parsed by the library's one knob
     parser (cc/common/knobs.cc); a malformed value raises RuntimeError naming it."""
-    from tf_hvd.basics import _lib
     return _lib.knob_values()["HOROVOD_TF_THREADS"]
 
 
@@ -65,7 +69,6 @@ def _use_caching_allocator(ctx):
 def configure(local_size):
     """Applies the settings described above; returns what was done (a dict)."""
     global _applied
-    from tensorflow.python.eager import context
     caching = _use_caching_allocator(context.context())
     _applied = _configure_threads(local_size)
     _applied["caching_allocator"] = caching
@@ -77,8 +80,6 @@ def _configure_threads(local_size):
         return {"configured": False, "reason": "HOROVOD_TF_THREADS=0"}
     if local_size <= 1:
         return {"configured": False, "reason": "one rank on this host"}
-    import tensorflow as tf
-    from tensorflow.python.eager import context
     ctx = context.context()
     if _runtime_started(ctx):
         reason = "TensorFlow's runtime had already started before hvd.init()"

@@ -68,6 +68,33 @@ def test_collectives_after_shutdown_raise_value_error():
     assert "CHECKED 24" in out, out[-3000:]
 
 
+def test_broadcast_global_variables_before_init_as_horovod():
+    """Eagerly: RuntimeError before any initialization check. In a TF1 graph: the
+    op is built without init; it runs once init has happened."""
+    out = _run("""
+        import numpy as np
+        import tensorflow as tf
+        import tf_hvd as hvd
+        try:
+            hvd.broadcast_global_variables(0)
+            raise AssertionError("eager broadcast_global_variables did not raise")
+        except RuntimeError as e:
+            assert "does not support eager execution" in str(e), str(e)
+        graph = tf.Graph()
+        with graph.as_default():
+            v = tf.compat.v1.get_variable("v", initializer=np.arange(3, dtype=np.float32))
+            op = hvd.broadcast_global_variables(0)
+            assert isinstance(op, tf.Operation), op
+            assert not hvd.is_initialized()
+            hvd.init()
+            with tf.compat.v1.Session(graph=graph) as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                session.run(op)
+                print("VALUES", session.run(v).tolist())
+    """)
+    assert "VALUES [0.0, 1.0, 2.0]" in out, out[-3000:]
+
+
 def test_import_is_lazy_and_init_without_launcher_is_size_one():
     out = _run("""
         import sys

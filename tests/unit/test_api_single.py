@@ -10,6 +10,7 @@ for _k in [k for k in os.environ if k.startswith(("HOROVOD_", "PMI_", "OMPI_"))]
     del os.environ[_k]
 
 import tf_hvd as hvd  # noqa: E402
+from tf_hvd import _library  # noqa: E402
 from tf_hvd import ops as hvd_ops  # noqa: E402
 
 DTYPES = (tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int64, tf.float16,
@@ -35,7 +36,12 @@ def test_topology():
     assert hvd.is_homogeneous()
     assert hvd.mpi_enabled() is False and hvd.gloo_enabled() is False
     assert isinstance(hvd.mpi_built(), bool) and isinstance(hvd.gloo_built(), bool)
-    assert hvd.nccl_built() is False or hvd.nccl_built() is True
+    # The library says it has NCCL (MPI) exactly when it calls NCCL (MPI): False
+    # (True) for the default build, True for --config=cuda (tests/unit/test_cuda_build.py).
+    with open(_library._find_library(), "rb") as f:
+        library = f.read()
+    assert hvd.nccl_built() is (b"ncclCommInitRank\0" in library)
+    assert hvd.mpi_built() is (b"MPI_Init_thread\0" in library)
     assert hvd.rocm_built() is False
     hvd.init()  # idempotent
     assert hvd.size() == 1
@@ -348,8 +354,36 @@ def test_local_sources_and_scaling_single_rank():
 
 
 def test_broadcast_global_variables_refuses_eager():
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="does not support eager execution; use "
+                                           r"hvd.broadcast_variables\("):
         hvd.broadcast_global_variables(0)
+
+
+def test_objects_travel_by_value_with_cloudpickle():
+    """As Horovod (cloudpickle): lambdas, closures and classes made in a function."""
+    offset = 5
+
+    class Local(object):
+        def value(self):
+            return offset * 2
+
+    assert hvd.broadcast_object(lambda v: v + offset, root_rank=0)(1) == 6
+    got = hvd.broadcast_object(Local(), root_rank=0)
+    assert type(got).__name__ == "Local" and got.value() == 10
+    assert [f() for f in hvd.allgather_object(lambda: offset)] == [5]
+    assert hvd.broadcast_object_fn(root_rank=0)(Local)().value() == 10
+
+
+def test_an_unregistered_process_set_id_raises_value_error_when_built():
+    fake = hvd.ProcessSet([0])
+    fake.process_set_id = 10      # Horovod's test does this ("you should not do this")
+    x = tf.ones([4])
+    for build in (lambda: hvd.allreduce(x, process_set=fake),
+                  lambda: hvd.allgather(x, process_set=fake),
+                  lambda: hvd.broadcast(x, 0, process_set=fake),
+                  lambda: tf.function(lambda: hvd.allreduce(x, process_set=fake))()):
+        with pytest.raises(ValueError, match=r"not been registered \(process set id 10\)"):
+            build()
 
 
 def test_broadcast_global_variables_graph():
@@ -396,3 +430,29 @@ def test_public_names():
     assert "allreduce" in dir(hvd)
     with pytest.raises(AttributeError):
         hvd.no_such_function
+
+
+def test_tensorflow_state_tf1_session():
+    """Horovod's TensorFlowState(variables, session): TF1 values go through the session."""
+    graph = tf.Graph()
+    with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
+        v = tf.compat.v1.get_variable("elastic_v", initializer=np.arange(3, dtype=np.float32))
+        session.run(tf.compat.v1.global_variables_initializer())
+        state = hvd.elastic.TensorFlowState(None, session, epoch=1)  # Horovod's positions
+        assert state.variables == [v] and state.session is session
+        v.load(np.array([7.0, 7.0, 7.0], np.float32), session)
+        state.epoch = 5
+        state.restore()
+        assert session.run(v).tolist() == [0.0, 1.0, 2.0] and state.epoch == 1
+        v.load(np.array([4.0, 5.0, 6.0], np.float32), session)
+        state.commit()
+        state.sync()
+        v.load(np.zeros(3, np.float32), session)
+        state.restore()
+        assert session.run(v).tolist() == [4.0, 5.0, 6.0]
+    eager = tf.Variable([1.0, 2.0])
+    state = hvd.elastic.TensorFlowState([eager], batch=0)
+    assert state.session is None
+    eager.assign([9.0, 9.0])
+    state.restore()
+    assert eager.numpy().tolist() == [1.0, 2.0]

@@ -65,8 +65,8 @@ def test_wrapper_is_the_optimizer_class_with_the_same_config(make):
     again = type(dopt).from_config(dopt.get_config())
     assert type(again) is type(dopt)
     assert again.get_config() == dopt.get_config()
-    assert again._hvd.params["backward_passes_per_step"] == 3
-    assert again._hvd.params["compression"] is hvd.Compression.fp16
+    assert again._hvd.params.backward_passes_per_step == 3
+    assert again._hvd.params.compression is hvd.Compression.fp16
     # The variables are the original's: iterations and learning rate only.
     assert [v.name for v in dopt.variables] == [v.name for v in opt.variables]
 
@@ -211,7 +211,7 @@ def test_save_and_load_model(tmp_path):
     loaded = hk.load_model(path, compression=hvd.Compression.fp16)
     assert hk.is_distributed_optimizer(loaded.optimizer)
     assert isinstance(loaded.optimizer, keras.optimizers.Adam)
-    assert loaded.optimizer._hvd.params["compression"] is hvd.Compression.fp16
+    assert loaded.optimizer._hvd.params.compression is hvd.Compression.fp16
     assert int(loaded.optimizer.iterations) == 4
     for a, b in zip(_np(loaded.optimizer.variables), _np(model.optimizer.variables)):
         np.testing.assert_array_equal(a, b)
@@ -331,7 +331,8 @@ def test_value_collectives_in_one_process():
 
 
 def test_broadcast_global_variables_needs_a_model_eagerly():
-    with pytest.raises(ValueError, match="model"):
+    with pytest.raises(RuntimeError, match="Keras 3 has no global variables: call "
+                                           r"broadcast_global_variables\(root_rank, model=model\)"):
         hk.broadcast_global_variables(0)
     model = _model()
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
@@ -359,8 +360,13 @@ def test_keras_module_exports():
                       "backward_passes_per_step",
                       "average_aggregated_gradients", "num_groups", "groups",
                       "process_set", "scale_local_gradients"]
+    # horovod.keras' order (Horovod 0.28.1 defines it there only), then tf_hvd's two.
     params = list(inspect.signature(hk.PartialDistributedOptimizer).parameters)
-    assert params[-3:] == ["process_set", "local_layers", "scale_local_gradients"]
+    assert params == ["optimizer", "name", "device_dense", "device_sparse",
+                      "compression", "sparse_as_dense",
+                      "gradient_predivide_factor", "op", "groups", "process_set",
+                      "local_layers", "scale_local_gradients",
+                      "backward_passes_per_step", "average_aggregated_gradients"]
     params = list(inspect.signature(hk.load_model).parameters)
     assert params == ["filepath", "custom_optimizers", "custom_objects",
                       "compression", "legacy_opts"]
@@ -387,3 +393,28 @@ def test_loss_scale_optimizer_is_reduced_once(tmp_path):
     assert hk.is_distributed_optimizer(loaded.optimizer)
     assert not hk.is_distributed_optimizer(loaded.optimizer.inner_optimizer)
     loaded.fit(x, y, batch_size=8, epochs=1, verbose=0)
+
+
+def test_sync_batch_norm_takes_keras2_fused_argument():
+    """Keras 2's ``fused``: False is accepted and ignored; True/None raise as in Horovod."""
+    x = np.arange(24, dtype=np.float32).reshape(4, 6) / 7.0
+    synced = hk.SyncBatchNormalization(fused=False)
+    plain = keras.layers.BatchNormalization()
+    np.testing.assert_allclose(synced(x, training=True), plain(x, training=True), rtol=1e-5)
+    assert "fused" not in synced.get_config()
+    for fused in (True, None):
+        with pytest.raises(ValueError, match=r"does not support fused=True \(nor fused=None\)"):
+            hk.SyncBatchNormalization(fused=fused)
+
+
+def test_best_model_checkpoint_takes_either_horovod_order():
+    # horovod.tensorflow.keras: (monitor, verbose, save_weights_only, mode, save_freq)
+    cb = hk.callbacks.BestModelCheckpoint("val_acc", 1, True, "min", 4)
+    assert (cb.monitor, cb.verbose, cb.save_weights_only, cb.mode, cb.save_freq) == (
+        "val_acc", 1, True, "min", 4)
+    # horovod.keras: (monitor, verbose, mode, save_freq)
+    cb = hk.callbacks.BestModelCheckpoint("val_acc", 1, "max", 3)
+    assert (cb.monitor, cb.verbose, cb.save_weights_only, cb.mode, cb.save_freq) == (
+        "val_acc", 1, False, "max", 3)
+    cb = hk.callbacks.BestModelCheckpoint("loss", 0, "min")
+    assert (cb.save_weights_only, cb.mode, cb.save_freq) == (False, "min", "epoch")

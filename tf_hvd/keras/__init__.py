@@ -18,24 +18,26 @@ every Horovod name and its status here.
 
 import tensorflow as tf
 
-from tf_hvd import (init, shutdown, is_initialized, size, rank, local_size,
-                    local_rank, cross_size, cross_rank, is_homogeneous,
-                    mpi_built, mpi_enabled, mpi_threads_supported, gloo_built,
-                    gloo_enabled, nccl_built, ddl_built, ccl_built, cuda_built,
-                    rocm_built, start_timeline, stop_timeline,
-                    broadcast_object, allgather_object)
 from tf_hvd import functions as _functions
 from tf_hvd import ops as _ops
+from tf_hvd._keras import flavors as _flavors
+from tf_hvd._keras.optimizer import (create_distributed_optimizer,
+                                     distributed_optimizer_class,
+                                     is_distributed_optimizer)
+from tf_hvd.basics import init, shutdown
 from tf_hvd.compression import Compression
-from tf_hvd.basics import Average, Sum, Adasum, Min, Max, Product
+from tf_hvd.functions import allgather_object, broadcast_object
+from tf_hvd.keras import callbacks, elastic
 from tf_hvd.process_sets import (ProcessSet, global_process_set, add_process_set,
                                  remove_process_set)
-from tf_hvd.keras import callbacks
-from tf_hvd.keras import elastic
-from tf_hvd.keras import flavors as _flavors
-from tf_hvd.keras.optimizer import (create_distributed_optimizer,
-                                    distributed_optimizer_class,
-                                    is_distributed_optimizer)
+from tf_hvd.reduce_ops import Average, Sum, Adasum, Min, Max, Product
+from tf_hvd.reduction_params import ReductionParams
+from tf_hvd.sync_batch_norm import sync_batch_norm_class
+from tf_hvd.topology import (is_initialized, size, rank, local_size, local_rank,
+                             cross_size, cross_rank, is_homogeneous, mpi_built,
+                             mpi_enabled, mpi_threads_supported, gloo_built,
+                             gloo_enabled, nccl_built, ddl_built, ccl_built,
+                             cuda_built, rocm_built, start_timeline, stop_timeline)
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse='',
@@ -56,22 +58,20 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
     ``tf_hvd.DistributedOptimizer``); ``process_set`` limits the reduction
     to that hvd.ProcessSet's ranks. The result has ``register_local_var(var)``: that variable's
     gradient stays local (divided by ``size()`` when
-    ``scale_local_gradients``, as in Horovod). ``tf_hvd.keras.optimizer`` and
-    ``tf_hvd.keras.tf_keras_optimizer`` say where each kind reduces.
+    ``scale_local_gradients``, as in Horovod). ``tf_hvd._keras.keras3_optimizer`` and
+    ``tf_hvd._keras.tf_keras_optimizer`` say where each kind reduces.
 
-        opt = hvd.DistributedOptimizer(keras.optimizers.Adam(1e-3 * hvd.size()))
+    Example:
+
+    >>> hvd.init()
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> opt = hvd.DistributedOptimizer(keras.optimizers.Adam(1e-3 * hvd.size()))
+    >>> model.compile(optimizer=opt, loss="mse")
+    >>> history = model.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=2, verbose=0)
+    >>> len(history.history["loss"]), isinstance(opt, keras.optimizers.Adam)
+    (2, True)
     """
-    from tf_hvd.allreduce_grads import groups_from_num_groups
-    groups = groups_from_num_groups(num_groups, groups)
-    return create_distributed_optimizer(
-        optimizer, name=name, device_dense=device_dense,
-        device_sparse=device_sparse, compression=compression,
-        sparse_as_dense=sparse_as_dense, op=op,
-        gradient_predivide_factor=gradient_predivide_factor,
-        backward_passes_per_step=backward_passes_per_step,
-        average_aggregated_gradients=average_aggregated_gradients,
-        groups=groups, process_set=process_set,
-        scale_local_gradients=scale_local_gradients)
+    return create_distributed_optimizer(optimizer, ReductionParams.from_call(locals()))
 
 
 def _is_layer(obj):
@@ -86,19 +86,30 @@ def PartialDistributedOptimizer(optimizer, name=None, device_dense='',
                                 device_sparse='', compression=Compression.none,
                                 sparse_as_dense=False,
                                 gradient_predivide_factor=1.0, op=Average,
-                                backward_passes_per_step=1,
-                                average_aggregated_gradients=False, groups=None,
-                                process_set=None, local_layers=None,
-                                scale_local_gradients=True):
+                                groups=None, process_set=None, local_layers=None,
+                                scale_local_gradients=True, backward_passes_per_step=1,
+                                average_aggregated_gradients=False):
     """A DistributedOptimizer that keeps the gradients of ``local_layers``
     (a layer or a list of layers, e.g. a model-parallel part) on each rank.
 
     Every trainable weight of those layers is registered with
     ``register_local_var``; the other arguments are DistributedOptimizer's.
+    The parameters are those of Horovod 0.28's ``horovod.keras``
+    PartialDistributedOptimizer, in its order, then (tf_hvd's)
+    ``backward_passes_per_step`` and ``average_aggregated_gradients``.
 
-        opt = hvd.PartialDistributedOptimizer(keras.optimizers.SGD(0.1),
-                                              local_layers=[model.layers[-1]])
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(4),
+    ...                           keras.layers.Dense(1)])
+    >>> opt = hvd.PartialDistributedOptimizer(keras.optimizers.SGD(0.1),
+    ...                                       local_layers=[model.layers[-1]])
+    >>> model.compile(optimizer=opt, loss="mse")   # the last layer trains per rank
+    >>> history = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=1, verbose=0)
+    >>> len(history.history["loss"])
+    1
     """
+    params = ReductionParams.from_call(locals())
     if local_layers is None:
         local_layers = []
     elif _is_layer(local_layers):
@@ -109,15 +120,7 @@ def PartialDistributedOptimizer(optimizer, name=None, device_dense='',
         if bad:
             raise ValueError("All local layers must be Keras layers; got %s"
                              % ", ".join(bad))
-    opt = DistributedOptimizer(
-        optimizer, name=name, device_dense=device_dense,
-        device_sparse=device_sparse, compression=compression,
-        sparse_as_dense=sparse_as_dense,
-        gradient_predivide_factor=gradient_predivide_factor, op=op,
-        backward_passes_per_step=backward_passes_per_step,
-        average_aggregated_gradients=average_aggregated_gradients,
-        groups=groups, process_set=process_set,
-        scale_local_gradients=scale_local_gradients)
+    opt = create_distributed_optimizer(optimizer, params)
     for layer in local_layers:
         for var in layer.trainable_weights:
             opt.register_local_var(var)
@@ -139,14 +142,14 @@ def broadcast_global_variables(root_rank, model=None):
     Keras 3 keeps no global collection of variables, so pass the ``model``
     (its weights and, once built, its optimizer's variables are broadcast).
     Without a model this only works in a TF1 graph (``tf.compat.v1`` global
-    variables). In ``model.fit`` prefer
+    variables); eagerly it raises RuntimeError, as Horovod's. In ``model.fit`` prefer
     ``callbacks.BroadcastGlobalVariablesCallback(root_rank)``.
     """
     if model is not None:
         return _functions.broadcast_variables(_model_variables(model), root_rank)
     if not tf.executing_eagerly():
         return _functions.broadcast_global_variables(root_rank)
-    raise ValueError(
+    raise RuntimeError(
         "Keras 3 has no global variables: call "
         "broadcast_global_variables(root_rank, model=model) or "
         "broadcast_variables(model.variables + model.optimizer.variables, "
@@ -197,7 +200,7 @@ def _optimizer_classes(optimizers_module, base):
 def _wrapped_optimizer_objects(classes, compression, registered_name):
     objects = {}
     for name, cls in classes.items():
-        wrapped = distributed_optimizer_class(cls, compression=compression)
+        wrapped = distributed_optimizer_class(cls, ReductionParams(compression=compression))
         # Keras looks objects up by their registered name ("package>Name"
         # for registered custom classes), plain or lower-case class name.
         for key in (name, name.lower(), registered_name(cls)):
@@ -226,7 +229,6 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None,
         model = hvd.load_model("model.keras")   # optimizer is distributed
     """
     keras_module = _flavors.default_keras()
-    from tf_hvd.sync_batch_norm import sync_batch_norm_class
     sync_bn = sync_batch_norm_class(keras_module)
     if _flavors.is_tf_keras(keras_module.optimizers.Optimizer):
         return _load_tf_keras_model(keras_module, filepath, custom_optimizers,
@@ -282,8 +284,7 @@ def __getattr__(name):
     # The layer class is made for tf.keras' Keras on first use (so importing
     # this module does not import tf-keras unless the script asked for it).
     if name == "SyncBatchNormalization":
-        from tf_hvd.sync_batch_norm import SyncBatchNormalization
-        return SyncBatchNormalization
+        return sync_batch_norm_class()
     raise AttributeError("module 'tf_hvd.keras' has no attribute %r" % (name,))
 
 

@@ -14,12 +14,12 @@ averages.
 import numpy as np
 import tensorflow as tf
 
-import tf_hvd
 from tf_hvd import functions as _functions
 from tf_hvd import ops as _ops
-from tf_hvd.basics import Average
-from tf_hvd.keras import flavors
-from tf_hvd.keras.optimizer import _var_key
+from tf_hvd import topology
+from tf_hvd._keras import flavors
+from tf_hvd._keras.state import var_key as _var_key
+from tf_hvd.reduce_ops import Average
 
 _keras = flavors.default_keras()
 _IS_TF_KERAS = flavors.is_tf_keras(_keras.callbacks.Callback)
@@ -114,7 +114,16 @@ class BroadcastGlobalVariablesCallback(_CallbackBase):
         value (e.g. the weights of a model-parallel part).
       process_set: only this hvd.ProcessSet's ranks take part (default: all).
 
-        callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)),
+    ...               loss="mse")
+    >>> callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+    >>> history = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=1, verbose=0,
+    ...                     callbacks=callbacks)
+    >>> len(history.history["loss"])
+    1
     """
 
     def __init__(self, root_rank, device='', local_variables=None, process_set=None):
@@ -146,6 +155,15 @@ class MetricAverageCallback(_CallbackBase):
 
     Must come before callbacks that read the metrics. Every rank must produce
     the same metric names. With ``process_set``, the average over its ranks.
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+    >>> history = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=1, verbose=0,
+    ...                     callbacks=[hvd.callbacks.MetricAverageCallback()])
+    >>> sorted(history.history)          # each the average over the ranks
+    ['loss', 'mae']
     """
 
     def __init__(self, device='', process_set=None):
@@ -155,7 +173,7 @@ class MetricAverageCallback(_CallbackBase):
 
     def _average_in_place(self, logs):
         ps = self.process_set
-        members = tf_hvd.size() if ps is None or ps.process_set_id == 0 else ps.size()
+        members = topology.size() if ps is None or ps.process_set_id == 0 else ps.size()
         if not logs or members == 1:
             return
         names = sorted(k for k, v in logs.items() if _is_number(v))
@@ -201,6 +219,17 @@ class LearningRateScheduleCallback(_CallbackBase):
         variables, which is the same update for SGD and RMSprop momentum.
       steps_per_epoch: batches per epoch (taken from ``fit`` if not given;
         needed when ``staircase=False``).
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    >>> halve = hvd.callbacks.LearningRateScheduleCallback(
+    ...     initial_lr=0.1, multiplier=0.5, start_epoch=1)
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=2, verbose=0,
+    ...               callbacks=[halve])
+    >>> round(float(model.optimizer.learning_rate), 6)   # epoch 1 on: 0.1 * 0.5
+    0.05
     """
 
     def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None,
@@ -279,6 +308,17 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
     ``initial_lr / size * (1 + e' * (size - 1) / warmup_epochs)`` with
     ``e' = e + 1 / steps_per_epoch``, so the last batch of the warmup uses
     ``initial_lr`` exactly.
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    >>> warmup = hvd.callbacks.LearningRateWarmupCallback(
+    ...     initial_lr=0.1 * hvd.size(), warmup_epochs=1)
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), batch_size=2, epochs=2,
+    ...               verbose=0, callbacks=[warmup])
+    >>> round(float(model.optimizer.learning_rate), 6)   # 0.1 * size after the warmup
+    0.1
     """
 
     def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
@@ -287,7 +327,7 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
 
         def multiplier(epoch):
             epoch = epoch + 1.0 / self.steps_per_epoch
-            n = tf_hvd.size()
+            n = topology.size()
             return 1.0 / n * (epoch * (n - 1) / warmup_epochs + 1)
 
         super(LearningRateWarmupCallback, self).__init__(
@@ -297,7 +337,7 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
 
     def on_epoch_end(self, epoch, logs=None):
         super(LearningRateWarmupCallback, self).on_epoch_end(epoch, logs)
-        if epoch == self.end_epoch - 1 and self.verbose > 0 and tf_hvd.rank() == 0:
+        if epoch == self.end_epoch - 1 and self.verbose > 0 and topology.rank() == 0:
             print("\nEpoch %d: finished gradual learning rate warmup to %g."
                   % (epoch + 1, _get_lr(self.model.optimizer)))
 
@@ -305,18 +345,34 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
 class BestModelCheckpoint(_keras.callbacks.ModelCheckpoint):
     """Keep the best model seen so far (by ``monitor``), saved by rank 0 only.
 
-    Horovod's arguments in Horovod's order, plus ``filepath``. As in Horovod
-    the file path may be set later (``cb.filepath = ...``, as Horovod's Spark
-    estimator does) but must be set when training starts; Keras 3 wants a
+    Horovod's arguments in ``horovod.tensorflow.keras``' order, plus
+    ``filepath``; ``horovod.keras``' order (monitor, verbose, mode, save_freq),
+    which has no save_weights_only, is recognised by the mode (a string) in
+    third place. As in Horovod the file path may be set later
+    (``cb.filepath = ...``, as Horovod's Spark estimator does) but must be set
+    when training starts; Keras 3 wants a
     ``.keras`` file (``.weights.h5`` with ``save_weights_only=True``). Put
     ``MetricAverageCallback`` before it so the decision uses the averages.
 
-        cb = hvd.callbacks.BestModelCheckpoint(monitor="val_loss",
-                                               filepath="best.keras")
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "best.keras")
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> best = hvd.callbacks.BestModelCheckpoint(monitor="loss", filepath=path)
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=2, verbose=0,
+    ...               callbacks=[hvd.callbacks.MetricAverageCallback(), best])
+    >>> os.path.exists(path)             # written by rank 0
+    True
     """
 
     def __init__(self, monitor='val_loss', verbose=0, save_weights_only=False,
                  mode='auto', save_freq='epoch', filepath=None):
+        if isinstance(save_weights_only, str):
+            # horovod.keras' positions: (monitor, verbose, mode, save_freq).
+            save_weights_only, mode, save_freq = (
+                False, save_weights_only, save_freq if mode == 'auto' else mode)
         placeholder = ("unset.weights.h5" if save_weights_only else "unset.keras")
         super(BestModelCheckpoint, self).__init__(
             filepath=placeholder if filepath is None else filepath,
@@ -339,6 +395,6 @@ class BestModelCheckpoint(_keras.callbacks.ModelCheckpoint):
             parent(logs)
 
     def _save_model(self, *args, **kwargs):
-        if tf_hvd.rank() != 0:
+        if topology.rank() != 0:
             return
         return super(BestModelCheckpoint, self)._save_model(*args, **kwargs)

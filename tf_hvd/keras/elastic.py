@@ -41,7 +41,17 @@ __all__ = ["run", "KerasState", "CommitStateCallback", "UpdateBatchStateCallback
 class KerasState(TensorFlowKerasState):
     """The state of a Keras model, its optimizer (default: the model's) and any Python
     attributes given as keywords (``KerasState(model, epoch=0, batch=0)``). ``backend``
-    is accepted as in Horovod and not needed."""
+    is accepted as in Horovod and not needed.
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> state = hvd.elastic.KerasState(model, epoch=0, batch=0)
+    >>> state.epoch = 5
+    >>> state.restore()                  # back to the last commit
+    >>> state.epoch
+    0
+    """
 
     def __init__(self, model, optimizer=None, backend=None, **kwargs):
         TensorFlowKerasState.__init__(self, model, optimizer=optimizer, backend=backend,
@@ -57,7 +67,22 @@ def _counters(state):
 
 
 class CommitStateCallback(_CallbackBase):
-    """Commits ``state`` every ``batches_per_commit`` batches and at every epoch's end."""
+    """Commits ``state`` every ``batches_per_commit`` batches and at every epoch's end.
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> state = hvd.elastic.KerasState(model, epoch=0, batch=0)
+    >>> callbacks = [hvd.elastic.UpdateEpochStateCallback(state),
+    ...              hvd.elastic.CommitStateCallback(state, batches_per_commit=2)]
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=2, verbose=0,
+    ...               callbacks=callbacks)
+    >>> state.epoch = 7
+    >>> state.restore()                  # the last commit: after epoch 2
+    >>> state.epoch
+    2
+    """
 
     def __init__(self, state, batches_per_commit=1):
         super(CommitStateCallback, self).__init__()
@@ -89,7 +114,22 @@ class CommitStateCallback(_CallbackBase):
 class UpdateBatchStateCallback(_CallbackBase):
     """Keeps ``state.batch``, the number of batches finished in the current epoch, and
     after a reset mid-epoch ends the first epoch once its remaining batches are done
-    (when Keras knows the epoch's number of steps)."""
+    (when Keras knows the epoch's number of steps).
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> state = hvd.elastic.KerasState(model, epoch=0, batch=0)
+    >>> seen = []
+    >>> peek = keras.callbacks.LambdaCallback(
+    ...     on_train_batch_end=lambda batch, logs: seen.append(state.batch))
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), batch_size=2, epochs=1,
+    ...               verbose=0,
+    ...               callbacks=[hvd.elastic.UpdateBatchStateCallback(state), peek])
+    >>> seen, state.batch                # batches done; 0 again at the epoch's end
+    ([1, 2], 0)
+    """
 
     def __init__(self, state):
         super(UpdateBatchStateCallback, self).__init__()
@@ -121,7 +161,21 @@ class UpdateBatchStateCallback(_CallbackBase):
 
 class UpdateEpochStateCallback(_CallbackBase):
     """Keeps ``state.epoch``, the number of epochs finished over all of the job's fits
-    (Keras numbers each fit's epochs from 0, so fit ``epochs - state.epoch`` epochs)."""
+    (Keras numbers each fit's epochs from 0, so fit ``epochs - state.epoch`` epochs).
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> state = hvd.elastic.KerasState(model, epoch=0, batch=0)
+    >>> update = hvd.elastic.UpdateEpochStateCallback(state)
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=2, verbose=0,
+    ...               callbacks=[update])
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=1, verbose=0,
+    ...               callbacks=[update])
+    >>> state.epoch                      # over both fits
+    3
+    """
 
     def __init__(self, state):
         super(UpdateEpochStateCallback, self).__init__()

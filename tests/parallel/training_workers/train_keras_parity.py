@@ -58,7 +58,7 @@ def weights(model):
 
 
 def opt_values(opt):
-    from tf_hvd.keras.flavors import optimizer_variables
+    from tf_hvd._keras.flavors import optimizer_variables
     return [np.asarray(tf.convert_to_tensor(v)) for v in optimizer_variables(opt)]
 
 
@@ -185,7 +185,7 @@ def tf_keras_load():
     opt = loaded.optimizer
     C.expect(hvd.is_distributed_optimizer(opt) and type(opt).__name__ == "Adam",
              "load_model(legacy_opts=True) wraps", repr(type(opt)))
-    C.expect(opt._hvd.params["compression"] is hvd.Compression.fp16, "load_model compression")
+    C.expect(opt._hvd.params.compression is hvd.Compression.fp16, "load_model compression")
     C.close("loaded state", opt_values(opt), opt_values(model.optimizer))
     loaded.fit(xs, ys, batch_size=B, shuffle=False, epochs=1, verbose=0)
     model.fit(xs, ys, batch_size=B, shuffle=False, epochs=1, verbose=0)

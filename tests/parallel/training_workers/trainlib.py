@@ -14,87 +14,38 @@ of ``b`` samples. One process running batches of ``k * size * b`` samples
 import hashlib
 import os
 import sys
-import time
-import traceback
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "workers"))
+from checklib import Checker  # noqa: E402
 
-class Checks(object):
+
+class Checks(Checker):
+    """checklib's Checker for a training worker: rank and size from ``hvd``, sections
+    chosen by TRAINING_ONLY, the outcome on stdout (``TRAINING OK <n> checks``)."""
+
     def __init__(self, hvd):
+        Checker.__init__(self, hvd.rank(), hvd.size(), None,
+                         os.environ.get("TRAINING_ONLY", ""), outcome_prefix="TRAINING ")
         self.hvd = hvd
-        self.rank = hvd.rank()
-        self.size = hvd.size()
-        self.count = 0
-        self.failures = []
-        self.t0 = time.time()
-        only = os.environ.get("TRAINING_ONLY", "")
-        self.only = set(s for s in only.split(",") if s)
-
-    def log(self, msg):
-        sys.stdout.write("[rank %d] %s\n" % (self.rank, msg))
-        sys.stdout.flush()
-
-    def expect(self, cond, label, msg="condition is false"):
-        if cond:
-            self.count += 1
-        else:
-            self.failures.append("%s: %s" % (label, msg))
-            self.log("FAIL %s: %s" % (label, msg))
 
     def close(self, label, actual, expected, rtol=1e-5, atol=1e-6):
-        actual = [np.asarray(a, dtype=np.float64) for a in actual]
-        expected = [np.asarray(e, dtype=np.float64) for e in expected]
-        if len(actual) != len(expected):
-            self.expect(False, label, "%d arrays vs %d" % (len(actual), len(expected)))
-            return
-        for i, (a, e) in enumerate(zip(actual, expected)):
-            if a.shape != e.shape:
-                self.expect(False, "%s[%d]" % (label, i),
-                            "shape %s vs %s" % (a.shape, e.shape))
-                continue
-            ok = np.allclose(a, e, rtol=rtol, atol=atol)
-            self.expect(ok, "%s[%d]" % (label, i),
-                        "max abs diff %.3g (rtol=%g atol=%g)" % (
-                            float(np.max(np.abs(a - e))) if a.size else 0.0, rtol, atol))
+        """Lists of arrays compared as float64 (training mixes float32 and float64)."""
+        Checker.close(self, label, [np.asarray(a, dtype=np.float64) for a in actual],
+                      [np.asarray(e, dtype=np.float64) for e in expected], rtol, atol)
 
     def same_on_all_ranks(self, label, arrays):
         """Every rank's ``arrays`` are bit-identical (compared by digest)."""
-        digest = digest_arrays(arrays)
-        digests = self.hvd.allgather_object(digest)
+        digests = self.hvd.allgather_object(digest_arrays(arrays))
         self.expect(len(set(digests)) == 1, label,
                     "values differ across ranks (digests %s)" % (digests,))
 
     def differ_across_ranks(self, label, arrays):
-        digest = digest_arrays(arrays)
-        digests = self.hvd.allgather_object(digest)
+        digests = self.hvd.allgather_object(digest_arrays(arrays))
         self.expect(len(set(digests)) == len(digests), label,
                     "expected rank-specific values, got digests %s" % (digests,))
-
-    def section(self, name, fn, *args):
-        if self.only and name not in self.only:
-            return
-        t0 = time.time()
-        before, failed_before = self.count, len(self.failures)
-        try:
-            fn(*args)
-        except BaseException:  # noqa: B902 - report anything, then die
-            self.log("EXCEPTION in section %s:\n%s" % (name, traceback.format_exc()))
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(1)
-        self.log("section %-30s %3d checks, %d failures, %.1fs" % (
-            name, self.count - before, len(self.failures) - failed_before,
-            time.time() - t0))
-
-    def finish(self):
-        if self.failures:
-            self.log("TRAINING FAILED %d of %d checks:\n  %s" % (
-                len(self.failures), self.count + len(self.failures),
-                "\n  ".join(self.failures)))
-            return 1
-        self.log("TRAINING OK %d checks (%.1fs)" % (self.count, time.time() - self.t0))
-        return 0
 
 
 def digest_arrays(arrays):

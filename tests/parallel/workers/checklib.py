@@ -1,10 +1,11 @@
-"""Small check framework for the collective test workers (runs inside each rank).
+"""The one check library of the test workers (runs inside each rank).
 
 A worker runs many checks in one process. A wrong value is recorded and the
 worker goes on (every rank still issues the same collectives); an unexpected
 exception ends the rank at once with its traceback. At the end each rank
-prints ``OK <n> checks`` (or its failures) and writes ``rank<r>.ok`` /
-``rank<r>.fail`` into the result directory the pytest side gave it.
+prints ``OK <n> checks`` (or its failures) and, given a result directory,
+writes ``rank<r>.ok`` / ``rank<r>.fail`` there for the pytest side. The
+training workers use it through tests/parallel/training_workers/trainlib.py.
 """
 
 import argparse
@@ -28,10 +29,11 @@ def parse_args(argv=None):
 
 
 class Checker(object):
-    def __init__(self, rank, size, result_dir, only=""):
+    def __init__(self, rank, size, result_dir, only="", outcome_prefix=""):
         self.rank = rank
         self.size = size
-        self.result_dir = result_dir
+        self.result_dir = result_dir  # None: report on stdout only
+        self.outcome_prefix = outcome_prefix  # before "OK"/"FAILED" in the last line
         self.count = 0
         self.failures = []
         self.only = set(s for s in only.split(",") if s)
@@ -71,17 +73,20 @@ class Checker(object):
 
     def finish(self):
         if self.failures:
-            self.log("FAILED %d of %d checks:\n  %s" % (
-                len(self.failures), self.count + len(self.failures),
+            self.log("%sFAILED %d of %d checks:\n  %s" % (
+                self.outcome_prefix, len(self.failures), self.count + len(self.failures),
                 "\n  ".join(self.failures)))
             self._write("fail", "\n".join(self.failures))
             sys.stdout.flush()
             return 1
-        self.log("OK %d checks (%.1fs)" % (self.count, time.time() - self._t0))
+        self.log("%sOK %d checks (%.1fs)" % (self.outcome_prefix, self.count,
+                                              time.time() - self._t0))
         self._write("ok", "%d\n" % self.count)
         return 0
 
     def _write(self, kind, text):
+        if self.result_dir is None:
+            return
         path = os.path.join(self.result_dir, "rank%d.%s" % (self.rank, kind))
         with open(path, "w") as f:
             f.write(text)
@@ -107,7 +112,9 @@ class Checker(object):
                     len(expected), type(actual)))
                 return
             for i, (a, e) in enumerate(zip(actual, expected)):
-                self.close("%s[%d]" % (label, i), a, e, rtol, atol)
+                # Checker's comparison by name: a subclass's close() may convert
+                # its arguments first (trainlib) and must not run again per item.
+                Checker.close(self, "%s[%d]" % (label, i), a, e, rtol, atol)
             return
         msg = array_mismatch(to_numpy(actual), np.asarray(expected), rtol, atol)
         if msg is None:

@@ -186,6 +186,32 @@ def check_objects(ck, n, r):
     ck.equal("allgather_object named", got, [q * 1.5 for q in range(n)])
     got = hvd.allgather_object(None)
     ck.equal("allgather_object None", got, [None] * n)
+    check_objects_by_value(ck, n, r)
+
+
+def check_objects_by_value(ck, n, r):
+    """cloudpickle, as Horovod: lambdas, closures and classes defined in a function
+    travel by value (plain pickle refuses them)."""
+    offset = 100 * (r + 1)
+
+    class Point(object):            # defined here, so pickle could not find it by name
+        def __init__(self, x):
+            self.x = x
+
+        def shifted(self):
+            return self.x + offset
+
+    add = hvd.broadcast_object((lambda v: v + offset) if r == n - 1 else None,
+                               root_rank=n - 1)
+    ck.equal("broadcast_object lambda closure", add(1), 100 * n + 1)
+    point = hvd.broadcast_object(Point(7) if r == 0 else None, root_rank=0)
+    ck.equal("broadcast_object local class", (type(point).__name__, point.shifted()),
+             ("Point", 107))
+    bcast = hvd.broadcast_object_fn(root_rank=0, name="by_value_fn")
+    ck.equal("broadcast_object_fn closure", bcast(lambda: offset)(), 100)
+    fns = hvd.allgather_object(lambda: offset * 2)
+    ck.equal("allgather_object closures", [f() for f in fns],
+             [200 * (q + 1) for q in range(n)])
 
 
 def main():

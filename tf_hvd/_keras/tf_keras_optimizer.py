@@ -26,7 +26,8 @@ applied updates.
 
 import tensorflow as tf
 
-from tf_hvd.keras import flavors
+from tf_hvd._keras import flavors
+from tf_hvd._keras.state import HvdState, distributed_subclass
 
 
 def _reduce_pairs(state, grads_and_vars):
@@ -50,13 +51,11 @@ def _prebuild(self, base, variables):
 
 def distributed_class(base, params, allreduce_name):
     """The distributed subclass of the tf-keras optimizer class ``base``."""
-    # Imported here so that optimizer.py's state is not imported in a cycle.
-    from tf_hvd.keras.optimizer import _HvdState, _register_local_var
     legacy = issubclass(base, flavors.tf_keras_module().optimizers.legacy.Optimizer)
 
     def __init__(self, *args, **kwargs):
         base.__init__(self, *args, **kwargs)
-        self._hvd = _HvdState(params, allreduce_name)
+        self._hvd = HvdState(params, allreduce_name)
 
     def apply_gradients(self, grads_and_vars, *args, **kwargs):
         agg = self._hvd.agg_helper
@@ -68,17 +67,7 @@ def distributed_class(base, params, allreduce_name):
             lambda: base.apply_gradients(self, grads_and_vars, *args, **kwargs),
             grads=[g for g, _ in grads_and_vars])
 
-    namespace = {
-        "__init__": __init__,
-        "apply_gradients": apply_gradients,
-        "register_local_var": _register_local_var,
-        "__module__": base.__module__,
-        "__qualname__": getattr(base, "__qualname__", base.__name__),
-        "__doc__": base.__doc__,
-        "_hvd_distributed": True,
-        "_hvd_params": params,
-        "_hvd_base": base,
-    }
+    namespace = {"__init__": __init__, "apply_gradients": apply_gradients}
     if legacy:
         def _compute_gradients(self, loss, var_list, grad_loss=None, tape=None):
             pairs = base._compute_gradients(self, loss, var_list,
@@ -97,7 +86,7 @@ def distributed_class(base, params, allreduce_name):
             return _reduce_pairs(self._hvd, pairs)
 
         namespace["compute_gradients"] = compute_gradients
-    return type(base.__name__, (base,), namespace)
+    return distributed_subclass(base, params, **namespace)
 
 
 def copy_optimizer(optimizer, cls):

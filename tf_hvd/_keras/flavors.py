@@ -6,7 +6,7 @@ installed and ``TF_USE_LEGACY_KERAS=1`` set before TensorFlow is imported,
 for). tf_hvd.keras takes objects of either kind; this module tells them apart
 without importing tf_keras when the process never did.
 
-    >>> from tf_hvd.keras import flavors
+    >>> from tf_hvd._keras import flavors
     >>> flavors.optimizer_kind(keras.optimizers.Adam())
     'keras3'
     >>> flavors.optimizer_kind(tf_keras.optimizers.legacy.Adam())

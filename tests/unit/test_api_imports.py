@@ -1,0 +1,261 @@
+"""tf_hvd's Python layers import downwards only, without cycles.
+
+From the bottom: the library loader (tf_hvd._library), the job's topology and
+process sets, the ops, the functions built on them, the training wrappers
+(optimizers, tape, the Keras support in tf_hvd._keras), elastic, init
+(tf_hvd.basics), the public tf_hvd.keras, and the lazy package facade on top.
+The launcher (tf_hvd.runner) is TensorFlow-free and imports nothing of the
+layers above; elastic uses its rendezvous client.
+
+Three checks:
+* statically (ast), every module-level import of a tf_hvd module goes to the
+  same or a lower layer, and the module graph has no cycle;
+* no function imports a tf_hvd module (that is how cycles hide);
+* at run time, each module is the first tf_hvd module imported in a process
+  of its own (forked from one that has imported only TensorFlow and Keras),
+  so an import that works only after another module was imported fails.
+"""
+
+import ast
+import importlib
+import os
+import subprocess
+import sys
+import traceback
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGE_DIR = os.path.join(ROOT, "tf_hvd")
+
+# Layers from the bottom; a module may import its own layer or lower ones.
+# Keyed by module name or package prefix (the longest match wins).
+LAYERS = [
+    ("leaf", ["tf_hvd.build_info", "tf_hvd.exceptions", "tf_hvd.reduce_ops",
+              "tf_hvd.compression", "tf_hvd.runner", "tf_hvd.scheduler_env"]),
+    ("loader", ["tf_hvd._library"]),
+    ("topology", ["tf_hvd.topology", "tf_hvd.tf_threads", "tf_hvd.process_sets"]),
+    ("ops", ["tf_hvd.ops"]),
+    ("functions", ["tf_hvd.functions", "tf_hvd.hooks"]),
+    ("training", ["tf_hvd.allreduce_grads", "tf_hvd.gradient_aggregation",
+                  "tf_hvd.reduction_params", "tf_hvd.tape", "tf_hvd.adasum_optimizer",
+                  "tf_hvd._keras", "tf_hvd.optimizer", "tf_hvd.sync_batch_norm"]),
+    ("elastic", ["tf_hvd.elastic"]),
+    ("init", ["tf_hvd.basics"]),
+    ("keras", ["tf_hvd.keras"]),
+    ("integrations", ["tf_hvd.ray"]),
+    ("facade", ["tf_hvd"]),
+]
+
+# The launcher's own lazy imports are its helper's to remove (issue 23).
+FUNCTION_IMPORTS_CHECKED_OUTSIDE = ("tf_hvd.runner",)
+
+
+def _modules():
+    """{module name: path} of every .py file of the package."""
+    found = {}
+    for directory, _, files in os.walk(PACKAGE_DIR):
+        for filename in files:
+            if not filename.endswith(".py"):
+                continue
+            path = os.path.join(directory, filename)
+            name = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+            if name.endswith(".__init__"):
+                name = name[:-len(".__init__")]
+            found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _layer(module):
+    best = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > len(best[1]):
+                    best = (index, prefix)
+    return None if best is None else best[0]
+
+
+def _is_package(module):
+    return MODULES.get(module, "").endswith("__init__.py")
+
+
+def _resolve(module, node):
+    """The tf_hvd modules an import statement in ``module`` loads."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names if alias.name.split(".")[0] == "tf_hvd"]
+    base = node.module or ""
+    if node.level:
+        package = module if _is_package(module) else module.rsplit(".", 1)[0]
+        for _ in range(node.level - 1):
+            package = package.rsplit(".", 1)[0]
+        base = package + ("." + base if base else "")
+    if base.split(".")[0] != "tf_hvd":
+        return []
+    targets = []
+    for alias in node.names:
+        sub = base + "." + alias.name
+        targets.append(sub if sub in MODULES else base)
+    return targets
+
+
+def _with_packages(importer, target):
+    """``target`` and the packages Python imports before it, less the
+    importer's own packages (a submodule may import while its package runs)."""
+    mine = importer.split(".")
+    own = set(".".join(mine[:i]) for i in range(1, len(mine)))
+    parts = target.split(".")
+    chain = [".".join(parts[:i]) for i in range(2, len(parts) + 1)]
+    return [m for m in chain if m not in own and m != importer]
+
+
+class _ImportVisitor(ast.NodeVisitor):
+    """Module-level imports (also inside if/try/class at module level) and
+    imports inside functions, separately."""
+
+    def __init__(self, module):
+        self.module = module
+        self.depth = 0
+        self.top, self.in_function = [], []
+
+    def _function(self, node):
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def _import(self, node):
+        for target in _resolve(self.module, node):
+            (self.in_function if self.depth else self.top).append((target, node.lineno))
+
+    visit_Import = visit_ImportFrom = _import
+
+
+def _scan():
+    graph, function_imports = {}, []
+    for module, path in sorted(MODULES.items()):
+        with open(path) as f:
+            visitor = _ImportVisitor(module)
+            visitor.visit(ast.parse(f.read(), path))
+        edges = set()
+        for target, _ in visitor.top:
+            edges.update(_with_packages(module, target))
+        graph[module] = sorted(edges)
+        function_imports += [(module, target, line) for target, line in visitor.in_function]
+    return graph, function_imports
+
+
+def _find_cycle(graph):
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted(m for m in MODULES if _layer(m) is None)
+    assert not unplaced, "place these modules in LAYERS: %s" % unplaced
+
+
+def test_module_level_imports_go_down_and_have_no_cycle():
+    graph, _ = _scan()
+    upward = ["%s (%s) imports %s (%s)" % (m, LAYERS[_layer(m)][0], t, LAYERS[_layer(t)][0])
+              for m, targets in graph.items() for t in targets
+              if t in MODULES and _layer(t) > _layer(m)]
+    assert not upward, "imports that go up a layer:\n" + "\n".join(upward)
+    assert _find_cycle(graph) is None, "import cycle: %s" % " -> ".join(_find_cycle(graph))
+
+
+def test_no_function_level_imports_of_tf_hvd():
+    _, function_imports = _scan()
+    found = ["%s:%d imports %s" % (m, line, t) for m, t, line in function_imports
+             if not m.startswith(FUNCTION_IMPORTS_CHECKED_OUTSIDE)]
+    assert not found, "import these at module level:\n" + "\n".join(found)
+
+
+def test_the_checks_see_a_cycle_and_a_hidden_import():
+    """The scanners themselves: a two-module cycle and a function-level import."""
+    assert _find_cycle({"a": ["b"], "b": ["a"]}) == ["a", "b", "a"]
+    assert _find_cycle({"a": ["b"], "b": []}) is None
+    visitor = _ImportVisitor("tf_hvd.ops")
+    visitor.visit(ast.parse("import os\nfrom tf_hvd import topology\n"
+                            "def f():\n    from tf_hvd.basics import init\n"))
+    assert visitor.top == [("tf_hvd.topology", 2)]
+    assert visitor.in_function == [("tf_hvd.basics", 4)]
+
+
+def _import_each_first():
+    """Run as a script: import each module as the first tf_hvd module of a
+    forked process; print the failures."""
+    import tensorflow  # noqa: F401 - paid once, before forking
+    import keras  # noqa: F401
+    assert not [m for m in sys.modules if m.split(".")[0] == "tf_hvd"]
+    failures = 0
+    for module in sorted(MODULES):
+        if module.endswith("__main__"):
+            continue
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_end)
+            code = 0
+            try:
+                importlib.import_module(module)
+            except BaseException:  # noqa: BLE001 - reported to the parent
+                os.write(write_end, traceback.format_exc()[-3000:].encode())
+                code = 1
+            os._exit(code)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            report = pipe.read().decode()
+        _, status = os.waitpid(pid, 0)
+        if status:
+            failures += 1
+            print("FAILED: import %s as the first tf_hvd module\n%s" % (module, report))
+    print("imported %d modules, %d failed" % (len(MODULES), failures))
+    return failures
+
+
+def test_each_module_imports_first_in_a_fresh_process():
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            timeout=240)
+    assert result.returncode == 0 and " 0 failed" in result.stdout, result.stdout[-6000:]
+
+
+
+def test_hvd_elastic_right_after_import_tf_hvd():
+    """As in Horovod: ``@hvd.elastic.run`` works with nothing else imported."""
+    code = ("import tf_hvd as hvd, sys; sys.stdout.write(hvd.elastic.run.__module__ + ' ' + "
+            "hvd.elastic.TensorFlowKerasState.__name__)")
+    result = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=ROOT),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            timeout=120)
+    assert result.stdout == "tf_hvd.elastic TensorFlowKerasState", result.stderr[-3000:]
+
+
+if __name__ == "__main__":
+    sys.exit(1 if _import_each_first() else 0)

@@ -1,0 +1,87 @@
+"""The native library, loaded once: the bottom layer of tf_hvd.
+
+``tf_hvd/_hvd.so`` is one shared library that is both a TensorFlow op library
+(HorovodAllreduce, HorovodAllgather, ...) and the pybind11 module
+``tf_hvd._hvd``. Importing this module loads it: ``tf.load_op_library`` first
+(so TensorFlow registers the ops and kernels), then the same file is imported
+as a Python extension module. Both views share one global state in the process.
+
+    from tf_hvd._library import lib, op_lib
+    lib.is_initialized()          # the pybind11 module (init, size, ...)
+    op_lib.horovod_rank()         # the generated TF op wrappers
+
+Every other TensorFlow-backed module of tf_hvd sits above this one.
+"""
+
+import glob
+import importlib
+import os
+from importlib import machinery, util
+
+import tensorflow as tf
+from tensorflow.python.framework import auto_control_deps
+
+from tf_hvd import build_info
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _find_library():
+    """Returns the path of the built _hvd shared library."""
+    override = os.environ.get("TF_HVD_LIBRARY")
+    if override:
+        if not os.path.isfile(override):
+            raise ImportError("TF_HVD_LIBRARY=%s does not name a file" % override)
+        return override
+    candidates = [os.path.join(_PACKAGE_DIR, "_hvd.so")]
+    candidates += sorted(glob.glob(os.path.join(_PACKAGE_DIR, "_hvd.*.so")))
+    for path in candidates:
+        if os.path.isfile(path):
+            return path
+    raise ImportError(
+        "tf_hvd's native library was not found in %s (expected _hvd.so). "
+        "Build it first: `bash tools/setup.sh` in a source tree, or "
+        "`pip install .`." % _PACKAGE_DIR)
+
+
+def _load():
+    path = _find_library()
+    # A library built for another TensorFlow would fail inside the loader with an
+    # undefined symbol; say which versions differ instead.
+    build_info.check_library(path)
+    ops = tf.load_op_library(path)
+    if os.path.dirname(os.path.abspath(path)) == _PACKAGE_DIR:
+        module = importlib.import_module("tf_hvd._hvd")
+    else:
+        # A library outside the package (TF_HVD_LIBRARY): import that file.
+        loader = machinery.ExtensionFileLoader("tf_hvd._hvd", path)
+        spec = util.spec_from_file_location("tf_hvd._hvd", path, loader=loader)
+        module = util.module_from_spec(spec)
+        loader.exec_module(module)
+    return ops, module
+
+
+# op_lib: the generated TF op wrappers (horovod_allreduce, ...);
+# lib: the pybind11 module (init, size, ...).
+op_lib, lib = _load()
+
+# The collective ops are stateful, so that TensorFlow never constant-folds
+# them (their result depends on the other ranks). Inside tf.function,
+# TensorFlow would then chain every stateful op in program order, which
+# serialises the allreduces of a backward pass and defeats tensor fusion;
+# the core orders collectives itself (by name, across ranks), so they are
+# registered as "must run, order insensitive", as TensorFlow does for its own
+# infeed ops.
+_COLLECTIVE_OP_TYPES = frozenset((
+    "HorovodAllreduce", "HorovodGroupedAllreduce", "HorovodAllgather", "HorovodBroadcast",
+    "HorovodAlltoall", "HorovodReducescatter"))
+
+
+def _register_order_insensitive_ops():
+    name = "MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS"
+    current = getattr(auto_control_deps, name, None)
+    if current is not None and not _COLLECTIVE_OP_TYPES <= current:
+        setattr(auto_control_deps, name, frozenset(current) | _COLLECTIVE_OP_TYPES)
+
+
+_register_order_insensitive_ops()
