@@ -16,7 +16,7 @@ that Horovod keeps in ``horovod.common.basics``::
 import atexit
 import os
 
-from tf_hvd import elastic, process_sets as _process_sets, tf_threads
+from tf_hvd import elastic, process_sets as _process_sets, scheduler, tf_threads
 from tf_hvd._library import lib as _lib, op_lib as _op_lib  # noqa: F401 (re-exported)
 from tf_hvd.reduce_ops import (  # noqa: F401 (re-exported)
     REDUCE_OP_NAMES as _REDUCE_OP_NAMES, Adasum, Average, Max, Min, Product, Sum)
@@ -62,7 +62,6 @@ def init(comm=None, process_sets=None):
         hvd.init(process_sets=[ps])
     """
     if not _lib.is_initialized():  # started by srun or torchrun-style: join that job
-        from tf_hvd import scheduler
         scheduler.prepare(os.environ, lambda: _lib.knob_values()["HOROVOD_START_TIMEOUT"])
     comm_ranks, comm_handle, base = _process_sets._job_communicator(comm)
     sets, set_ranks = _process_sets._split_init_sets(process_sets, base, comm_ranks)

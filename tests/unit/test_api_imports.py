@@ -32,7 +32,7 @@ PACKAGE_DIR = os.path.join(ROOT, "tf_hvd")
 # Keyed by module name or package prefix (the longest match wins).
 LAYERS = [
     ("leaf", ["tf_hvd.build_info", "tf_hvd.exceptions", "tf_hvd.reduce_ops",
-              "tf_hvd.compression", "tf_hvd.runner", "tf_hvd.scheduler_env"]),
+              "tf_hvd.compression", "tf_hvd.runner", "tf_hvd.scheduler"]),
     ("loader", ["tf_hvd._library"]),
     ("topology", ["tf_hvd.topology", "tf_hvd.tf_threads", "tf_hvd.process_sets"]),
     ("ops", ["tf_hvd.ops"]),
@@ -47,8 +47,8 @@ LAYERS = [
     ("facade", ["tf_hvd"]),
 ]
 
-# The launcher's own lazy imports are its helper's to remove (issue 23).
-FUNCTION_IMPORTS_CHECKED_OUTSIDE = ("tf_hvd.runner",)
+# Every module is checked for function-level imports of the package's own modules.
+FUNCTION_IMPORTS_CHECKED_OUTSIDE = ()
 
 
 def _modules():

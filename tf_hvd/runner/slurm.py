@@ -16,7 +16,7 @@ node over Slurm's munge-authenticated launch protocol, never on a command line.
 import os
 import shutil
 
-from tf_hvd.scheduler.hostlist import HostlistError, expand_hostlist, expand_tasks_per_node
+from .slurm_hostlist import HostlistError, expand_hostlist, expand_tasks_per_node
 
 from .hosts import HostSlots, HostSpecError
 

@@ -15,6 +15,7 @@ tf_hvd.scheduler.secret. Pure Python: no TensorFlow import.
 
 import os
 
+from . import meet
 from .engine_env import SchedulerEnvError, horovod_env, local_address, resolve
 from .secret import SECRET_ENV, SecretError, job_secret
 
@@ -35,7 +36,6 @@ def prepare(environ=None, start_timeout_s=None):
     job = resolve(environ)
     if job is None:
         return None
-    from . import meet  # imports the rendezvous server only when it is needed
     secret, _ = job_secret(environ)
     env = horovod_env(job, local_address(job.master_addr, job.master_port))
     if callable(start_timeout_s):

@@ -28,7 +28,7 @@ engine did (a job of one process).
 import collections
 import socket
 
-from .hostlist import HostlistError, expand_hostlist, expand_tasks_per_node
+from tf_hvd.runner.slurm_hostlist import HostlistError, expand_hostlist, expand_tasks_per_node
 
 # Started by a launcher the core understands by itself.
 _LAUNCHER_VARS = ("HOROVOD_RANK", "TF_HVD_ELASTIC_JOIN")
