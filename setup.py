@@ -49,6 +49,9 @@ setup(
     version="0.1.0",
     description="Horovod-style data-parallel training for TensorFlow 2.21 / Keras 3",
     python_requires=">=3.9",
+    # tensorflow is the user's to choose (CPU or and-cuda); objects travel with cloudpickle.
+    install_requires=["cloudpickle"],
+    extras_require={"ray": ["ray[train]"]},
     packages=find_packages(where=ROOT, include=["tf_hvd", "tf_hvd.*"]),
     ext_modules=[Extension("tf_hvd._hvd", sources=[])],
     cmdclass={"build_ext": BazelBuildExt},

@@ -40,7 +40,6 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tf_hvd as hvd  # noqa: E402
-import tf_hvd.elastic  # noqa: E402,F401  (hvd.elastic without it is issue 24 item 4: pyapi)
 
 GLOBAL_BATCH, LR = 8, 0.1
 WANT = dict(tuple(int(v) for v in w.split(":")) for w in ARGS.want_size)
