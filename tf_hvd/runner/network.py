@@ -59,14 +59,25 @@ def address_towards(host):
     """
     try:
         target = socket.gethostbyname(host.split("@", 1)[-1])
+    except OSError:
+        return _own_name_address()
+    return _route_source(target) or _own_name_address()
+
+
+def _route_source(target):
+    """The local address of the route to ``target`` (an IPv4 address), or None."""
+    try:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
-            sock.connect((target, 9))
+            sock.connect((target, 9))  # UDP: picks a route, sends nothing
             return sock.getsockname()[0]
         finally:
             sock.close()
     except OSError:
-        pass
+        return None
+
+
+def _own_name_address():
     try:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
@@ -77,16 +88,4 @@ def outward_address():
     """The IPv4 address this machine is reached at when no peer is known yet: the one
     of its default route, else the address its host name resolves to (127.x.x.x when
     it has nothing else)."""
-    try:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            sock.connect(("192.0.2.1", 9))  # TEST-NET-1: picks a route, sends nothing
-            return sock.getsockname()[0]
-        finally:
-            sock.close()
-    except OSError:
-        pass
-    try:
-        return socket.gethostbyname(socket.gethostname())
-    except OSError:
-        return "127.0.0.1"
+    return _route_source("192.0.2.1") or _own_name_address()  # TEST-NET-1
