@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 import tf_hvd as hvd
-from tf_hvd import _hvd
+from tf_hvd._library import lib as _hvd  # the loaded library (ops registered first)
 
 import checklib
 
