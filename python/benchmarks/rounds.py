@@ -89,7 +89,8 @@ def run_rounds(bench_name, parts, args, part_configs, valid_contenders, rounds):
 
 def merge_records(records_per_round, key, value, lower_is_better=False):
     """One record per key for the tables and plots: the round whose value is the
-    median (lower median for an even count), with 'rounds' (the spread) added.
+    median (for an even count the worse of the two middle ones), with 'rounds'
+    (the spread) added.
 
     key(rec) -> hashable; value(rec) -> number or None.
     """
@@ -107,7 +108,7 @@ def merge_records(records_per_round, key, value, lower_is_better=False):
         recs = groups[k]
         values = [value(r) if r is not None else None for r in recs]
         present = sorted([(v, i) for i, v in enumerate(values) if v is not None],
-                         reverse=not lower_is_better)
+                         reverse=lower_is_better)  # worst first
         pick = present[(len(present) - 1) // 2][1] if present else next(
             i for i, r in enumerate(recs) if r is not None)
         rec = dict(recs[pick])
