@@ -415,9 +415,13 @@ def caption(header):
     v = header.get("versions", {})
     load = [m.get("loadavg"), m.get("loadavg_end")]
     load = " -> ".join("%.1f" % l[0] for l in load if l)
+    copy = (header.get("machine_record") or {}).get("memcpy_256MiB_gbps") or {}
+    copy = " | memcpy 256 MiB %s -> %s GB/s" % (fmt(copy.get("start")), fmt(copy.get("end"))) \
+        if copy else ""
     return ("%s, %s CPUs, np=%s%s | TF %s, Keras %s, MPICH %s, mpi4py %s | tf_hvd %s | %s"
-            " | load %s"
+            " | load %s%s"
             % (m.get("cpu_model") or "?", m.get("cpus"), header.get("np"),
                " (quick)" if header.get("quick") else "", v.get("tensorflow"),
                v.get("keras"), v.get("mpich"), v.get("mpi4py"),
-               header.get("tf_hvd_git") or v.get("tf_hvd"), header.get("created", ""), load))
+               header.get("tf_hvd_git") or v.get("tf_hvd"), header.get("created", ""), load,
+               copy))

@@ -330,16 +330,21 @@ def print_summary(targets, extras, n_rounds):
 
 def plot_targets(ax, targets):
     """Each target as 'how far past the goal' (>1 = met), log scale."""
-    names, values, colors, texts = [], [], [], []
+    names, values, colors, texts, whiskers = [], [], [], [], []
+
+    def score(t, ratio):
+        return (t["target"] / ratio) if t["comparison"] == "<=" else (ratio / t["target"])
     for t in targets:
         names.append(t["name"])
         if t["ratio"] is None:
             values.append(0)
             colors.append("#cccccc")
             texts.append("no data")
+            whiskers.append(None)
             continue
-        score = (t["target"] / t["ratio"]) if t["comparison"] == "<=" else (t["ratio"] / t["target"])
-        values.append(score)
+        values.append(score(t, t["ratio"]))
+        ends = sorted([score(t, t["ratio_spread"]["min"]), score(t, t["ratio_spread"]["max"])])
+        whiskers.append(ends)  # the spread of the per-round ratios, on the same scale
         colors.append({"met": "#2ca02c", "unclear": "#bcbd22"}.get(
             t["verdict"], "#ff7f0e" if t["stretch"] else "#d62728"))
         texts.append("ratio %s (goal %s %s): %s" % (
@@ -349,18 +354,22 @@ def plot_targets(ax, targets):
     positive = [v for v in values if v > 0]
     low = min(positive + [0.5]) / 2.0
     ax.barh(list(ys), [v if v > 0 else low for v in values], color=colors)
-    for y, v, text in zip(ys, values, texts):
-        ax.text(max(v, low), y, " " + text, va="center", fontsize=7)
+    for y, v, ends, text in zip(ys, values, whiskers, texts):
+        if ends:
+            ax.plot(ends, [y, y], color="black", lw=1.5)
+        ax.text(max([v, low] + (ends or [])), y, " " + text, va="center", fontsize=7)
     ax.axvline(1.0, color="black", lw=1)
     ax.set_xscale("log")
     ax.set_yticks(list(ys))
     ax.set_yticklabels(names, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlim(low, max(positive + [2.0]) * 8)
+    spread_ends = [e for ends in whiskers if ends for e in ends if e > 0]
+    low = min([low] + [e / 2.0 for e in spread_ends])
+    ax.set_xlim(low, max(positive + spread_ends + [2.0]) * 8)
     ax.set_xlabel("goal / ratio (lower-is-better) or ratio / goal (higher-is-better); "
                   ">= 1 (right of the line) = met", fontsize=8)
     ax.set_title("Targets: tf_hvd / alternative, median [min-max] of the rounds (green met, "
-                 "olive unclear, red not met, orange stretch not met)")
+                 "olive unclear, red not met, orange stretch not met; black line: spread)")
 
 
 def plot(parts, targets, contenders, header, path):
