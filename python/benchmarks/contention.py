@@ -80,6 +80,10 @@ def print_summary(rows, extras, n_rounds):
         "Contention: tf_hvd MLP fit / compute bound, without and with one busy process, "
         "median [min-max] of %d interleaved rounds" % n_rounds,
         ["target", "fit/bound quiet", "fit/bound busy", "busy/quiet", "goal", "verdict"], table)
+    for r in rows:
+        common.log("%s samples/s: quiet %s, busy %s" % (
+            r["tf_hvd"], rounds.fmt_spread(r["samples_per_s_quiet"]),
+            rounds.fmt_spread(r["samples_per_s_busy"])))
     common.log("compute bound (no_allreduce) samples/s: quiet %s, busy %s; busy/quiet %s"
                % (rounds.fmt_spread(extras["bound_samples_per_s_quiet"]),
                   rounds.fmt_spread(extras["bound_samples_per_s_busy"]),
