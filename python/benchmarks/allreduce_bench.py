@@ -29,6 +29,7 @@ import numpy as np
 
 import common
 import launch
+import rounds
 
 PART = "allreduce"
 KINDS = ("hvd", "mwms", "mpi4py", "local")
@@ -49,8 +50,10 @@ CHAIN_MAX_BYTES = 64 * 1024     # chain mode only for latency-bound sizes
 _ITERATIONS = {
     False: {4 * common.KiB: (20, 1000), 64 * common.KiB: (20, 500), common.MiB: (10, 200),
             16 * common.MiB: (3, 40), 64 * common.MiB: (3, 12), 256 * common.MiB: (3, 5)},
-    True: {4 * common.KiB: (5, 50), 64 * common.KiB: (3, 30), common.MiB: (2, 10),
-           16 * common.MiB: (1, 3), 64 * common.MiB: (1, 2), 256 * common.MiB: (1, 2)},
+    # quick: fewer calls, but the large sizes keep a full warm-up (see above) and
+    # three timed calls, so a median is not one call's luck
+    True: {4 * common.KiB: (10, 100), 64 * common.KiB: (5, 50), common.MiB: (3, 15),
+           16 * common.MiB: (2, 5), 64 * common.MiB: (3, 3), 256 * common.MiB: (3, 3)},
 }
 
 
@@ -313,12 +316,13 @@ def print_tables(records, contenders):
                          common.fmt(lat["max"]), common.fmt(r["algbw_gbps"]),
                          common.fmt(r["busbw_gbps"]), common.fmt(r.get("minflt_per_call")),
                          common.fmt(r.get("cpu_ms_per_call")),
-                         "yes" if r["correct"] else "NO"])
+                         "yes" if r["correct"] else "NO", rounds.fmt_spread(r.get("rounds"))])
     common.print_table(
         "Allreduce (float32, sum): latency in microseconds, bandwidth in GB/s "
         "(numpy copy/add: one process, bytes / time)",
         ["contender", "mode", "size", "calls", "median_us", "min_us", "max_us", "algbw",
-         "busbw", "minflt/call", "cpu_ms/call", "correct"], rows)
+         "busbw", "minflt/call", "cpu_ms/call", "correct", "rounds: median_us [min-max]"],
+        rows)
     common.log("minflt/call: minor page faults per call in rank 0 (memory mapped afresh on "
                "every call; 256 MiB = 65536 pages). mpi4py (malloc reuse) runs with %s, so "
                "MPICH's temporary buffers stay in the heap between calls. cpu_ms/call: CPU "
@@ -379,8 +383,11 @@ def plot(records, contenders, header, path):
     plt.close(fig)
 
 
-def report(header, contenders, runs, results_dir, tag="allreduce"):
-    records = launch.part_records(runs, PART)
+def report(header, contenders, runs, results_dir, tag="allreduce", records=None):
+    """Prints the tables, writes <tag>.json/.png; records: the part's records
+    (default: those in runs; compare.py passes the medians of its rounds)."""
+    if records is None:
+        records = launch.part_records(runs, PART)
     print_tables(records, contenders)
     data = dict(header)
     data["contenders"] = launch.contenders_section(contenders, runs)

@@ -1,12 +1,21 @@
 """Compare mode: every benchmark, every contender, one summary with the ratios
 tf_hvd / alternative against the targets.
 
-    python python/benchmarks/compare.py [--quick] [--np 2] [--results-dir DIR]
+    python python/benchmarks/compare.py [--quick] [--rounds 5] [--np 2] [--results-dir DIR]
+    python python/benchmarks/compare.py --contention [--quick]
 
-Each contender starts once (its own set of processes) and runs all the parts it
-takes part in: allreduce, fusion and training (see those files). Writes, under
-the results directory, compare-allreduce/-fusion/-training.{json,png} and the
-summary compare.json + compare.png; prints every table and the summary.
+Each round starts every contender once (its own set of processes), one after
+the other, and each runs all the parts it takes part in: allreduce, fusion and
+training (see those files). The rounds are interleaved (rounds.py): every figure
+is the median over the rounds with its spread (min-max), every ratio is taken
+per round from the two contenders' runs of that round, and a target is "met"
+only when the whole spread of its ratio clears the goal ("not met" when none of
+it does, "unclear" otherwise). The machine is recorded with the figures: a 256
+MiB memcpy measured at the start and the end of the run, cores, load average,
+CPU model, date and commit. Writes, under the results directory,
+compare-allreduce/-fusion/-training.{json,png} (the median round of every
+figure, with its spread) and the summary compare.json + compare.png; prints
+every table and the summary. --contention: see contention.py.
 
 The targets (issue 4; ratios at np=2 on a 2-core machine, tf.function mode):
   4 KiB allreduce latency      tf_hvd <= 1/20 of MWMS's; reach for <= 10x raw MPI's
@@ -34,13 +43,16 @@ import sys
 
 import allreduce_bench
 import common
+import contention
 import fusion_bench
 import launch
+import rounds
 import training_bench
 
 PARTS = {"allreduce": allreduce_bench, "fusion": fusion_bench, "training": training_bench}
 MPI4PY = ("mpi4py", "mpi4py_malloc")
 MPI4PY_MODES = ("numpy", "numpy_inplace")
+ROUNDS, QUICK_ROUNDS = 5, 3  # interleaved rounds (--rounds)
 
 
 # ---------------------------------------------------------------------------
@@ -111,7 +123,8 @@ def _target(name, description, hvd, alternative, hvd_value, alt_value, unit, bet
 
 
 def evaluate_targets(parts):
-    """The list of target checks (one per tf_hvd transport) from the part records."""
+    """The list of target checks (one per tf_hvd transport) from the part records
+    of one round (aggregate() combines the rounds)."""
     ar, fu, tr = parts.get("allreduce", []), parts.get("fusion", []), parts.get("training", [])
     small, large = 4 * common.KiB, 256 * common.MiB
     targets = []
@@ -238,58 +251,125 @@ def extra_ratios(parts):
 
 
 # ---------------------------------------------------------------------------
+# Combining the rounds
+
+
+def _labels(values):
+    """One label, or 'a / b' when the rounds picked different ones."""
+    seen = []
+    for v in values:
+        if v not in seen:
+            seen.append(v)
+    return seen[0] if len(seen) == 1 else " / ".join(str(v) for v in seen)
+
+
+def aggregate(per_round):
+    """[targets or ratios of round 1, of round 2, ...] -> one list: values and
+    ratios as medians over the rounds, with their spreads ('*_spread') and, where
+    there is a goal, the verdict over the spread of the per-round ratios."""
+    combined = []
+    for index, first in enumerate(per_round[0]):
+        rows = [r[index] for r in per_round]
+        if any(row["name"] != first["name"] for row in rows):
+            raise RuntimeError("the rounds' checks differ at %s" % first["name"])
+        agg = dict(first)
+        for field in ("tf_hvd_value", "alternative_value", "ratio"):
+            agg[field + "_spread"] = rounds.spread([row[field] for row in rows])
+            agg[field] = agg[field + "_spread"]["median"]
+        agg["alternative"] = _labels([row["alternative"] for row in rows])
+        if "target" in first:
+            agg["verdict"] = rounds.verdict(agg["ratio_spread"]["values"], first["comparison"],
+                                            first["target"])
+            agg["met"] = {"met": True, "not met": False}.get(agg["verdict"])
+            ratios = [row["ratio"] for row in rows]
+            if first.get("detail") and agg["ratio"] is not None:
+                # the detail of the round whose ratio is nearest the median
+                nearest = min((abs(r - agg["ratio"]), i) for i, r in enumerate(ratios)
+                              if r is not None)[1]
+                agg["detail"] = rows[nearest]["detail"]
+        combined.append(agg)
+    return combined
+
+
+# how one figure of each part is named across rounds, and the value its median is of
+MERGE = {
+    "allreduce": (lambda r: (r["contender"], r["bytes"], r["mode"]),
+                  lambda r: r["latency_us"]["median"] if r["correct"] else None, True),
+    "fusion": (lambda r: (r["contender"], r["variant"]),
+               lambda r: r["steps_per_s"] if r["correct"] else None, False),
+    "training": (lambda r: (r["contender"], r["model"], r["mode"]),
+                 lambda r: r["samples_per_s"] if r["finite_loss"] else None, False),
+}
+
+
+# ---------------------------------------------------------------------------
 # Output
 
 
-def print_summary(targets, extras):
+def print_summary(targets, extras, n_rounds):
     rows = []
     for t in targets:
-        rows.append([t["name"], common.fmt(t["tf_hvd_value"]), common.fmt(t["alternative_value"]),
-                     t["unit"], common.fmt(t["ratio"]),
+        rows.append([t["name"], rounds.fmt_spread(t["tf_hvd_value_spread"]),
+                     rounds.fmt_spread(t["alternative_value_spread"]), t["unit"],
+                     rounds.fmt_spread(t["ratio_spread"]),
                      "%s %s" % (t["comparison"], common.fmt(t["target"])),
-                     "-" if t["met"] is None else ("yes" if t["met"] else "NO")
-                     + (" (stretch)" if t["stretch"] else "")])
-    common.print_table("Summary: ratios tf_hvd / alternative against the targets",
-                       ["target", "tf_hvd", "alternative", "unit", "ratio", "goal", "met"], rows)
+                     (t["verdict"] or "no data") + (" (stretch)" if t["stretch"] else "")])
+    common.print_table(
+        "Summary: ratios tf_hvd / alternative against the targets, median [min-max] of %d "
+        "interleaved rounds (met: the whole spread clears the goal)" % n_rounds,
+        ["target", "tf_hvd", "alternative", "unit", "ratio", "goal", "verdict"], rows)
     for t in targets:
         if t.get("detail"):
             common.log("%s: %s" % (t["name"], t["detail"]))
-    rows = [[e["name"], common.fmt(e["tf_hvd_value"]), common.fmt(e["alternative_value"]),
-             common.fmt(e["ratio"])] for e in extras]
-    common.print_table("Other ratios (no target)", ["ratio", "tf_hvd", "alternative", "ratio"],
-                       rows)
+    rows = [[e["name"], rounds.fmt_spread(e["tf_hvd_value_spread"]),
+             rounds.fmt_spread(e["alternative_value_spread"]),
+             rounds.fmt_spread(e["ratio_spread"])] for e in extras]
+    common.print_table("Other ratios (no target), median [min-max] over the rounds",
+                       ["ratio", "tf_hvd", "alternative", "ratio"], rows)
 
 
 def plot_targets(ax, targets):
     """Each target as 'how far past the goal' (>1 = met), log scale."""
-    names, values, colors, texts = [], [], [], []
+    names, values, colors, texts, whiskers = [], [], [], [], []
+
+    def score(t, ratio):
+        return (t["target"] / ratio) if t["comparison"] == "<=" else (ratio / t["target"])
     for t in targets:
         names.append(t["name"])
         if t["ratio"] is None:
             values.append(0)
             colors.append("#cccccc")
             texts.append("no data")
+            whiskers.append(None)
             continue
-        score = (t["target"] / t["ratio"]) if t["comparison"] == "<=" else (t["ratio"] / t["target"])
-        values.append(score)
-        colors.append("#2ca02c" if t["met"] else ("#ff7f0e" if t["stretch"] else "#d62728"))
-        texts.append("ratio %s (goal %s %s)" % (common.fmt(t["ratio"]), t["comparison"],
-                                                common.fmt(t["target"])))
+        values.append(score(t, t["ratio"]))
+        ends = sorted([score(t, t["ratio_spread"]["min"]), score(t, t["ratio_spread"]["max"])])
+        whiskers.append(ends)  # the spread of the per-round ratios, on the same scale
+        colors.append({"met": "#2ca02c", "unclear": "#bcbd22"}.get(
+            t["verdict"], "#ff7f0e" if t["stretch"] else "#d62728"))
+        texts.append("ratio %s (goal %s %s): %s" % (
+            rounds.fmt_spread(t["ratio_spread"]), t["comparison"], common.fmt(t["target"]),
+            t["verdict"]))
     ys = range(len(names))
     positive = [v for v in values if v > 0]
     low = min(positive + [0.5]) / 2.0
     ax.barh(list(ys), [v if v > 0 else low for v in values], color=colors)
-    for y, v, text in zip(ys, values, texts):
-        ax.text(max(v, low), y, " " + text, va="center", fontsize=7)
+    for y, v, ends, text in zip(ys, values, whiskers, texts):
+        if ends:
+            ax.plot(ends, [y, y], color="black", lw=1.5)
+        ax.text(max([v, low] + (ends or [])), y, " " + text, va="center", fontsize=7)
     ax.axvline(1.0, color="black", lw=1)
     ax.set_xscale("log")
     ax.set_yticks(list(ys))
     ax.set_yticklabels(names, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlim(low, max(positive + [2.0]) * 8)
+    spread_ends = [e for ends in whiskers if ends for e in ends if e > 0]
+    low = min([low] + [e / 2.0 for e in spread_ends])
+    ax.set_xlim(low, max(positive + spread_ends + [2.0]) * 8)
     ax.set_xlabel("goal / ratio (lower-is-better) or ratio / goal (higher-is-better); "
                   ">= 1 (right of the line) = met", fontsize=8)
-    ax.set_title("Targets: tf_hvd / alternative (green met, red missed, orange stretch missed)")
+    ax.set_title("Targets: tf_hvd / alternative, median [min-max] of the rounds (green met, "
+                 "olive unclear, red not met, orange stretch not met; black line: spread)")
 
 
 def plot(parts, targets, contenders, header, path):
@@ -308,8 +388,9 @@ def plot(parts, targets, contenders, header, path):
     if parts.get("training"):
         training_bench.plot_axes(ax_tr, parts["training"], contenders)
     plot_targets(ax_t, targets)
-    fig.suptitle("tf_hvd vs MultiWorkerMirroredStrategy, raw MPI and memcpy, np=%s%s"
-                 % (header.get("np"), " (quick run)" if header.get("quick") else ""))
+    fig.suptitle("tf_hvd vs MultiWorkerMirroredStrategy, raw MPI and memcpy, np=%s, median of "
+                 "%s rounds%s" % (header.get("np"), header.get("rounds"),
+                                  " (quick run)" if header.get("quick") else ""))
     fig.text(0.5, 0.005, common.caption(header), ha="center", fontsize=8)
     fig.tight_layout(rect=(0, 0.02, 1, 0.97))
     fig.savefig(path, dpi=100)
@@ -321,7 +402,18 @@ def main(argv=None):
     launch.add_common_arguments(parser, launch.ORDER)
     parser.add_argument("--parts", default="allreduce,fusion,training",
                         help="which benchmarks to include (default all)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="interleaved rounds (default %d, %d with --quick)"
+                        % (ROUNDS, QUICK_ROUNDS))
+    parser.add_argument("--contention", action="store_true",
+                        help="instead: tf_hvd's MLP fit / compute bound with and without one "
+                             "extra busy process, interleaved (contention.py)")
     args = parser.parse_args(argv)
+    n_rounds = args.rounds or (QUICK_ROUNDS if args.quick else ROUNDS)
+    if n_rounds < 1:
+        parser.error("--rounds must be at least 1")
+    if args.contention:
+        return contention.main(args, n_rounds)
     names = common.parse_list(args.parts)
     parts = dict((p, PARTS[p]) for p in names)
     configs = {}
@@ -336,24 +428,39 @@ def main(argv=None):
     tag = args.tag or "compare"
     header = common.run_header("compare", args)
     header["config"] = configs
-    contenders, runs = launch.run_all(tag, parts, args, configs, launch.ORDER)
+    header["rounds"] = n_rounds
+    memcpy_start = common.memcpy_gbps()
+    contenders, per_round = rounds.run_rounds(tag, parts, args, configs, launch.ORDER, n_rounds)
+    memcpy_end = common.memcpy_gbps()
     common.finish_header(header)
+    header["machine_record"] = common.machine_record(header, memcpy_start, memcpy_end)
     results_dir = common.ensure_dir(args.results_dir)
+    last_runs = per_round[-1]
+    parts_per_round = [dict((p, launch.part_records(runs, p)) for p in parts)
+                       for runs in per_round]
     records = {}
     for name, module in parts.items():
         sub = dict(header)
         sub["benchmark"] = name
         sub["config"] = configs[name]
+        key, value, lower = MERGE[name]
+        merged = rounds.merge_records([r[name] for r in parts_per_round], key, value, lower)
         used = dict((c, contenders[c]) for c in contenders if contenders[c].kind in module.KINDS)
-        records[name] = module.report(sub, used, dict((c, runs[c]) for c in used),
-                                      results_dir, tag="%s-%s" % (tag, name))
-    targets = evaluate_targets(records)
-    extras = extra_ratios(records)
-    print_summary(targets, extras)
+        records[name] = module.report(sub, used, dict((c, last_runs[c]) for c in used
+                                                      if c in last_runs),
+                                      results_dir, tag="%s-%s" % (tag, name), records=merged)
+    targets = aggregate([evaluate_targets(p) for p in parts_per_round])
+    extras = aggregate([extra_ratios(p) for p in parts_per_round])
+    print_summary(targets, extras, n_rounds)
+    common.log_machine_record(header["machine_record"])
     summary = dict(header)
-    summary["contenders"] = launch.contenders_section(contenders, runs)
+    summary["contenders"] = launch.contenders_section(contenders, last_runs)
+    summary["round_runs"] = [dict((c, {"status": run["status"], "seconds": run["seconds"],
+                                       "loadavg_1min": run["loadavg_1min"]})
+                                  for c, run in runs.items()) for runs in per_round]
     summary["targets"] = targets
-    summary["all_targets_met"] = all(t["met"] for t in targets if not t["stretch"])
+    summary["all_targets_met"] = all(t["verdict"] == "met" for t in targets
+                                     if not t["stretch"])
     summary["other_ratios"] = extras
     summary["part_files"] = dict((p, "%s-%s.json" % (tag, p)) for p in parts)
     summary["results"] = records
@@ -362,7 +469,7 @@ def main(argv=None):
     common.write_json(json_path, summary)
     plot(records, targets, contenders, header, png_path)
     common.log("wrote %s and %s" % (json_path, png_path))
-    return 0 if all(r["status"] == "ok" for r in runs.values()) else 1
+    return 0 if all(r["status"] == "ok" for runs in per_round for r in runs.values()) else 1
 
 
 if __name__ == "__main__":

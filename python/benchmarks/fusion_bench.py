@@ -24,6 +24,7 @@ import numpy as np
 
 import common
 import launch
+import rounds
 
 PART = "fusion"
 KINDS = ("hvd", "mwms", "mpi4py")
@@ -40,7 +41,7 @@ VARIANTS = {
 
 def make_config(quick, small=SMALL, large=LARGE):
     return {"small": list(small), "large": list(large), "quick": bool(quick),
-            "warmup": 2 if quick else 5, "steps": 5 if quick else 60}
+            "warmup": 3 if quick else 5, "steps": 15 if quick else 60}
 
 
 def tensor_counts(cfg):
@@ -194,7 +195,8 @@ def print_tables(records, contenders):
                      common.fmt(st["median"]), common.fmt(st["min"]), common.fmt(st["max"]),
                      common.fmt(rec["steps_per_s"]), common.fmt(rec["busbw_gbps"]),
                      common.fmt(rec.get("cpu_ms_per_call")),
-                     "yes" if rec["correct"] else "NO", "*" if best[name] is rec else ""])
+                     "yes" if rec["correct"] else "NO", "*" if best[name] is rec else "",
+                     rounds.fmt_spread(rec.get("rounds"))])
     if records:
         r0 = records[0]
         title = ("Fusion: one step = %d tensors, %s per step (200 x 16 KiB + 4 x 4 MiB), "
@@ -203,7 +205,8 @@ def print_tables(records, contenders):
     else:
         title = "Fusion: no results"
     common.print_table(title, ["contender", "variant", "median_ms", "min_ms", "max_ms",
-                               "steps/s", "busbw", "cpu_ms/step", "correct", "best"], rows)
+                               "steps/s", "busbw", "cpu_ms/step", "correct", "best",
+                               "rounds: steps/s [min-max]"], rows)
 
 
 def plot_axes(ax, records, contenders):
@@ -241,8 +244,11 @@ def plot(records, contenders, header, path):
     plt.close(fig)
 
 
-def report(header, contenders, runs, results_dir, tag="fusion"):
-    records = launch.part_records(runs, PART)
+def report(header, contenders, runs, results_dir, tag="fusion", records=None):
+    """Prints the tables, writes <tag>.json/.png; records: the part's records
+    (default: those in runs; compare.py passes the medians of its rounds)."""
+    if records is None:
+        records = launch.part_records(runs, PART)
     print_tables(records, contenders)
     data = dict(header)
     data["contenders"] = launch.contenders_section(contenders, runs)

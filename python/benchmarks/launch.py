@@ -19,6 +19,7 @@ SIGKILL) when it passes, and every worker also ends itself shortly before it
 (see worker.py), so nothing outlives a benchmark.
 """
 
+import contextlib
 import json
 import os
 import shlex
@@ -296,10 +297,15 @@ def add_common_arguments(parser, default_contenders):
                         help="file name prefix of the outputs (default: the benchmark's name)")
 
 
-def run_all(bench_name, parts, args, part_configs, valid_contenders):
+def run_all(bench_name, parts, args, part_configs, valid_contenders, order=None, tag=None,
+            around=None):
     """Runs every selected contender that supports at least one of parts.
 
-    parts: {part name: module with KINDS}. Returns (contenders by name, runs by name).
+    parts: {part name: module with KINDS}. order(names) -> names: the order to run
+    them in (default ORDER); tag: file name prefix of the run files; around(name):
+    a context manager held while that contender runs (its value, if it has a
+    describe(), is kept in the run record as "around").
+    Returns (contenders by name, runs by name).
     """
     all_contenders = make_contenders(args.np, shlex.split(args.hvd_launcher_args),
                                      args.malloc_reuse_all)
@@ -312,21 +318,25 @@ def run_all(bench_name, parts, args, part_configs, valid_contenders):
     results_dir = common.ensure_dir(os.path.abspath(args.results_dir))
     run_dir = os.path.join(results_dir, "runs")
     log_dir = os.path.join(results_dir, "logs")
-    tag = args.tag or bench_name
+    tag = tag or args.tag or bench_name
     runs = {}
     contenders = {}
     started = time.time()
-    for name in [n for n in ORDER if n in chosen]:
+    selected = [n for n in ORDER if n in chosen]
+    for name in (order(selected) if order else selected):
         contender = all_contenders[name]
         names = [p for p, module in parts.items() if contender.kind in module.KINDS]
         if not names:
             continue
         contenders[name] = contender
         common.log("[%s] %-15s %s ..." % (bench_name, name, "+".join(names)))
-        run = run_contender(contender, names, dict((p, part_configs[p]) for p in names),
-                            run_dir, log_dir, timeout, tag,
-                            hvd_launcher_args=shlex.split(args.hvd_launcher_args),
-                            threads=args.threads)
+        with (around(name) if around else _nothing()) as held:
+            run = run_contender(contender, names, dict((p, part_configs[p]) for p in names),
+                                run_dir, log_dir, timeout, tag,
+                                hvd_launcher_args=shlex.split(args.hvd_launcher_args),
+                                threads=args.threads)
+        if held is not None and hasattr(held, "describe"):
+            run["around"] = held.describe()
         runs[name] = run
         line = "[%s] %-15s %s in %.1f s (load %.1f -> %.1f)" % (
             bench_name, name, run["status"], run["seconds"] or 0, run["loadavg_1min"][0],
@@ -341,6 +351,11 @@ def run_all(bench_name, parts, args, part_configs, valid_contenders):
                     common.log("    " + text)
     common.log("[%s] all contenders done in %.1f s" % (bench_name, time.time() - started))
     return contenders, runs
+
+
+@contextlib.contextmanager
+def _nothing():
+    yield None
 
 
 def part_records(runs, part):

@@ -30,6 +30,7 @@ import numpy as np
 
 import common
 import launch
+import rounds
 
 PART = "training"
 KINDS = ("hvd", "hvd_bound", "mwms", "single")
@@ -41,8 +42,10 @@ DATASET_BATCHES = 16  # distinct synthetic batches per worker, repeated
 
 def make_config(quick, models=MODELS, modes=MODES, batch=64, steps=None, warmup=None):
     return {"models": list(models), "modes": list(modes), "batch_per_worker": int(batch),
-            "steps": int(steps or (20 if quick else 200)),
-            "warmup": int(warmup or (3 if quick else 10)), "quick": bool(quick),
+            # quick: fewer timed steps, the same warm-up (the first steps after
+            # tracing are slow; a short warm-up made quick figures read low)
+            "steps": int(steps or (60 if quick else 200)),
+            "warmup": int(warmup or 10), "quick": bool(quick),
             "learning_rate": 0.01, "momentum": 0.9}
 
 
@@ -302,10 +305,12 @@ def print_tables(records, contenders, notes=()):
                      contenders[name].label if name in contenders else name,
                      rec["workers"], rec["global_batch"], rec["steps"],
                      common.fmt(rec["samples_per_s"]), common.fmt(st["median"]),
-                     common.fmt(st["max"]), common.fmt(ratio), common.fmt(rec["final_loss"])])
+                     common.fmt(st["max"]), common.fmt(ratio), common.fmt(rec["final_loss"]),
+                     rounds.fmt_spread(rec.get("rounds"))])
     common.print_table("Training throughput (samples/s over all workers, synthetic data)",
                        ["model", "mode", "contender", "workers", "global_batch", "steps",
-                        "samples/s", "median_step_ms", "max_step_ms", "x MWMS", "loss"], rows)
+                        "samples/s", "median_step_ms", "max_step_ms", "x MWMS", "loss",
+                        "rounds: samples/s [min-max]"], rows)
     for note in notes:
         common.log("note: " + note)
 
@@ -348,8 +353,11 @@ def plot(records, contenders, header, path):
     plt.close(fig)
 
 
-def report(header, contenders, runs, results_dir, tag="training"):
-    records = launch.part_records(runs, PART)
+def report(header, contenders, runs, results_dir, tag="training", records=None):
+    """Prints the tables, writes <tag>.json/.png; records: the part's records
+    (default: those in runs; compare.py passes the medians of its rounds)."""
+    if records is None:
+        records = launch.part_records(runs, PART)
     notes = []
     for run in runs.values():
         for note in (run.get("result") or {}).get("notes", []):
