@@ -256,3 +256,34 @@ def run_rounds(cluster, rounds, per_host, config, log_dir, timeout, engines=ENGI
         finally:
             ray_nodes.stop()
     return runs, setup
+
+
+def table_rows(summary):
+    """Rows for print_table: the engines' medians, spreads, ratios and start-ups."""
+    rows = []
+    for engine, e in summary.items():
+        sps, paired = e["samples_per_s"] or {}, e.get("per_round_ratio") or {}
+        rows.append([engine, "%d/%d" % (e["runs_ok"], e["runs"]),
+                     common.fmt(sps.get("median"), 4),
+                     "%s-%s" % (common.fmt(sps.get("min"), 4), common.fmt(sps.get("max"), 4)),
+                     common.fmt(sps.get("spread_pct"), 2),
+                     common.fmt(e.get("ratio_of_medians"), 3),
+                     "%s (%s-%s)" % (common.fmt(paired.get("median"), 3),
+                                     common.fmt(paired.get("min"), 3),
+                                     common.fmt(paired.get("max"), 3)) if paired else "-",
+                     common.fmt((e["start_to_timed_s"] or {}).get("median"), 3)])
+    return rows
+
+
+TABLE_HEADERS = ["engine", "ok", "samples/s median", "min-max", "spread %",
+                 "ratio (medians)", "per-round ratio median (min-max)", "start-up s"]
+
+
+def print_summary(summary, title="engines (rank 0's samples/s after warm-up)"):
+    common.print_table(title, TABLE_HEADERS, table_rows(summary))
+
+
+if __name__ == "__main__":
+    # python engine_bench.py results/multihost_engines_np2.json: the table again
+    data = common.read_json(sys.argv[1])
+    print_summary((data.get("engines") or data)["summary"])

@@ -244,6 +244,8 @@ def main(argv=None):
     print(json.dumps({"hierarchical_vs_flat": summary["hierarchical_vs_flat"],
                       "training": dict((k, v["training"]) for k, v in results.items()),
                       "engines": engines and engines["summary"]}, indent=1))
+    if engines:
+        engine_bench.print_summary(engines["summary"])
     ok = all(r["status"] == "ok" for r in runs.values())
     return 0 if ok and (engines is None or engines["all_ok"]) else 1
 
