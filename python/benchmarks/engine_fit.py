@@ -64,6 +64,7 @@ def fit_rank(config, launch_t):
             "transport": "gloo" if hvd.gloo_enabled() else
                          "mpi" if hvd.mpi_enabled() else "none",
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            "niceness": os.nice(0),  # Ray starts its workers at 15 (worker_niceness)
             "tf_threads": tf_threads.tf_thread_settings()}
 
 
