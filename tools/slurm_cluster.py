@@ -228,6 +228,10 @@ class SlurmCluster(object):
                 os.kill(self.munged_pid, signal.SIGTERM)
             except OSError:
                 pass
+            # munged writes its seed file as it exits: wait, or it recreates the dir below
+            deadline = time.time() + 10
+            while time.time() < deadline and os.path.exists("/proc/%d" % self.munged_pid):
+                time.sleep(0.05)
             self.munged_pid = None
         if self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)

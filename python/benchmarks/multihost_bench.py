@@ -26,6 +26,16 @@ throughput of the MLP (training_bench.py). Every tf_hvd contender records the co
 per-algorithm counters, so the JSON shows that the hierarchical contender ran the
 hierarchical algorithms. Writes python/benchmarks/results/multihost.json, with a
 "hierarchical_vs_flat" table (latency ratios and throughputs side by side).
+
+Engines (``--engines``): on the same shaped cluster, the same Keras fit (engine_fit.py:
+MLP, batch 64 per worker) started by tfhvdrun, by Slurm's srun (a real slurmctld and a
+slurmd per host) and by tf_hvd.ray.RayExecutor (a Ray head on h1, a worker node on h2),
+interleaved in rounds, one job per contender per round (engine_bench.py); throughput is
+measured inside the ranks after warm-up, start-up apart. The JSON's "engines" part has
+the medians, spreads, engine/tfhvdrun ratios and the load average of every run:
+
+    sudo python python/benchmarks/multihost_bench.py --quick --contenders '' --engines \
+        --tag multihost_engines
 """
 
 import argparse
@@ -39,6 +49,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools")
 import allgather_bench  # noqa: E402
 import allreduce_bench  # noqa: E402
 import common  # noqa: E402
+import engine_bench  # noqa: E402
 import launch  # noqa: E402
 import netns_cluster  # noqa: E402
 import training_bench  # noqa: E402
@@ -166,6 +177,14 @@ def main(argv=None):
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per contender")
     p.add_argument("--results-dir", default=common.DEFAULT_RESULTS_DIR)
     p.add_argument("--tag", default="multihost")
+    p.add_argument("--engines", action="store_true",
+                   help="also run the engines part: tfhvdrun, Slurm and Ray in rounds")
+    p.add_argument("--engine-rounds", type=int, default=None,
+                   help="rounds of the engines part (default 3 with --quick, else 5)")
+    p.add_argument("--engine-per-host", type=int, default=1,
+                   help="ranks per host in the engines part (2 hosts)")
+    p.add_argument("--engine-steps", type=int, default=None,
+                   help="timed steps per fit (default 100 with --quick, else 300)")
     args = p.parse_args(argv)
     reason = netns_cluster.Cluster.available()
     if reason:
@@ -178,7 +197,7 @@ def main(argv=None):
     configs["training"]["reference_workers"] = NP
     chosen = common.parse_list(args.contenders)
     results_dir = common.ensure_dir(os.path.abspath(args.results_dir))
-    runs, notes = {}, []
+    runs, notes, engines = {}, [], None
     load_start = os.getloadavg()
     with netns_cluster.Cluster(2, name="tfhb", rate_mbit=args.rate_mbit,
                                delay_ms=args.delay_ms) as cluster:
@@ -197,6 +216,8 @@ def main(argv=None):
             common.log("[multihost] %s %s in %ss %s" % (c.name, runs[c.name]["status"],
                                                          runs[c.name]["seconds"],
                                                          runs[c.name]["error"] or ""))
+        if args.engines:
+            engines = run_engines(cluster, args, results_dir)
         shaping = cluster.shaping()
     if args.delay_ms and not shaping.get("delay_ms"):
         notes.append("no delay between the hosts: this kernel has no netem qdisc, so only "
@@ -213,6 +234,7 @@ def main(argv=None):
                "hierarchical_vs_flat": {
                    "gloo": compare(results, "tf_hvd_gloo", "tf_hvd_gloo_hier"),
                    "mpi": compare(results, "tf_hvd_mpi", "tf_hvd_mpi_hier")},
+               "engines": engines,
                "machine": {"cpus": os.cpu_count(), "loadavg_start": load_start,
                            "loadavg_end": os.getloadavg()},
                "commit": common.git_revision(), "machine_info": common.machine_info()}
@@ -220,9 +242,35 @@ def main(argv=None):
     common.write_json(path, summary)
     common.log("wrote %s" % path)
     print(json.dumps({"hierarchical_vs_flat": summary["hierarchical_vs_flat"],
-                      "training": dict((k, v["training"]) for k, v in results.items())},
-                     indent=1))
-    return 0 if all(r["status"] == "ok" for r in runs.values()) else 1
+                      "training": dict((k, v["training"]) for k, v in results.items()),
+                      "engines": engines and engines["summary"]}, indent=1))
+    if engines:
+        engine_bench.print_summary(engines["summary"])
+    ok = all(r["status"] == "ok" for r in runs.values())
+    return 0 if ok and (engines is None or engines["all_ok"]) else 1
+
+
+def run_engines(cluster, args, results_dir):
+    """The engines part on ``cluster`` (see engine_bench.py); returns its JSON part."""
+    rounds = args.engine_rounds or (3 if args.quick else 5)
+    config = engine_bench.make_config(args.quick, steps=args.engine_steps)
+    log_dir = common.ensure_dir(os.path.join(results_dir, "logs"))
+    per_host = args.engine_per_host
+    common.log("[multihost] engines: %d rounds of %s, %d rank(s) per host"
+               % (rounds, ", ".join(engine_bench.ENGINES), per_host))
+    runs, setup = engine_bench.run_rounds(cluster, rounds, per_host, config, log_dir,
+                                          args.timeout)
+    layout = ",".join("%s:%d" % (h, per_host) for h in cluster.hosts)
+    return {"np": 2 * per_host, "layout": layout, "rounds": rounds, "config": config,
+            "order": list(engine_bench.ENGINES), "setup": setup,
+            "summary": engine_bench.summarize(runs), "runs": runs,
+            "all_ok": all(r["status"] == "ok" for r in runs),
+            "measured": "rank 0's samples/s over the timed steps (global batch x steps / "
+                        "wall time from the end of the last warm-up step), inside the rank",
+            "start_up": "seconds from the orchestrator starting the engine's command to "
+                        "hvd.init() done / to the first timed step (slowest rank); Ray's "
+                        "includes the driver's ray.init() and executor.start(), not the "
+                        "Ray cluster's own start (setup.ray_up_s), nor Slurm's daemons'"}
 
 
 if __name__ == "__main__":
