@@ -120,10 +120,10 @@ def tf_data_service(compute_config: TfDataServiceConfig, rank: int):
         dispatcher_server = tf.data.experimental.service.DispatchServer()
         compute.register_dispatcher(rank, _reachable_target(dispatcher_server))
         logger.info("training rank %d runs dispatcher at %s", rank, dispatcher_server.target)
-    dispatcher_id = rank if compute_config.dispatchers > 1 else 0
-    address = compute.wait_for_dispatcher_registration(dispatcher_id, compute_config.timeout)
-    compute.wait_for_dispatcher_worker_registration(dispatcher_id, compute_config.timeout)
     try:
+        dispatcher_id = rank if compute_config.dispatchers > 1 else 0
+        address = compute.wait_for_dispatcher_registration(dispatcher_id, compute_config.timeout)
+        compute.wait_for_dispatcher_worker_registration(dispatcher_id, compute_config.timeout)
         yield address
     finally:
         if dispatcher_server is not None:

@@ -12,14 +12,17 @@ import tensorflow as tf
 import keras
 
 import tf_hvd as hvd
-from tf_hvd.data.compute_service import TfDataServiceConfig
+from tf_hvd.data.compute_service import TfDataServiceConfig, tf_data_service
 
 hvd.init()
 configfile, n = sys.argv[1], int(sys.argv[2])
 config = TfDataServiceConfig.read(configfile, wait_for_file_creation=True)
 rank, size = hvd.rank(), hvd.size()
+with tf_data_service(config, rank) as dispatcher:
+    pass  # the dispatcher this rank uses (rank r uses dispatcher r when there are several)
 
-# 1. One job shared by the ranks ("distributed_epoch"): each element reaches one rank.
+# 1. One job shared by the ranks of a dispatcher ("distributed_epoch"): each element
+#    reaches one of them.
 shared = tf.data.Dataset.range(n).send_to_data_service(config, rank, size, reuse_dataset=True)
 shared_ids = [int(i) for i in shared.as_numpy_iterator()]
 hvd.barrier()
@@ -49,6 +52,6 @@ hvd.barrier()
 if rank == 0:
     config.compute_client().shutdown()
 print("RESULT " + json.dumps({
-    "rank": rank, "shared_ids": shared_ids, "train_ids": train_ids, "steps": len(losses),
+    "rank": rank, "dispatcher": dispatcher, "shared_ids": shared_ids, "train_ids": train_ids, "steps": len(losses),
     "initial": initial, "weights": [w.tolist() for w in model.get_weights()],
     "losses": losses}), flush=True)
