@@ -26,8 +26,8 @@ def _results(output):
 def test_training_job_reads_from_the_compute_jobs_data_service(tmp_path, dispatchers):
     configfile = str(tmp_path / "compute.json")
     compute_cmd = tfhvdrun_cmd(2) + [PYTHON, "-m", "tf_hvd.data.compute_worker", configfile,
-                                     "--dispatchers", str(dispatchers), "--dispatcher-side", "compute",
-                                     "--timeout", "60"]
+                                     "--dispatchers", str(dispatchers),
+                                     "--dispatcher-side", "compute", "--timeout", "60"]
     train_cmd = tfhvdrun_cmd(2) + [PYTHON, os.path.join(WORKERS, "data_service_train.py"),
                                    configfile, str(N)]
     with Job(compute_cmd, env=base_env()) as compute:

@@ -7,7 +7,6 @@ argv: CONFIGFILE N
 import json
 import sys
 
-import numpy as np
 import tensorflow as tf
 import keras
 
@@ -52,6 +51,7 @@ hvd.barrier()
 if rank == 0:
     config.compute_client().shutdown()
 print("RESULT " + json.dumps({
-    "rank": rank, "dispatcher": dispatcher, "shared_ids": shared_ids, "train_ids": train_ids, "steps": len(losses),
+    "rank": rank, "dispatcher": dispatcher, "shared_ids": shared_ids,
+    "train_ids": train_ids, "steps": len(losses),
     "initial": initial, "weights": [w.tolist() for w in model.get_weights()],
     "losses": losses}), flush=True)
