@@ -43,7 +43,7 @@ LAYERS = [
     ("elastic", ["tf_hvd.elastic"]),
     ("init", ["tf_hvd.basics"]),
     ("keras", ["tf_hvd.keras"]),
-    ("integrations", ["tf_hvd.ray"]),
+    ("integrations", ["tf_hvd.ray", "tf_hvd.data"]),
     ("facade", ["tf_hvd"]),
 ]
 
