@@ -34,7 +34,7 @@ def worker(args):
     import tensorflow as tf
 
     import tf_hvd as hvd
-    from tf_hvd import _hvd
+    from tf_hvd._library import lib as _hvd
 
     hvd.init()
     n, r = hvd.size(), hvd.rank()
