@@ -69,8 +69,9 @@ const std::vector<KnobSpec>& Table() {
        "through shared memory (`/dev/shm`) instead of loopback TCP or `MPI_Allreduce`; 0 "
        "turns this off. If a rank cannot map the regions, every rank falls back (with a "
        "warning)."},
-      {"HOROVOD_SHM_MIN_BYTES", T::BYTES, &P::shm_min_bytes, "262144", 0, kNoMax, "", kUser, "",
-       "Smallest allreduce that takes the shared-memory path."},
+      {"HOROVOD_SHM_MIN_BYTES", T::BYTES, &P::shm_min_bytes, "0", 0, kNoMax, "", kUser, "",
+       "Smallest allreduce that takes the shared-memory path (0: every size); smaller ones "
+       "run the gather (Gloo) or `MPI_Allreduce`."},
       {"HOROVOD_SHM_SLOT_BYTES", T::BYTES, &P::shm_slot_bytes, "1048576", 4096,
        4294967296.0, "", kUser, "",
        "Block size of the shared-memory allreduce (per rank, two slots, which should stay "

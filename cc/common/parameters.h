@@ -34,7 +34,7 @@ struct Parameters {
   // Allreduces of at least shm_min_bytes between ranks that all share one host
   // go through shared memory (shm_allreduce.h) in blocks of shm_slot_bytes.
   bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
-  int64_t shm_min_bytes = 256 * 1024;                  // HOROVOD_SHM_MIN_BYTES
+  int64_t shm_min_bytes = 0;                           // HOROVOD_SHM_MIN_BYTES
   int64_t shm_slot_bytes = 1024 * 1024;                // HOROVOD_SHM_SLOT_BYTES (>= 4096)
   // Horovod's CPU knobs (docs/knobs.md):
   // CPU ids for the background thread, one per local rank ("0,2") or one base id

@@ -60,6 +60,11 @@ class CollectiveKernel : public AsyncOpKernel {
     }
   }
 
+  // Starting one only enqueues it: TensorFlow may start it inline, on the
+  // thread that completed its input (in a chain of collectives, the core's
+  // background thread), instead of waking an inter-op thread for it.
+  bool IsExpensive() override { return false; }
+
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) final {
     std::vector<TensorTableEntry> entries;
     Status s = CheckInitialized();

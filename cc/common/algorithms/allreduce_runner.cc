@@ -40,7 +40,7 @@ Status AllreduceRunner::OpenHierarchical() {
       [local](const std::string& mine, std::vector<std::string>* all) {
         return AllgatherStrings(*local, mine, all);
       },
-      [local] { return LinksBarrier(*local); }, "the ring over the host's links");
+      "the ring over the host's links");
   hierarchical_ready_ = s.ok();
   return s;
 }
@@ -59,7 +59,6 @@ Status AllreduceRunner::Open() {
       [this](const std::string& mine, std::vector<std::string>* all) {
         return AllgatherStrings(*transport_->links(), mine, all);
       },
-      [this] { return transport_->Barrier(); },
       backend ? "the backend's allreduce" : "the ring over the links");
 }
 

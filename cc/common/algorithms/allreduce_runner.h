@@ -48,6 +48,9 @@ class AllreduceRunner {
   // (a fused response then reduces its tensors in place of a fusion-buffer
   // copy: ShmAllreduce::Allreduce(segments, ...)); nullptr otherwise.
   ShmAllreduce* SharedMemoryFor(int64_t bytes, ReduceOp op);
+  // The shared-memory region of every rank when it is mapped (the job on one
+  // host), for the negotiation's bit vector; nullptr otherwise.
+  ShmAllreduce* shared_memory() { return shm_.active() ? &shm_ : nullptr; }
 
   // Autotune: hierarchical allreduce on or off from the next allreduce on
   // (every rank switches at the same round). Only takes effect where the

@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +34,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kSlots = 2;                // per rank, used in turn
 constexpr size_t kHeaderBytes = 4096;       // keeps the slots page-aligned
+// The negotiation's words, two buffers used in turn (OrWords).
+constexpr size_t kOrBufferBytes = 4096;
+constexpr size_t kOrBytes = 2 * kOrBufferBytes;
 constexpr size_t kPieceBytes = 16 * 1024;   // reduced, then copied out, while in L1
 constexpr auto kNoProgressLimit = std::chrono::seconds(60);
 enum Counter { kStaged = 0, kReduced = 1, kConsumed = 2, kCounters = 3 };
@@ -154,6 +159,9 @@ struct ShmAllreduce::Header {
   };
   Line counters[kCounters];
   alignas(64) int32_t pid;
+  // Negotiation rounds published (OrWords), and how many peers sleep on it.
+  alignas(64) std::atomic<uint32_t> rounds;
+  std::atomic<uint32_t> sleepers;
 };
 
 ShmAllreduce::Header* ShmAllreduce::header(size_t r) const {
@@ -162,22 +170,23 @@ ShmAllreduce::Header* ShmAllreduce::header(size_t r) const {
 }
 
 char* ShmAllreduce::slot(size_t r, uint64_t block) const {
-  return regions_[r] + kHeaderBytes + (block % kSlots) * slot_bytes_;
+  return regions_[r] + kHeaderBytes + kOrBytes + (block % kSlots) * slot_bytes_;
 }
 
-size_t ShmAllreduce::region_bytes() const { return kHeaderBytes + kSlots * slot_bytes_; }
+size_t ShmAllreduce::region_bytes() const {
+  return kHeaderBytes + kOrBytes + kSlots * slot_bytes_;
+}
 
 ShmAllreduce::~ShmAllreduce() { Close(); }
 
 Status ShmAllreduce::Open(int rank, int size, size_t slot_bytes,
-                          const AllgatherStrings& allgather, const Barrier& barrier,
-                          std::string* reason) {
+                          const AllgatherStrings& allgather, std::string* reason) {
   Close();
   rank_ = rank;
   size_ = size;
   slot_bytes_ = slot_bytes;
-  barrier_ = barrier;
   blocks_done_ = 0;
+  rounds_done_ = 0;
   regions_.assign(static_cast<size_t>(size_), nullptr);
 
   std::string error;
@@ -225,12 +234,11 @@ Status ShmAllreduce::Open(int rank, int size, size_t slot_bytes,
 
 Status ShmAllreduce::OpenIfSingleHost(int rank, int size, int local_size,
                                       const Parameters& params,
-                                      const AllgatherStrings& allgather, const Barrier& barrier,
+                                      const AllgatherStrings& allgather,
                                       const char* fallback) {
   if (size < 2 || local_size != size || !params.shm_allreduce) return Status();
   std::string reason;
-  Status s = Open(rank, size, static_cast<size_t>(params.shm_slot_bytes), allgather, barrier,
-                  &reason);
+  Status s = Open(rank, size, static_cast<size_t>(params.shm_slot_bytes), allgather, &reason);
   spin_us_ = params.spin_us;
   if (s.ok() && !reason.empty()) {
     TFHVD_LOG(WARNING) << "shared-memory allreduce unavailable, using " << fallback << ": "
@@ -293,11 +301,10 @@ Status ShmAllreduce::Allreduce(const void* input, void* output, int64_t count, D
 
 Status ShmAllreduce::Allreduce(const std::vector<Segment>& segments, DataType dtype,
                                ReduceOp op, double postscale) {
-  // One transport barrier per call: a rank that is gone is reported by the
-  // transport that knows its connection. Within the call, ranks pace each
-  // other through the counters in shared memory.
-  Status s = barrier_();
-  if (!s.ok()) return s;
+  // No transport round trip: every rank reaches this call through the same
+  // negotiated response, and ranks pace each other through the counters in
+  // shared memory (a peer that dies is seen by its process id in WaitFor).
+  Status s;
   const size_t elem = DataTypeSize(dtype);
   const Span span(segments, elem);
   const size_t per_block = std::max<size_t>(1, slot_bytes_ / elem) * elem;
@@ -358,6 +365,63 @@ Status ShmAllreduce::WaitFor(int which, uint64_t target, int peer) {
             " s in a shared-memory allreduce: that rank is stalled")
             .WithPeer(static_cast<int>(r));
       }
+    }
+  }
+  return Status();
+}
+
+Status ShmAllreduce::OrWords(uint64_t* words, size_t n) {
+  if (n > kMaxOrWords) {
+    return Status::InvalidArgument("OrWords: " + std::to_string(n) + " words, at most " +
+                                   std::to_string(kMaxOrWords));
+  }
+  const size_t me = static_cast<size_t>(rank_);
+  const uint32_t round = ++rounds_done_;
+  auto buffer = [&](size_t r) {
+    return reinterpret_cast<uint64_t*>(regions_[r] + kHeaderBytes + (round % 2) * kOrBufferBytes);
+  };
+  std::memcpy(buffer(me), words, n * sizeof(uint64_t));
+  Header* mine = header(me);
+  mine->rounds.store(round, std::memory_order_seq_cst);
+  // A peer that registered as a sleeper before the store above sees the new
+  // round in its futex call or is woken here; one registering after it reads
+  // the new round before sleeping (both sides order through seq_cst).
+  if (mine->sleepers.load(std::memory_order_seq_cst) != 0) {
+    syscall(SYS_futex, &mine->rounds, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+  }
+  for (size_t r = 0; r < static_cast<size_t>(size_); ++r) {
+    if (r == me) continue;
+    Status s = WaitForRound(r, round);
+    if (!s.ok()) return s;
+    const uint64_t* theirs = buffer(r);
+    for (size_t i = 0; i < n; ++i) words[i] |= theirs[i];
+  }
+  return Status();
+}
+
+Status ShmAllreduce::WaitForRound(size_t peer, uint32_t target) {
+  Header* h = header(peer);
+  // Rounds grow by one per call on every rank: the peer is at most one round
+  // ahead (it cannot finish the next round without this rank).
+  auto reached = [&] {
+    return static_cast<int32_t>(h->rounds.load(std::memory_order_acquire) - target) >= 0;
+  };
+  for (int i = 0; i < 200 && !reached(); ++i) CpuRelax();
+  while (!reached()) {
+    h->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = h->rounds.load(std::memory_order_seq_cst);
+    if (static_cast<int32_t>(seen - target) < 0) {
+      // Wakes on the peer's next round, or after 100 ms to check it still lives.
+      struct timespec nap = {0, 100 * 1000 * 1000};
+      syscall(SYS_futex, &h->rounds, FUTEX_WAIT, seen, &nap, nullptr, 0);
+    }
+    h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (reached()) break;
+    const int32_t pid = h->pid;
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+      return Status::Unavailable("rank " + std::to_string(peer) + " (pid " +
+                                 std::to_string(pid) + ") exited during negotiation")
+          .WithPeer(static_cast<int>(peer));
     }
   }
   return Status();

@@ -5,6 +5,9 @@
 // rank maps every other rank's region: a few small slots (they stay in the
 // CPU's shared cache) and a header of progress counters.
 //
+// The region also carries the negotiation's bit vector (OrWords), so that on
+// one host a cached collective needs no transport round trip at all.
+//
 // Per block (at most slot_bytes per rank), rank r owns chunk r:
 //   1. wait until every peer has finished the block that last used this slot;
 //      copy the chunks other ranks own from the input into r's slot;
@@ -17,11 +20,10 @@
 //      reduced it; publish "consumed".
 // Ranks wait on each other's counters in shared memory (spinning briefly,
 // then yielding, then sleeping), not on a transport barrier per block: a
-// 256 MiB allreduce takes hundreds of blocks. The transport that owns this
-// object still synchronises every call once (its barrier, which reports a
-// rank that is gone, naming it); a peer that dies in the middle of a call is
-// seen by its process id, and one that makes no progress for a minute is
-// reported, naming the rank. Large allreduces write their output with
+// 256 MiB allreduce takes hundreds of blocks. A call needs no transport
+// barrier either: every rank reaches it through the same negotiated response.
+// A peer that dies in the middle of a call is seen by its process id, and one
+// that makes no progress for a minute is reported, naming the rank. Large allreduces write their output with
 // non-temporal stores: it is not read again soon and does not fit in the
 // cache, and the stores skip reading every output line first.
 #ifndef TFHVD_COMMON_ALGORITHMS_SHM_ALLREDUCE_H_
@@ -43,7 +45,6 @@ class ShmAllreduce {
   // Collects every rank's string (in rank order) on every rank.
   using AllgatherStrings =
       std::function<Status(const std::string& mine, std::vector<std::string>* all)>;
-  using Barrier = std::function<Status()>;
 
   ShmAllreduce() = default;
   ~ShmAllreduce();
@@ -55,13 +56,12 @@ class ShmAllreduce {
   // memory and *reason says why (the returned status is about the
   // synchronisation itself failing).
   Status Open(int rank, int size, size_t slot_bytes, const AllgatherStrings& allgather,
-              const Barrier& barrier, std::string* reason);
+              std::string* reason);
   // Open() when it applies: more than one rank, all on this host, and
   // params.shm_allreduce. If some rank cannot map the regions, logs a warning
   // saying that `fallback` is used instead.
   Status OpenIfSingleHost(int rank, int size, int local_size, const Parameters& params,
-                          const AllgatherStrings& allgather, const Barrier& barrier,
-                          const char* fallback);
+                          const AllgatherStrings& allgather, const char* fallback);
   void Close();
   bool active() const { return active_; }
 
@@ -82,6 +82,16 @@ class ShmAllreduce {
   Status Allreduce(const std::vector<Segment>& segments, DataType dtype, ReduceOp op,
                    double postscale = 1.0);
 
+  // The negotiation's bit vector (Transport::BitwiseOr) through the region:
+  // each rank writes its words, publishes a round number and ORs in its
+  // peers' words once they have published the same round. Two buffers used
+  // in turn: a rank that reached round k+2 knows every peer finished reading
+  // round k. A waiting rank sleeps on a futex in the peer's header (the peer
+  // may be idle for its whole poll interval), not spinning: the cores are the
+  // training's. At most kMaxOrWords words.
+  static constexpr size_t kMaxOrWords = 500;
+  Status OrWords(uint64_t* words, size_t n);
+
  private:
   struct Header;
   class Span;
@@ -90,6 +100,8 @@ class ShmAllreduce {
   // Waits until counter `which` of rank `peer` (of every other rank when
   // peer is -1) is at least target.
   Status WaitFor(int which, uint64_t target, int peer = -1);
+  // Blocks until rank `peer` has published negotiation round `target`.
+  Status WaitForRound(size_t peer, uint32_t target);
   Header* header(size_t r) const;
   char* slot(size_t r, uint64_t block) const;
   size_t region_bytes() const;
@@ -99,8 +111,8 @@ class ShmAllreduce {
   int64_t spin_us_ = 5000;      // how long a waiting rank spins and yields before sleeping
   std::vector<char*> regions_;  // regions_[r]: rank r's header and slots, mapped here
   std::string my_name_;
-  Barrier barrier_;
   uint64_t blocks_done_ = 0;  // the same on every rank; picks the slot, counts progress
+  uint32_t rounds_done_ = 0;  // negotiation rounds through OrWords, the same on every rank
   bool active_ = false;
 };
 

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include "cc/common/algorithms/shm_allreduce.h"
 #include "cc/common/transport/link_collectives.h"
 #include "cc/common/negotiation/entry_checks.h"
 #include "cc/common/logging.h"
@@ -125,6 +126,14 @@ std::unique_ptr<ProcessSet> ProcessSet::Global(Transport* global, const Topology
 Status ProcessSet::Open() {
   if (!member()) return Status();
   Status s = allreduce->Open();
+  // One host: the negotiation's bit vector goes through the shared-memory
+  // region too (a vector too long for it, through the transport).
+  if (ShmAllreduce* shm = s.ok() ? allreduce->shared_memory() : nullptr) {
+    Transport* t = transport;
+    controller->SetBitExchange([shm, t](uint64_t* words, size_t n) {
+      return n <= ShmAllreduce::kMaxOrWords ? shm->OrWords(words, n) : t->BitwiseOr(words, n);
+    });
+  }
   if (s.ok() && id != 0) {
     const bool shm = allreduce->SharedMemoryFor(INT64_MAX, ReduceOp::SUM) != nullptr;
     TFHVD_LOG(DEBUG) << label << ": rank " << topology.rank << " of " << topology.size << ", "

@@ -121,7 +121,8 @@ Status Controller::ComputeResponseList(Leaving leaving, ResponseList* out) {
   // New autotune values travel in the coordinator's response list.
   if (coordinator_ && tuning_pending_) bits[0] |= kUncachedFlag;
 
-  Status s = transport_->BitwiseOr(bits.data(), bits.size());
+  Status s = bit_exchange_ ? bit_exchange_(bits.data(), bits.size())
+                          : transport_->BitwiseOr(bits.data(), bits.size());
   if (!s.ok()) return s;
   if (bits[0] & kShutdownFlag) {
     out->shutdown = true;

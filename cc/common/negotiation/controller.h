@@ -7,6 +7,7 @@
 #define TFHVD_COMMON_NEGOTIATION_CONTROLLER_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,6 +43,11 @@ class Controller {
   // response cache switch at the end of that round and reports the values in
   // ResponseList::tuned (the caller applies the rest).
   void ProposeTuning(const TunedParameters& values);
+  // The round's bit vector through another channel than the transport (on
+  // one host: shared memory, without a round trip through the kernel). Every
+  // rank of the set must set the same kind of exchange before the first round.
+  using BitExchange = std::function<Status(uint64_t* words, size_t n)>;
+  void SetBitExchange(BitExchange exchange) { bit_exchange_ = std::move(exchange); }
 
  private:
   struct Waiting {
@@ -54,6 +60,7 @@ class Controller {
   std::vector<uint32_t> OrderCachedHits(std::vector<std::pair<Waiting, uint32_t>>* common);
 
   Transport* transport_;
+  BitExchange bit_exchange_;  // empty: transport_->BitwiseOr
   Topology topology_;
   Parameters params_;
   TensorQueue* queue_;

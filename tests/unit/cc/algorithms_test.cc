@@ -120,24 +120,33 @@ void TestLinkCollectives() {
 }
 
 void TestSelectionTable() {
-  Parameters k;  // gather up to 256 KiB, shared memory from 256 KiB
+  Parameters k;  // shared memory at every size on one host; else gather up to 256 KiB
   AllreduceCase c;
   c.ranks = 2;
   c.one_host = true;
   c.shm_ready = true;
+  c.bytes = 4;
+  EXPECT_TRUE(SelectAllreduce(c, k) == AllreduceAlgorithm::SHARED_MEMORY);
+  k.shm_min_bytes = 256 * 1024;  // below it: the gather (Gloo), MPI's own (MPI)
   c.bytes = 4096;
   EXPECT_TRUE(SelectAllreduce(c, k) == AllreduceAlgorithm::GATHER);
+  c.bytes = 256 * 1024 - 4;
+  EXPECT_TRUE(SelectAllreduce(c, k) == AllreduceAlgorithm::GATHER);
   c.bytes = 256 * 1024;
+  EXPECT_TRUE(SelectAllreduce(c, k) == AllreduceAlgorithm::SHARED_MEMORY);
+  c.one_host = false;  // several hosts: the gather up to 256 KiB, then the ring
   EXPECT_TRUE(SelectAllreduce(c, k) == AllreduceAlgorithm::GATHER);
   c.bytes = 256 * 1024 + 4;
-  EXPECT_TRUE(SelectAllreduce(c, k) == AllreduceAlgorithm::SHARED_MEMORY);
+  EXPECT_TRUE(SelectAllreduce(c, k) == AllreduceAlgorithm::RING);
+  c.one_host = true;
   c.shm_ready = false;
   EXPECT_TRUE(SelectAllreduce(c, k) == AllreduceAlgorithm::RING);
-  c.backend_allreduce = true;  // MPI: its own allreduce, shared memory for large sizes
+  c.backend_allreduce = true;  // MPI: its own allreduce, shared memory where it is mapped
   EXPECT_TRUE(SelectAllreduce(c, k) == AllreduceAlgorithm::BACKEND);
   c.bytes = 4096;
   EXPECT_TRUE(SelectAllreduce(c, k) == AllreduceAlgorithm::BACKEND);
   c.shm_ready = true;
+  EXPECT_TRUE(SelectAllreduce(c, k) == AllreduceAlgorithm::BACKEND);
   c.bytes = 1 << 20;
   EXPECT_TRUE(SelectAllreduce(c, k) == AllreduceAlgorithm::SHARED_MEMORY);
   c.one_host = false;

@@ -9,6 +9,7 @@
 //   bazel test //:shm_allreduce_test
 #include <dirent.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -90,7 +91,7 @@ void RunRanks(int size, size_t slot_bytes, Body body) {
           [&](const std::string& mine, std::vector<std::string>* all) {
             return group.Allgather(r, mine, all);
           },
-          [&] { return group.Barrier(); }, &reason);
+          &reason);
       EXPECT_TRUE(s.ok()) << "rank " << r << ": " << s.message();
       EXPECT_EQ(reason, "") << "rank " << r;
       EXPECT_TRUE(shm.active()) << "rank " << r;
@@ -238,35 +239,47 @@ TEST(ShmAllreduce, PostscaleInsideEqualsSumThenScale) {
   TestPostscale<uint16_t>(DataType::FLOAT16, 1.0 / 3.0);
 }
 
-// A failing barrier (a peer gone) comes back from Allreduce as that status.
-TEST(ShmAllreduce, FailedBarrierIsReturnedNotSwallowed) {
-  ThreadGroup group(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      ShmAllreduce shm;
-      std::string reason;
-      bool broken = false;
-      Status s = shm.Open(
-          r, 2, 4096,
-          [&](const std::string& mine, std::vector<std::string>* all) {
-            return group.Allgather(r, mine, all);
-          },
-          [&]() -> Status {
-            if (broken) return Status::Unavailable("rank 1 closed its connection");
-            return group.Barrier();
-          },
-          &reason);
-      EXPECT_TRUE(s.ok()) << s.message();
-      EXPECT_TRUE(shm.active());
-      broken = true;
-      std::vector<float> buf(4096, 1.0f);
-      s = shm.Allreduce(buf.data(), buf.data(), 4096, DataType::FLOAT32, ReduceOp::SUM);
-      EXPECT_FALSE(s.ok());
-      EXPECT_EQ(s.message(), "rank 1 closed its connection");
+// The negotiation's bit vector: every rank gets the OR of all ranks' words,
+// round after round (both buffers reused many times), whether a peer is
+// already there (spin) or arrives milliseconds later (futex sleep).
+TEST(ShmAllreduce, OrWordsIsTheOrOfEveryRanksWords) {
+  for (int size : {2, 3}) {
+    RunRanks(size, 4096, [&](int r, ShmAllreduce& shm) {
+      for (uint64_t round = 0; round < 300; ++round) {
+        const size_t n = 1 + round % 7;
+        std::vector<uint64_t> words(n);
+        for (size_t i = 0; i < n; ++i) words[i] = (uint64_t{1} << ((r + i + round) % 64)) | i;
+        // Every 50th round one rank is late: its peers sleep on the futex.
+        if (round % 50 == 49 && r == static_cast<int>(round % size)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        Status s = shm.OrWords(words.data(), n);
+        ASSERT_TRUE(s.ok()) << "rank " << r << ": " << s.message();
+        for (size_t i = 0; i < n; ++i) {
+          uint64_t want = i;
+          for (int q = 0; q < size; ++q) want |= uint64_t{1} << ((q + i + round) % 64);
+          ASSERT_EQ(words[i], want) << "rank " << r << " round " << round << " word " << i;
+        }
+      }
+      // Interleaved with allreduces, the rounds still line up.
+      std::vector<float> buf(1000, static_cast<float>(r + 1));
+      ASSERT_TRUE(shm.Allreduce(buf.data(), buf.data(), 1000, DataType::FLOAT32,
+                                ReduceOp::SUM).ok());
+      uint64_t w = uint64_t{1} << r;
+      ASSERT_TRUE(shm.OrWords(&w, 1).ok());
+      EXPECT_EQ(w, (uint64_t{1} << size) - 1);
+      EXPECT_EQ(buf[999], static_cast<float>(size * (size + 1) / 2));
     });
   }
-  for (auto& t : threads) t.join();
+}
+
+TEST(ShmAllreduce, OrWordsRefusesMoreWordsThanItsBuffer) {
+  RunRanks(2, 4096, [&](int, ShmAllreduce& shm) {
+    std::vector<uint64_t> words(ShmAllreduce::kMaxOrWords + 1, 0);
+    Status s = shm.OrWords(words.data(), words.size());
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(s.message(), "OrWords: 501 words, at most 500");
+  });
 }
 
 TEST(ShmAllreduce, ExactSumsAndMaximaForEveryDtype) {
