@@ -39,7 +39,10 @@ constexpr size_t kOrBufferBytes = 4096;
 constexpr size_t kOrBytes = 2 * kOrBufferBytes;
 constexpr size_t kPieceBytes = 16 * 1024;   // reduced, then copied out, while in L1
 constexpr auto kNoProgressLimit = std::chrono::seconds(60);
-enum Counter { kStaged = 0, kReduced = 1, kConsumed = 2, kCounters = 3 };
+// A waiting rank spins at most this long (HOROVOD_SPIN_US if shorter), then sleeps.
+constexpr int64_t kMaxSpinUs = 50;
+// Blocks staged, reduced and consumed; negotiation rounds (OrWords).
+enum Counter { kStaged = 0, kReduced = 1, kConsumed = 2, kRounds = 3, kCounters = 4 };
 
 // Copies with stores that bypass the cache (x86 SSE2; elsewhere memcpy).
 void StreamCopy(char* dst, const char* src, size_t n) {
@@ -159,8 +162,9 @@ struct ShmAllreduce::Header {
   };
   Line counters[kCounters];
   alignas(64) int32_t pid;
-  // Negotiation rounds published (OrWords), and how many peers sleep on it.
-  alignas(64) std::atomic<uint32_t> rounds;
+  // Bumped after every counter store: the futex word peers sleep on, and how
+  // many of them do (the publisher wakes them only then).
+  alignas(64) std::atomic<uint32_t> events;
   std::atomic<uint32_t> sleepers;
 };
 
@@ -239,7 +243,7 @@ Status ShmAllreduce::OpenIfSingleHost(int rank, int size, int local_size,
   if (size < 2 || local_size != size || !params.shm_allreduce) return Status();
   std::string reason;
   Status s = Open(rank, size, static_cast<size_t>(params.shm_slot_bytes), allgather, &reason);
-  spin_us_ = params.spin_us;
+  spin_ = std::chrono::microseconds(std::min<int64_t>(params.spin_us, kMaxSpinUs));
   if (s.ok() && !reason.empty()) {
     TFHVD_LOG(WARNING) << "shared-memory allreduce unavailable, using " << fallback << ": "
                        << reason;
@@ -319,46 +323,48 @@ Status ShmAllreduce::Allreduce(const std::vector<Segment>& segments, DataType dt
   return Status();
 }
 
-Status ShmAllreduce::WaitFor(int which, uint64_t target, int peer) {
-  auto reached = [&](size_t r) {
-    return header(r)->counters[which].value.load(std::memory_order_acquire) >= target;
-  };
+Status ShmAllreduce::WaitFor(int which, uint64_t target, int peer, bool stall_limit) {
   for (size_t r = 0; r < static_cast<size_t>(size_); ++r) {
     if (static_cast<int>(r) == rank_ || (peer >= 0 && static_cast<int>(r) != peer)) continue;
-    if (reached(r)) continue;
-    // Spin (the peer is usually a few microseconds behind), then yield the
-    // core for up to spin_us, then sleep in short naps, checking that the
-    // peer still lives and still makes progress.
-    for (int i = 0; i < 1000; ++i) {
-      CpuRelax();
-      if (reached(r)) break;
-    }
+    Header* h = header(r);
+    auto reached = [&] {
+      return h->counters[which].value.load(std::memory_order_acquire) >= target;
+    };
+    if (reached()) continue;
+    // Spin briefly (the peer is usually a few microseconds behind), then
+    // sleep on the peer's futex until it publishes: a sleeper that is woken
+    // preempts whatever else runs on its core at once.
     const auto start = Clock::now();
-    const auto spin_until = start + std::chrono::microseconds(spin_us_);
-    auto last_check = start;
-    uint64_t last_seen = header(r)->counters[which].value.load(std::memory_order_relaxed);
+    const auto spin_until = start + spin_;
+    while (!reached() && Clock::now() < spin_until) {
+      for (int i = 0; i < 64; ++i) CpuRelax();
+    }
+    uint64_t last_seen = h->counters[which].value.load(std::memory_order_relaxed);
     auto last_progress = start;
-    while (!reached(r)) {
-      auto now = Clock::now();
-      if (now < spin_until) {
-        sched_yield();
-        continue;
+    while (!reached()) {
+      h->sleepers.fetch_add(1, std::memory_order_seq_cst);
+      const uint32_t event = h->events.load(std::memory_order_seq_cst);
+      if (!reached()) {
+        // Woken by the peer's next publish, or after 100 ms to check on it.
+        struct timespec nap = {0, 100 * 1000 * 1000};
+        syscall(SYS_futex, &h->events, FUTEX_WAIT, event, &nap, nullptr, 0);
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-      if (now - last_check < std::chrono::milliseconds(100)) continue;
-      last_check = now;
-      const int32_t pid = header(r)->pid;
+      h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      if (reached()) break;
+      const auto now = Clock::now();
+      const int32_t pid = h->pid;
       if (kill(pid, 0) != 0 && errno == ESRCH) {
         return Status::Unavailable("rank " + std::to_string(r) + " (pid " +
-                                   std::to_string(pid) +
-                                   ") exited during a shared-memory allreduce")
+                                   std::to_string(pid) + ") exited during " +
+                                   (which == kRounds ? "negotiation"
+                                                     : "a shared-memory allreduce"))
             .WithPeer(static_cast<int>(r));
       }
-      uint64_t seen = header(r)->counters[which].value.load(std::memory_order_relaxed);
+      const uint64_t seen = h->counters[which].value.load(std::memory_order_relaxed);
       if (seen != last_seen) {
         last_seen = seen;
         last_progress = now;
-      } else if (now - last_progress > kNoProgressLimit) {
+      } else if (stall_limit && now - last_progress > kNoProgressLimit) {
         return Status::Unavailable(
             "no progress with rank " + std::to_string(r) + " for " +
             std::to_string(kNoProgressLimit.count()) +
@@ -376,22 +382,18 @@ Status ShmAllreduce::OrWords(uint64_t* words, size_t n) {
                                    std::to_string(kMaxOrWords));
   }
   const size_t me = static_cast<size_t>(rank_);
-  const uint32_t round = ++rounds_done_;
+  const uint64_t round = ++rounds_done_;
   auto buffer = [&](size_t r) {
     return reinterpret_cast<uint64_t*>(regions_[r] + kHeaderBytes + (round % 2) * kOrBufferBytes);
   };
   std::memcpy(buffer(me), words, n * sizeof(uint64_t));
-  Header* mine = header(me);
-  mine->rounds.store(round, std::memory_order_seq_cst);
-  // A peer that registered as a sleeper before the store above sees the new
-  // round in its futex call or is woken here; one registering after it reads
-  // the new round before sleeping (both sides order through seq_cst).
-  if (mine->sleepers.load(std::memory_order_seq_cst) != 0) {
-    syscall(SYS_futex, &mine->rounds, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-  }
+  Publish(kRounds, round);
   for (size_t r = 0; r < static_cast<size_t>(size_); ++r) {
     if (r == me) continue;
-    Status s = WaitForRound(r, round);
+    // Rounds grow by one per call on every rank, and a peer cannot finish the
+    // next round without this rank: it is at most one round ahead. A peer may
+    // idle for its whole poll interval: no stall limit here.
+    Status s = WaitFor(kRounds, round, static_cast<int>(r), /*stall_limit=*/false);
     if (!s.ok()) return s;
     const uint64_t* theirs = buffer(r);
     for (size_t i = 0; i < n; ++i) words[i] |= theirs[i];
@@ -399,32 +401,16 @@ Status ShmAllreduce::OrWords(uint64_t* words, size_t n) {
   return Status();
 }
 
-Status ShmAllreduce::WaitForRound(size_t peer, uint32_t target) {
-  Header* h = header(peer);
-  // Rounds grow by one per call on every rank: the peer is at most one round
-  // ahead (it cannot finish the next round without this rank).
-  auto reached = [&] {
-    return static_cast<int32_t>(h->rounds.load(std::memory_order_acquire) - target) >= 0;
-  };
-  for (int i = 0; i < 200 && !reached(); ++i) CpuRelax();
-  while (!reached()) {
-    h->sleepers.fetch_add(1, std::memory_order_seq_cst);
-    const uint32_t seen = h->rounds.load(std::memory_order_seq_cst);
-    if (static_cast<int32_t>(seen - target) < 0) {
-      // Wakes on the peer's next round, or after 100 ms to check it still lives.
-      struct timespec nap = {0, 100 * 1000 * 1000};
-      syscall(SYS_futex, &h->rounds, FUTEX_WAIT, seen, &nap, nullptr, 0);
-    }
-    h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (reached()) break;
-    const int32_t pid = h->pid;
-    if (kill(pid, 0) != 0 && errno == ESRCH) {
-      return Status::Unavailable("rank " + std::to_string(peer) + " (pid " +
-                                 std::to_string(pid) + ") exited during negotiation")
-          .WithPeer(static_cast<int>(peer));
-    }
+void ShmAllreduce::Publish(int which, uint64_t value) {
+  Header* mine = header(static_cast<size_t>(rank_));
+  mine->counters[which].value.store(value, std::memory_order_seq_cst);
+  mine->events.fetch_add(1, std::memory_order_seq_cst);
+  // A peer that registered as a sleeper before the bump is woken here; one
+  // that registers after it reads the new value before sleeping (every step
+  // on both sides is seq_cst, so one of the two always sees the other).
+  if (mine->sleepers.load(std::memory_order_seq_cst) != 0) {
+    syscall(SYS_futex, &mine->events, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
   }
-  return Status();
 }
 
 Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataType dtype,
@@ -435,9 +421,7 @@ Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataTyp
   const uint64_t block = blocks_done_++;
   // Byte offset of chunk c within the block (and within every slot).
   auto begin = [&](size_t c) { return count * c / n * elem; };
-  auto publish = [&](Counter which) {
-    header(me)->counters[which].value.store(block + 1, std::memory_order_release);
-  };
+  auto publish = [&](Counter which) { Publish(which, block + 1); };
 
   // 1. This slot last served block - kSlots: every peer must be done reading
   // it. Other ranks read only slots, never this rank's input, so an output

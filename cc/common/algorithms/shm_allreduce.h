@@ -19,8 +19,9 @@
 //   3. copy every other chunk from its owner's slot once the owner has
 //      reduced it; publish "consumed".
 // Ranks wait on each other's counters in shared memory (spinning briefly,
-// then yielding, then sleeping), not on a transport barrier per block: a
-// 256 MiB allreduce takes hundreds of blocks. A call needs no transport
+// then sleeping on a futex that the publisher wakes; never sched_yield, which
+// on a busy machine hands the core away for a whole time slice), not on a
+// transport barrier per block: a 256 MiB allreduce takes hundreds of blocks. A call needs no transport
 // barrier either: every rank reaches it through the same negotiated response.
 // A peer that dies in the middle of a call is seen by its process id, and one
 // that makes no progress for a minute is reported, naming the rank. Large allreduces write their output with
@@ -29,6 +30,7 @@
 #ifndef TFHVD_COMMON_ALGORITHMS_SHM_ALLREDUCE_H_
 #define TFHVD_COMMON_ALGORITHMS_SHM_ALLREDUCE_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -86,9 +88,7 @@ class ShmAllreduce {
   // each rank writes its words, publishes a round number and ORs in its
   // peers' words once they have published the same round. Two buffers used
   // in turn: a rank that reached round k+2 knows every peer finished reading
-  // round k. A waiting rank sleeps on a futex in the peer's header (the peer
-  // may be idle for its whole poll interval), not spinning: the cores are the
-  // training's. At most kMaxOrWords words.
+  // round k. At most kMaxOrWords words.
   static constexpr size_t kMaxOrWords = 500;
   Status OrWords(uint64_t* words, size_t n);
 
@@ -99,20 +99,21 @@ class ShmAllreduce {
                double postscale, bool streaming);
   // Waits until counter `which` of rank `peer` (of every other rank when
   // peer is -1) is at least target.
-  Status WaitFor(int which, uint64_t target, int peer = -1);
-  // Blocks until rank `peer` has published negotiation round `target`.
-  Status WaitForRound(size_t peer, uint32_t target);
+  // stall_limit: fail when the peer makes no progress for a minute.
+  Status WaitFor(int which, uint64_t target, int peer = -1, bool stall_limit = true);
+  // Stores counter `which` of this rank and wakes the peers asleep on it.
+  void Publish(int which, uint64_t value);
   Header* header(size_t r) const;
   char* slot(size_t r, uint64_t block) const;
   size_t region_bytes() const;
 
   int rank_ = 0, size_ = 1;
   size_t slot_bytes_ = 0;
-  int64_t spin_us_ = 5000;      // how long a waiting rank spins and yields before sleeping
+  std::chrono::microseconds spin_{50};  // how long a waiting rank spins before it sleeps
   std::vector<char*> regions_;  // regions_[r]: rank r's header and slots, mapped here
   std::string my_name_;
   uint64_t blocks_done_ = 0;  // the same on every rank; picks the slot, counts progress
-  uint32_t rounds_done_ = 0;  // negotiation rounds through OrWords, the same on every rank
+  uint64_t rounds_done_ = 0;  // negotiation rounds through OrWords, the same on every rank
   bool active_ = false;
 };
 
