@@ -399,9 +399,15 @@ MERGE = {
 # Output
 
 
+def _measured(t):
+    """Whether either side of a check has a figure (a part that was not run,
+    --parts, leaves both empty: such checks are named once, not tabled)."""
+    return t["tf_hvd_value"] is not None or t["alternative_value"] is not None
+
+
 def print_summary(targets, extras, n_rounds):
     rows = []
-    for t in targets:
+    for t in filter(_measured, targets):
         rows.append([t["name"], rounds.fmt_spread(t["tf_hvd_value_spread"]),
                      rounds.fmt_spread(t["alternative_value_spread"]), t["unit"],
                      rounds.fmt_spread(t["ratio_spread"]),
@@ -411,12 +417,15 @@ def print_summary(targets, extras, n_rounds):
         "Summary: ratios tf_hvd / alternative against the targets, median [min-max] of %d "
         "interleaved rounds (met: the whole spread clears the goal)" % n_rounds,
         ["target", "tf_hvd", "alternative", "unit", "ratio", "goal", "verdict"], rows)
-    for t in targets:
+    unmeasured = [t["name"] for t in targets if not _measured(t)]
+    if unmeasured:
+        common.log("no data (part not run or no correct result): %s" % ", ".join(unmeasured))
+    for t in filter(_measured, targets):
         if t.get("detail"):
             common.log("%s: %s" % (t["name"], t["detail"]))
     rows = [[e["name"], rounds.fmt_spread(e["tf_hvd_value_spread"]),
              rounds.fmt_spread(e["alternative_value_spread"]),
-             rounds.fmt_spread(e["ratio_spread"])] for e in extras]
+             rounds.fmt_spread(e["ratio_spread"])] for e in filter(_measured, extras)]
     common.print_table("Other ratios (no target), median [min-max] over the rounds",
                        ["ratio", "tf_hvd", "alternative", "ratio"], rows)
 
@@ -427,7 +436,7 @@ def plot_targets(ax, targets):
 
     def score(t, ratio):
         return (t["target"] / ratio) if t["comparison"] == "<=" else (ratio / t["target"])
-    for t in targets:
+    for t in filter(_measured, targets):
         names.append(t["name"])
         if t["ratio"] is None:
             values.append(0)
@@ -467,15 +476,17 @@ def plot_targets(ax, targets):
 
 def plot(parts, targets, contenders, header, path):
     plt = common.pyplot()
-    fig = plt.figure(figsize=(20, 12))
-    grid = fig.add_gridspec(2, 3)
+    fig = plt.figure(figsize=(20, 16))
+    grid = fig.add_gridspec(2, 3, height_ratios=(1, 1.5))  # ~40 targets below
     ax_lat, ax_bw = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
     ax_fu, ax_tr = fig.add_subplot(grid[0, 2]), fig.add_subplot(grid[1, 0])
     ax_t = fig.add_subplot(grid[1, 1:])
     if parts.get("allreduce"):
-        allreduce_bench.plot_axes(ax_lat, ax_bw, parts["allreduce"], contenders)
-        ax_lat.set_title("Allreduce latency, tf.function (lower is better)")
-        ax_bw.set_title("Allreduce bus bandwidth, tf.function (higher is better)")
+        # chain mode: per allreduce inside one tf.function (what the targets compare)
+        allreduce_bench.plot_axes(ax_lat, ax_bw, parts["allreduce"], contenders,
+                                  modes=("chain", "numpy", "numpy_inplace", "copy"))
+        ax_lat.set_title("Allreduce latency inside tf.function, chain (lower is better)")
+        ax_bw.set_title("Allreduce bus bandwidth inside tf.function, chain (higher is better)")
     if parts.get("fusion"):
         fusion_bench.plot_axes(ax_fu, parts["fusion"], contenders)
     if parts.get("training"):

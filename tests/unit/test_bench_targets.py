@@ -219,3 +219,21 @@ def test_help_runs():
                          universal_newlines=True)
     assert out.returncode == 0, out.stderr
     assert "--rounds" in out.stdout and "least" in out.stdout
+
+
+def test_summary_tables_measured_checks_and_names_the_rest(capsys):
+    size = 256 * MiB
+    per_round = [compare.evaluate_targets(one_round({("gloo", size): 6.0}, {size: (5.0, 6.0)}))
+                 for _ in range(3)]
+    targets = compare.aggregate(per_round)
+    extras = compare.aggregate([compare.extra_ratios({}) for _ in range(3)])
+    compare.print_summary(targets, extras, 3)
+    out = capsys.readouterr().out
+    table, _, rest = out.partition("no data (part not run or no correct result): ")
+    row = [line for line in table.splitlines()
+           if line.startswith("allreduce_chain_256MiB_vs_mpi4py[gloo]")]
+    assert len(row) == 1 and row[0].split()[-1] == "met"
+    assert "1.00" in row[0].split() and ">=" in row[0].split()
+    assert "fit_mlp_vs_bound[gloo]" not in table
+    assert "fit_mlp_vs_bound[gloo]" in rest.splitlines()[0]
+    assert "allreduce_chain_256MiB_vs_mpi4py[gloo]" not in rest.splitlines()[0]
