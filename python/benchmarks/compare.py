@@ -3,6 +3,7 @@ tf_hvd / alternative against the targets.
 
     python python/benchmarks/compare.py [--quick] [--rounds 5] [--np 2] [--results-dir DIR]
     python python/benchmarks/compare.py --contention [--quick]
+    python python/benchmarks/compare.py --agreement QUICK/compare.json FULL/compare.json
 
 Each round starts every contender once (its own set of processes), one after
 the other, and each runs all the parts it takes part in: allreduce, fusion and
@@ -41,7 +42,9 @@ what is compared:
 
 The summary also prints the chain allreduce per size (tf_hvd Gloo and MPI, the best
 mpi4py way, memcpy, and the ratios, each median [min-max] over the rounds); the JSON
-holds it as "chain_allreduce". --rounds: at least 5 (3 with --quick).
+holds it as "chain_allreduce". --rounds: at least 5 (3 with --quick). --quick keeps
+every warm-up and times fewer calls; --agreement checks a quick run against a full
+one (each ratio's full median inside the quick spread).
 """
 
 import argparse
@@ -396,6 +399,40 @@ MERGE = {
 
 
 # ---------------------------------------------------------------------------
+# Quick against full (issue 22, item 3)
+
+
+def agreement(quick, full):
+    """Per target and other ratio in both compare.json summaries: the quick and
+    the full ratio spreads and whether they agree -- the full run's median lies
+    inside the quick run's spread (None where either has no data)."""
+    full_rows = dict((r["name"], r) for r in full.get("targets", []) + full.get(
+        "other_ratios", []))
+    rows = []
+    for q in quick.get("targets", []) + quick.get("other_ratios", []):
+        f = full_rows.get(q["name"])
+        if f is None:
+            continue
+        rows.append({"name": q["name"], "quick": q["ratio_spread"], "full": f["ratio_spread"],
+                     "agrees": rounds.within(f["ratio_spread"]["median"], q["ratio_spread"]),
+                     "quick_verdict": q.get("verdict"), "full_verdict": f.get("verdict")})
+    return rows
+
+
+def print_agreement(rows):
+    measured = [r for r in rows if r["agrees"] is not None]
+    common.print_table(
+        "Quick against full: ratio median [min-max] of each run's rounds; agrees: the full "
+        "median lies inside the quick spread",
+        ["ratio", "quick", "full", "agrees", "verdict quick", "verdict full"],
+        [[r["name"], rounds.fmt_spread(r["quick"]), rounds.fmt_spread(r["full"]),
+          common.fmt(r["agrees"]), r["quick_verdict"] or "-", r["full_verdict"] or "-"]
+         for r in measured])
+    common.log("%d of %d ratios agree" % (sum(1 for r in measured if r["agrees"]),
+                                          len(measured)))
+
+
+# ---------------------------------------------------------------------------
 # Output
 
 
@@ -512,7 +549,16 @@ def main(argv=None):
     parser.add_argument("--contention", action="store_true",
                         help="instead: tf_hvd's MLP fit / compute bound with and without one "
                              "extra busy process, interleaved (contention.py)")
+    parser.add_argument("--agreement", nargs=2, metavar=("QUICK_JSON", "FULL_JSON"),
+                        help="instead: whether each ratio of a --quick run's compare.json "
+                             "agrees with a full run's (the full median inside the quick "
+                             "spread); runs nothing")
     args = parser.parse_args(argv)
+    if args.agreement:
+        rows = agreement(common.read_json(args.agreement[0]),
+                         common.read_json(args.agreement[1]))
+        print_agreement(rows)
+        return 0 if all(r["agrees"] is not False for r in rows) else 1
     least = QUICK_ROUNDS if args.quick else ROUNDS
     n_rounds = args.rounds or least
     if n_rounds < least:

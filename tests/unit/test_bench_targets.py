@@ -237,3 +237,24 @@ def test_summary_tables_measured_checks_and_names_the_rest(capsys):
     assert "fit_mlp_vs_bound[gloo]" not in table
     assert "fit_mlp_vs_bound[gloo]" in rest.splitlines()[0]
     assert "allreduce_chain_256MiB_vs_mpi4py[gloo]" not in rest.splitlines()[0]
+
+
+def test_agreement_of_quick_and_full_runs(tmp_path, capsys):
+    def summary(ratios):
+        return {"targets": [{"name": n, "verdict": "unclear",
+                             "ratio_spread": compare.rounds.spread(v)}
+                            for n, v in ratios.items()], "other_ratios": []}
+    quick = summary({"a": [0.8, 0.9, 1.0], "b": [0.5, 0.55, 0.6], "c": [None]})
+    full = summary({"a": [0.95, 0.97, 0.99, 1.1, 1.2], "b": [0.7, 0.8, 0.8, 0.9, 1.0],
+                    "c": [1.0], "d": [1.0]})
+    rows = dict((r["name"], r["agrees"]) for r in compare.agreement(quick, full))
+    assert rows == {"a": True, "b": False, "c": None}
+    qpath, fpath = tmp_path / "q.json", tmp_path / "f.json"
+    common.write_json(str(qpath), quick)
+    common.write_json(str(fpath), full)
+    assert compare.main(["--agreement", str(qpath), str(fpath)]) == 1
+    out = capsys.readouterr().out
+    assert "1 of 2 ratios agree" in out
+    full["targets"][1]["ratio_spread"] = compare.rounds.spread([0.52, 0.6])
+    common.write_json(str(fpath), full)
+    assert compare.main(["--agreement", str(qpath), str(fpath)]) == 0
