@@ -19,9 +19,9 @@ name=, tf_hvd only, messages up to 64 KiB: every call is "allreduce.noname"), fu
 runs chain_plan(size)'s number of dependent allreduces (Sum, then Average of the result, so the
 values stay exact for a power-of-two process count and are checked) and the time per
 allreduce is call time / chain length -- the collective's cost inside a graph, without
-TensorFlow's per-call dispatch. tf_hvd runs the chain at every size (50 ops up to 64 KiB,
+TensorFlow's per-call dispatch. tf_hvd runs the chain at every size (200 ops up to 64 KiB,
 fewer for larger messages: see CHAIN_LENGTHS); MultiWorkerMirroredStrategy runs it up
-to 64 KiB (ops unrolled: MWMS does not allow collectives inside tf.while_loop).
+to 64 KiB, 50 ops (unrolled: MWMS does not allow collectives inside tf.while_loop).
 """
 
 import argparse
@@ -58,13 +58,17 @@ _TIMED = {
     True: {4 * common.KiB: 100, 64 * common.KiB: 50, 256 * common.KiB: 40, common.MiB: 30,
            4 * common.MiB: 15, 16 * common.MiB: 9, 64 * common.MiB: 5, 256 * common.MiB: 5},
 }
-# Chain mode: allreduces per tf.function call, per message size (the call of a
-# chain of 50 at 64 KiB and one of 3 at 256 MiB both outlast TensorFlow's ~0.1 ms
-# dispatch by far: at 256 MiB one allreduce takes ~25-40 ms), and timed chain calls
+# Chain mode: allreduces per tf.function call, per message size, long enough that
+# TensorFlow's ~0.1 ms per call adds at most ~4% to one allreduce as fast as
+# mpi4py's (0.5 us of a ~14 us op at 64 KiB, 33 us of a ~7 ms op at 64 MiB; the
+# names stay well within the response cache's 1024), and timed chain calls
 # (full, quick). The warm-up is the size's (_WARMUP), in calls of the chain.
-CHAIN_LENGTHS = {4 * common.KiB: 50, 64 * common.KiB: 50, 256 * common.KiB: 30,
-                 common.MiB: 20, 4 * common.MiB: 12, 16 * common.MiB: 8, 64 * common.MiB: 3,
+# MWMS unrolls at most MWMS_CHAIN_MAX (its ops take ~1 ms each; longer graphs
+# only cost tracing time).
+CHAIN_LENGTHS = {4 * common.KiB: 200, 64 * common.KiB: 200, 256 * common.KiB: 100,
+                 common.MiB: 40, 4 * common.MiB: 16, 16 * common.MiB: 8, 64 * common.MiB: 3,
                  256 * common.MiB: 3}
+MWMS_CHAIN_MAX = 50
 CHAIN_CALLS = {False: 20, True: 10}
 
 
@@ -160,6 +164,9 @@ def _record(ctx, mode, nbytes, warmup, durations, resources, correct, message, r
            "busbw_best_gbps": bus_best, "correct": correct, "check_error": message}
     if mode == "chain":
         rec["chain_length"] = chain_length  # allreduces per timed call (iterations: calls)
+        # per allreduce, as the latency is (cpu_per_wall is a rate: unchanged)
+        resources = dict(resources, minflt_per_call=resources["minflt_per_call"] / chain_length,
+                         cpu_ms_per_call=resources["cpu_ms_per_call"] / chain_length)
     rec.update(resources)
     ctx.log("%-8s %8s  median %10.1f us  busbw %7.3f GB/s  %s"
             % (mode, common.human_bytes(nbytes), rec["latency_us"]["median"], bus or 0,
@@ -239,6 +246,7 @@ def _run_mwms(ctx, cfg, nbytes, warmup, timed):
                                                               tf.identity(t))
 
     warm_chain, length, chain_calls = _chain(cfg, nbytes)
+    length = min(length, MWMS_CHAIN_MAX)
 
     def chain_fn(t):
         replica = tf.distribute.get_replica_context()
@@ -364,7 +372,8 @@ def print_tables(records, contenders):
     common.log("minflt/call: minor page faults per call in rank 0 (memory mapped afresh on "
                "every call; 256 MiB = 65536 pages). mpi4py (malloc reuse) runs with %s, so "
                "MPICH's temporary buffers stay in the heap between calls. cpu_ms/call: CPU "
-               "time of rank 0 per call (above the latency = several busy threads)."
+               "time of rank 0 per call (above the latency = several busy threads); chain "
+               "mode: both per allreduce, as its latency."
                % " ".join("%s=%s" % kv for kv in sorted(common.MALLOC_REUSE_ENV.items())))
 
 

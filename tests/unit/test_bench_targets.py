@@ -189,8 +189,13 @@ def test_chain_plan_every_size_and_quick_keeps_the_warmup():
         assert calls >= q_calls >= 10 and length >= 3
         assert quick["iterations"][key][0] == full["iterations"][key][0]
         assert quick["iterations"][key][1] >= 5
-    assert full["chain"][str(64 * KiB)][1] == 50
+    assert full["chain"][str(64 * KiB)][1] == 200
     assert full["chain"][str(256 * MiB)][1] == 3
+    # from 64 KiB (the targets' sizes) long enough that a ~0.1 ms call overhead adds
+    # at most ~4% to an op as fast as mpi4py's at 64 KiB (4.6 GB/s, issue 22)
+    for size in compare.CHAIN_TARGET_SIZES:
+        length = full["chain"][str(size)][1]
+        assert 100e-6 / length <= 0.04 * size / 4.6e9, size
 
 
 def test_modes_chain_at_every_size_for_tf_hvd_only_small_for_mwms():
@@ -258,3 +263,22 @@ def test_agreement_of_quick_and_full_runs(tmp_path, capsys):
     full["targets"][1]["ratio_spread"] = compare.rounds.spread([0.52, 0.6])
     common.write_json(str(fpath), full)
     assert compare.main(["--agreement", str(qpath), str(fpath)]) == 0
+
+
+def test_chain_record_is_per_allreduce():
+    class Ctx(object):
+        contender = "tf_hvd_gloo"
+
+        def log(self, message):
+            self.logged = message
+    resources = {"minflt_per_call": 40.0, "cpu_ms_per_call": 8.0, "cpu_per_wall": 1.5}
+    rec = allreduce_bench._record(Ctx(), "chain", 64 * KiB, 20, [0.004, 0.002, 0.003],
+                                  resources, True, None, 2, chain_length=200)
+    assert (rec["chain_length"], rec["iterations"]) == (200, 3)
+    assert rec["latency_us"]["median"] == pytest.approx(15.0)   # 3 ms / 200
+    assert rec["busbw_gbps"] == pytest.approx(64 * KiB / 15e-6 / 1e9)
+    assert (rec["minflt_per_call"], rec["cpu_ms_per_call"]) == (0.2, 0.04)
+    assert rec["cpu_per_wall"] == 1.5
+    plain = allreduce_bench._record(Ctx(), "function", 64 * KiB, 20, [0.004], resources,
+                                    True, None, 2)
+    assert "chain_length" not in plain and plain["cpu_ms_per_call"] == 8.0
