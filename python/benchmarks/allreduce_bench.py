@@ -13,13 +13,15 @@ Every call is timed on its own: median, min and max latency; algorithm bandwidth
 compared with the expected sum. Writes <results>/allreduce.json and allreduce.png.
 
 Modes: eager (one op per Python call, a fixed name), eager_unnamed (the same without
-name=, tf_hvd only: every call is "allreduce.noname"), function (one tf.function call per allreduce:
-includes TensorFlow's own function-call overhead: ~0.2 ms per call of a tf.function
-that only runs tf.identity on this 2-core machine), and chain (messages up to 64 KiB): one tf.function runs CHAIN
-dependent allreduces (Sum, then Average of the result) and the time per allreduce is
-call time / CHAIN -- the collective's latency inside a graph, without Python dispatch.
-The same chain runs for MultiWorkerMirroredStrategy (ops unrolled: MWMS does not allow
-collectives inside tf.while_loop).
+name=, tf_hvd only, messages up to 64 KiB: every call is "allreduce.noname"), function
+(one tf.function call per allreduce: includes TensorFlow's own function-call overhead,
+~0.1-0.2 ms per call of a tf.function on this 2-core machine), and chain: one tf.function
+runs chain_plan(size)'s number of dependent allreduces (Sum, then Average of the result, so the
+values stay exact for a power-of-two process count and are checked) and the time per
+allreduce is call time / chain length -- the collective's cost inside a graph, without
+TensorFlow's per-call dispatch. tf_hvd runs the chain at every size (200 ops up to 64 KiB,
+fewer for larger messages: see CHAIN_LENGTHS); MultiWorkerMirroredStrategy runs it up
+to 64 KiB, 50 ops (unrolled: MWMS does not allow collectives inside tf.while_loop).
 """
 
 import argparse
@@ -35,40 +37,70 @@ PART = "allreduce"
 KINDS = ("hvd", "mwms", "mpi4py", "local")
 CONTENDERS = ("tf_hvd_gloo", "tf_hvd_mpi", "mwms_ring", "mpi4py", "mpi4py_malloc",
               "numpy_local")
-SIZES = [4 * common.KiB, 64 * common.KiB, common.MiB, 16 * common.MiB, 64 * common.MiB,
-         256 * common.MiB]
+SIZES = [4 * common.KiB, 64 * common.KiB, 256 * common.KiB, common.MiB, 4 * common.MiB,
+         16 * common.MiB, 64 * common.MiB, 256 * common.MiB]
 TF_MODES = ("eager", "function", "chain", "eager_unnamed")
 # Modes only tf_hvd has: eager calls without name= (named after their kind).
 HVD_ONLY_MODES = ("eager_unnamed",)
-CHAIN = 50                      # allreduces per tf.function call in chain mode
-CHAIN_MAX_BYTES = 64 * 1024     # chain mode only for latency-bound sizes
+SMALL_MAX_BYTES = 64 * 1024     # eager_unnamed, and MWMS's chain, only up to this size
 
-# (warmup, timed calls) per message size. The largest sizes warm up three
-# times: TensorFlow's caching allocator grows (and the new memory is touched
-# for the first time, slowly on a VM) over the first few calls while the
-# previous results are still alive.
-_ITERATIONS = {
-    False: {4 * common.KiB: (20, 1000), 64 * common.KiB: (20, 500), common.MiB: (10, 200),
-            16 * common.MiB: (3, 40), 64 * common.MiB: (3, 12), 256 * common.MiB: (3, 5)},
-    # quick: fewer calls, but the large sizes keep a full warm-up (see above) and
-    # three timed calls, so a median is not one call's luck
-    True: {4 * common.KiB: (10, 100), 64 * common.KiB: (5, 50), common.MiB: (3, 15),
-           16 * common.MiB: (2, 5), 64 * common.MiB: (3, 3), 256 * common.MiB: (3, 3)},
+# (warmup, timed calls) per message size. The warm-up is the same with --quick
+# (fewer timed calls only), so the quick medians are not biased by calls that
+# still trace, grow TensorFlow's caching allocator or touch new memory (slowly,
+# on a VM): the largest sizes warm up three times for that reason.
+_WARMUP = {4 * common.KiB: 20, 64 * common.KiB: 20, 256 * common.KiB: 15, common.MiB: 10,
+           4 * common.MiB: 5, 16 * common.MiB: 3, 64 * common.MiB: 3, 256 * common.MiB: 3}
+_TIMED = {
+    False: {4 * common.KiB: 1000, 64 * common.KiB: 500, 256 * common.KiB: 300,
+            common.MiB: 200, 4 * common.MiB: 80, 16 * common.MiB: 40, 64 * common.MiB: 12,
+            256 * common.MiB: 7},
+    # quick: at least five timed calls, so a median is not one call's luck
+    True: {4 * common.KiB: 100, 64 * common.KiB: 50, 256 * common.KiB: 40, common.MiB: 30,
+           4 * common.MiB: 15, 16 * common.MiB: 9, 64 * common.MiB: 5, 256 * common.MiB: 5},
 }
+# Chain mode: allreduces per tf.function call, per message size, long enough that
+# TensorFlow's ~0.1 ms per call adds at most ~4% to one allreduce as fast as
+# mpi4py's (0.5 us of a ~14 us op at 64 KiB, 33 us of a ~7 ms op at 64 MiB; the
+# names stay well within the response cache's 1024), and timed chain calls
+# (full, quick). The warm-up is the size's (_WARMUP), in calls of the chain.
+# MWMS unrolls at most MWMS_CHAIN_MAX (its ops take ~1 ms each; longer graphs
+# only cost tracing time).
+CHAIN_LENGTHS = {4 * common.KiB: 200, 64 * common.KiB: 200, 256 * common.KiB: 100,
+                 common.MiB: 40, 4 * common.MiB: 16, 16 * common.MiB: 8, 64 * common.MiB: 3,
+                 256 * common.MiB: 3}
+MWMS_CHAIN_MAX = 50
+CHAIN_CALLS = {False: 20, True: 10}
+
+
+def _nearest_below(table, nbytes):
+    """The entry of the largest size in table not above nbytes (else the smallest)."""
+    below = [s for s in table if s <= nbytes]
+    return table[max(below) if below else min(table)]
 
 
 def iterations(nbytes, quick):
-    table = _ITERATIONS[bool(quick)]
-    if nbytes in table:
-        return table[nbytes]
+    """(warmup, timed calls) of the modes that time one allreduce per call."""
+    if nbytes in _TIMED[bool(quick)]:
+        return _WARMUP[nbytes], _TIMED[bool(quick)][nbytes]
     budget = (64 if quick else 1024) * common.MiB  # bytes moved per size, roughly
-    timed = int(min(1000 if not quick else 100, max(3, budget // max(nbytes, 1))))
-    return (max(1, min(10, timed // 10)), timed)
+    timed = int(min(1000 if not quick else 100, max(5, budget // max(nbytes, 1))))
+    return _nearest_below(_WARMUP, nbytes), timed
+
+
+def chain_plan(nbytes, quick):
+    """(warmup calls, allreduces per call, timed calls) of chain mode at one size.
+
+    >>> chain_plan(256 * 1024 * 1024, quick=True)
+    (3, 3, 10)
+    """
+    return (_nearest_below(_WARMUP, nbytes), _nearest_below(CHAIN_LENGTHS, nbytes),
+            CHAIN_CALLS[bool(quick)])
 
 
 def make_config(sizes, modes, quick):
     return {"sizes": list(sizes), "modes": list(modes), "quick": bool(quick),
-            "iterations": dict((str(s), iterations(s, quick)) for s in sizes)}
+            "iterations": dict((str(s), iterations(s, quick)) for s in sizes),
+            "chain": dict((str(s), chain_plan(s, quick)) for s in sizes)}
 
 
 # ---------------------------------------------------------------------------
@@ -98,16 +130,20 @@ def check(result, expected, exact=True):
         bad.size, expected.size, i, float(result[i]), float(expected[i]))
 
 
-def _chain_modes(cfg, nbytes, hvd=True):
-    """The modes run for one size: chain and eager_unnamed only for latency-bound sizes."""
-    small = nbytes <= CHAIN_MAX_BYTES
+def _modes(cfg, nbytes, hvd=True):
+    """The modes run for one size: eager_unnamed only for latency-bound sizes, and
+    chain for every size on tf_hvd but only latency-bound ones on MWMS."""
+    small = nbytes <= SMALL_MAX_BYTES
     return [m for m in cfg["modes"]
-            if (m not in ("chain", "eager_unnamed") or small) and
-            (hvd or m not in HVD_ONLY_MODES)]
+            if (m != "eager_unnamed" or small) and (hvd or m not in HVD_ONLY_MODES) and
+            (hvd or m != "chain" or small)]
 
 
-def _chain_calls(timed):
-    return max(10, timed // CHAIN)
+def _chain(cfg, nbytes):
+    """(warmup calls, allreduces per call, timed calls) from the config (older
+    configs without "chain": the plan for the size)."""
+    plan = cfg.get("chain", {}).get(str(nbytes))
+    return tuple(plan) if plan else chain_plan(nbytes, cfg.get("quick"))
 
 
 def _chain_exact(size):
@@ -115,9 +151,10 @@ def _chain_exact(size):
     return size & (size - 1) == 0
 
 
-def _record(ctx, mode, nbytes, warmup, durations, resources, correct, message, ranks):
+def _record(ctx, mode, nbytes, warmup, durations, resources, correct, message, ranks,
+            chain_length=None):
     if mode == "chain":
-        durations = [d / CHAIN for d in durations]
+        durations = [d / chain_length for d in durations]
     stats = common.summarize(durations)
     alg, bus = common.allreduce_bandwidth(nbytes, stats["median"], ranks)
     _, bus_best = common.allreduce_bandwidth(nbytes, stats["min"], ranks)
@@ -125,6 +162,11 @@ def _record(ctx, mode, nbytes, warmup, durations, resources, correct, message, r
            "ranks": ranks, "warmup": warmup, "iterations": len(durations),
            "latency_us": common.scaled(stats, 1e6), "algbw_gbps": alg, "busbw_gbps": bus,
            "busbw_best_gbps": bus_best, "correct": correct, "check_error": message}
+    if mode == "chain":
+        rec["chain_length"] = chain_length  # allreduces per timed call (iterations: calls)
+        # per allreduce, as the latency is (cpu_per_wall is a rate: unchanged)
+        resources = dict(resources, minflt_per_call=resources["minflt_per_call"] / chain_length,
+                         cpu_ms_per_call=resources["cpu_ms_per_call"] / chain_length)
     rec.update(resources)
     ctx.log("%-8s %8s  median %10.1f us  busbw %7.3f GB/s  %s"
             % (mode, common.human_bytes(nbytes), rec["latency_us"]["median"], bus or 0,
@@ -152,11 +194,11 @@ def _run_hvd(ctx, cfg, nbytes, warmup, timed):
     x = tf.constant(rank_input(count, ctx.rank))
     expected = expected_sum(count, ctx.size)
     records = []
-    for mode in _chain_modes(cfg, nbytes):
+    for mode in _modes(cfg, nbytes):
         # A fixed name per call site, as a training script has: the response cache
         # recognises the tensor from the second call on.
         name = "bench_allreduce_%s_%d" % (mode, nbytes)
-        calls = timed
+        calls, length, warm = timed, None, warmup
         if mode == "eager":
             def call():
                 return hvd.allreduce(x, op=hvd.Sum, name=name)
@@ -169,22 +211,23 @@ def _run_hvd(ctx, cfg, nbytes, warmup, timed):
             def call():
                 return fn(x)
         else:
+            warm, length, calls = _chain(cfg, nbytes)
+
             @tf.function
             def chain(t):
                 t = hvd.allreduce(t, op=hvd.Sum, name=name)
-                for i in range(1, CHAIN):
+                for i in range(1, length):
                     t = hvd.allreduce(t, op=hvd.Average, name="%s_%d" % (name, i))
                 return t
 
             def call():
                 return chain(x)
-            calls = _chain_calls(timed)
         ctx.barrier()
-        durations, resources, last = common.time_calls(call, calls, warmup)
+        durations, resources, last = common.time_calls(call, calls, warm)
         correct, message = check(last.numpy(), expected,
                                  mode != "chain" or _chain_exact(ctx.size))
-        records.append(_record(ctx, mode, nbytes, warmup, durations, resources, correct,
-                               message, ctx.size))
+        records.append(_record(ctx, mode, nbytes, warm, durations, resources, correct,
+                               message, ctx.size, length))
         del last
     return records
 
@@ -202,16 +245,19 @@ def _run_mwms(ctx, cfg, nbytes, warmup, timed):
         return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM,
                                                               tf.identity(t))
 
+    warm_chain, length, chain_calls = _chain(cfg, nbytes)
+    length = min(length, MWMS_CHAIN_MAX)
+
     def chain_fn(t):
         replica = tf.distribute.get_replica_context()
         t = replica.all_reduce(tf.distribute.ReduceOp.SUM, tf.identity(t))
-        for _ in range(1, CHAIN):
+        for _ in range(1, length):
             t = replica.all_reduce(tf.distribute.ReduceOp.MEAN, t)
         return t
 
     records = []
-    for mode in _chain_modes(cfg, nbytes, hvd=False):
-        calls = timed
+    for mode in _modes(cfg, nbytes, hvd=False):
+        calls, warm = timed, warmup
         if mode == "eager":
             def call():
                 return strategy.run(replica_fn, args=(x,))
@@ -225,14 +271,14 @@ def _run_mwms(ctx, cfg, nbytes, warmup, timed):
 
             def call():
                 return chain(x)
-            calls = _chain_calls(timed)
+            calls, warm = chain_calls, warm_chain
         ctx.barrier()
-        durations, resources, last = common.time_calls(call, calls, warmup)
+        durations, resources, last = common.time_calls(call, calls, warm)
         value = strategy.experimental_local_results(last)[0]
         correct, message = check(value.numpy(), expected,
                                  mode != "chain" or _chain_exact(ctx.size))
-        records.append(_record(ctx, mode, nbytes, warmup, durations, resources, correct,
-                               message, ctx.size))
+        records.append(_record(ctx, mode, nbytes, warm, durations, resources, correct,
+                               message, ctx.size, length))
     return records
 
 
@@ -326,7 +372,8 @@ def print_tables(records, contenders):
     common.log("minflt/call: minor page faults per call in rank 0 (memory mapped afresh on "
                "every call; 256 MiB = 65536 pages). mpi4py (malloc reuse) runs with %s, so "
                "MPICH's temporary buffers stay in the heap between calls. cpu_ms/call: CPU "
-               "time of rank 0 per call (above the latency = several busy threads)."
+               "time of rank 0 per call (above the latency = several busy threads); chain "
+               "mode: both per allreduce, as its latency."
                % " ".join("%s=%s" % kv for kv in sorted(common.MALLOC_REUSE_ENV.items())))
 
 
@@ -405,9 +452,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     launch.add_common_arguments(parser, CONTENDERS)
     parser.add_argument("--sizes", default=None,
-                        help="comma-separated message sizes (default 4K,64K,1M,16M,64M,256M)")
+                        help="comma-separated message sizes (default %s)"
+                        % ",".join(common.human_bytes(s).replace(" ", "")[:-2] for s in SIZES))
     parser.add_argument("--modes", default=",".join(TF_MODES),
-                        help="TensorFlow modes: eager, function, chain, eager_unnamed (default all)")
+                        help="TensorFlow modes: eager, function, chain, eager_unnamed "
+                             "(default all)")
     args = parser.parse_args(argv)
     sizes = common.parse_list(args.sizes, common.parse_size) if args.sizes else SIZES
     cfg = make_config(sizes, common.parse_list(args.modes), args.quick)

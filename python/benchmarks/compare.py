@@ -3,6 +3,7 @@ tf_hvd / alternative against the targets.
 
     python python/benchmarks/compare.py [--quick] [--rounds 5] [--np 2] [--results-dir DIR]
     python python/benchmarks/compare.py --contention [--quick]
+    python python/benchmarks/compare.py --agreement QUICK/compare.json FULL/compare.json
 
 Each round starts every contender once (its own set of processes), one after
 the other, and each runs all the parts it takes part in: allreduce, fusion and
@@ -17,25 +18,33 @@ compare-allreduce/-fusion/-training.{json,png} (the median round of every
 figure, with its spread) and the summary compare.json + compare.png; prints
 every table and the summary. --contention: see contention.py.
 
-The targets (issue 4; ratios at np=2 on a 2-core machine, tf.function mode):
+The targets (ratios at np=2 on a 2-core machine). Allreduce figures are chain
+mode (allreduce_bench.py: dependent allreduces inside one tf.function, time per
+allreduce = call time / chain length), so TensorFlow's per-call dispatch is not
+what is compared:
+  allreduce, every size 64 KiB .. 256 MiB   tf_hvd (Gloo and MPI) bus bandwidth >= 1.0x
+                               the strongest plain mpi4py way at that size (send/receive
+                               or MPI.IN_PLACE on kept buffers, either malloc setting;
+                               its best in that round)                      (issue 22, 2)
+  256 MiB allreduce bus bw     tf_hvd (Gloo and MPI) >= 0.5x a memcpy of 256 MiB (numpy
+                               copyto into a kept buffer)                   (issue 22, 2)
+  training at the bound        Keras fit and the DistributedGradientTape tf.function loop,
+                               MLP and CNN, Gloo and MPI: tf_hvd >= 0.9x the compute bound
+                               (contender no_allreduce: the same N processes, no
+                               communication)                               (issue 22, 1)
   4 KiB allreduce latency      tf_hvd <= 1/20 of MWMS's; reach for <= 10x raw MPI's
-  256 MiB allreduce bus bw     tf_hvd over MPI >= 1.0x raw mpi4py with reused
-                               buffers (the better of mpi4py / mpi4py_malloc);
-                               tf_hvd over Gloo >= 0.5x that
-  fusion step rate             tf_hvd >= 3x MWMS's (each contender's best variant)
+  unnamed eager 4 KiB allreduce  <= 1.3x the same call with a fixed name
+  fusion step rate             tf_hvd >= 3x MWMS's (each contender's best variant) and
+                               >= 0.8x mpi4py's fastest way of the same work
   Keras fit throughput         tf_hvd >= 2x MWMS's for the MLP, >= 1.6x for the CNN
-
-and the speed targets of the architecture issue (same set-up):
-  256 MiB allreduce bus bw     tf_hvd (MPI and Gloo) >= 1.3x the strongest plain mpi4py
-                               (any variant: send/receive or MPI.IN_PLACE, either malloc);
-                               stretch: >= 0.4x a memcpy's bandwidth (numpy copyto)
-  fusion step rate             tf_hvd >= 0.8x mpi4py's fastest way of the same work
   DistributedGradientTape      tf_hvd's tf.function training loop (MLP) >= 0.95x one
                                process that owns both cores, training the global batch
-                               (reported beside the compute bound: N processes training
-                               without any allreduce, contender no_allreduce)
-  unnamed eager 4 KiB allreduce  <= 1.3x the same call with a fixed name (the
-                               response cache hits for unnamed calls too)
+
+The summary also prints the chain allreduce per size (tf_hvd Gloo and MPI, the best
+mpi4py way, memcpy, and the ratios, each median [min-max] over the rounds); the JSON
+holds it as "chain_allreduce". --rounds: at least 5 (3 with --quick). --quick keeps
+every warm-up and times fewer calls; --agreement checks a quick run against a full
+one (each ratio's full median inside the quick spread).
 """
 
 import argparse
@@ -52,7 +61,7 @@ import training_bench
 PARTS = {"allreduce": allreduce_bench, "fusion": fusion_bench, "training": training_bench}
 MPI4PY = ("mpi4py", "mpi4py_malloc")
 MPI4PY_MODES = ("numpy", "numpy_inplace")
-ROUNDS, QUICK_ROUNDS = 5, 3  # interleaved rounds (--rounds)
+ROUNDS, QUICK_ROUNDS = 5, 3  # interleaved rounds (--rounds): the default and the least
 
 
 # ---------------------------------------------------------------------------
@@ -122,6 +131,18 @@ def _target(name, description, hvd, alternative, hvd_value, alt_value, unit, bet
             "stretch": stretch, "detail": detail}
 
 
+def size_label(nbytes):
+    """268435456 -> '256MiB' (the size as it appears in target names)."""
+    return common.human_bytes(nbytes).replace(" ", "")
+
+
+# the sizes of the allreduce-vs-mpi4py targets (issue 22: every size 64 KiB..256 MiB)
+CHAIN_TARGET_SIZES = [s for s in allreduce_bench.SIZES if s >= 64 * common.KiB]
+BOUND_GOAL = 0.9       # training: tf_hvd / compute bound
+MPI4PY_GOAL = 1.0      # chain allreduce bus bandwidth: tf_hvd / best plain mpi4py
+MEMCPY_GOAL = 0.5      # 256 MiB chain allreduce bus bandwidth / memcpy bandwidth
+
+
 def evaluate_targets(parts):
     """The list of target checks (one per tf_hvd transport) from the part records
     of one round (aggregate() combines the rounds)."""
@@ -131,12 +152,13 @@ def evaluate_targets(parts):
     for hvd in launch.TF_HVD:
         transport = hvd.split("_")[-1]
         # Inside a tf.function (chain mode: per allreduce, without TensorFlow's
-        # ~0.2 ms per-call Python overhead, which no collective can avoid).
+        # ~0.1-0.2 ms per-call overhead, which no collective can avoid).
         lat = _latency(ar, hvd, small, "chain")
         targets.append(_target(
             "latency_4KiB_vs_mwms[%s]" % transport,
-            "4 KiB allreduce latency inside tf.function (chain of %d), tf_hvd/MWMS"
-            % allreduce_bench.CHAIN, hvd, "mwms_ring", lat,
+            "4 KiB allreduce latency inside tf.function (chains of %d and %d ops), "
+            "tf_hvd/MWMS" % (allreduce_bench.CHAIN_LENGTHS[small],
+                             allreduce_bench.MWMS_CHAIN_MAX), hvd, "mwms_ring", lat,
             _latency(ar, "mwms_ring", small, "chain"), "us", "lower", 1.0 / 20, "<="))
         mpi_name, mpi_lat = _best_mpi4py(ar, small, "latency")
         targets.append(_target(
@@ -148,13 +170,37 @@ def evaluate_targets(parts):
             "4 KiB eager allreduce latency, without name= / with a fixed name", hvd, hvd,
             _latency(ar, hvd, small, "eager_unnamed"), _latency(ar, hvd, small, "eager"), "us",
             "lower", 1.3, "<=", detail="alternative: the same contender, named"))
-    mpi_name, mpi_bw = _best_mpi4py(ar, large, "busbw")
-    for hvd, target in (("tf_hvd_mpi", 1.0), ("tf_hvd_gloo", 0.5)):
+    # Issue 22, item 2: the in-graph allreduce at every size against the strongest
+    # plain MPI way, and against the machine's memory bandwidth at 256 MiB.
+    for nbytes in CHAIN_TARGET_SIZES:
+        mpi_name, mpi_bw = _best_mpi4py(ar, nbytes, "busbw")
+        for hvd in launch.TF_HVD:
+            targets.append(_target(
+                "allreduce_chain_%s_vs_mpi4py[%s]" % (size_label(nbytes), hvd.split("_")[-1]),
+                "%s allreduce bus bandwidth inside tf.function (chain), tf_hvd/the strongest "
+                "plain mpi4py way (kept buffers)" % common.human_bytes(nbytes), hvd, mpi_name,
+                _busbw(ar, hvd, nbytes, "chain"), mpi_bw, "GB/s", "higher", MPI4PY_GOAL,
+                ">="))
+    copy = _busbw(ar, "numpy_local", large, "copy")
+    for hvd in launch.TF_HVD:
         targets.append(_target(
-            "busbw_256MiB_vs_mpi4py[%s]" % hvd.split("_")[-1],
-            "256 MiB allreduce bus bandwidth (tf.function), tf_hvd/raw mpi4py with reused "
-            "buffers", hvd, mpi_name, _busbw(ar, hvd, large), mpi_bw, "GB/s", "higher",
-            target, ">="))
+            "busbw_256MiB_vs_memcpy[%s]" % hvd.split("_")[-1],
+            "256 MiB allreduce bus bandwidth inside tf.function (chain), tf_hvd/memcpy of "
+            "256 MiB (numpy copyto into a kept buffer)", hvd, "numpy_local copy",
+            _busbw(ar, hvd, large, "chain"), copy, "GB/s", "higher", MEMCPY_GOAL, ">="))
+    # Issue 22, item 1: training at the compute bound.
+    for model in training_bench.MODELS:
+        for mode in training_bench.MODES:
+            bound = _training(tr, "no_allreduce", model, mode)
+            for hvd in launch.TF_HVD:
+                targets.append(_target(
+                    "%s_%s_vs_bound[%s]" % (mode, model, hvd.split("_")[-1]),
+                    "%s throughput, %s, tf_hvd/the compute bound (the same processes "
+                    "without any allreduce)" % ("Keras model.fit" if mode == "fit" else
+                                                "DistributedGradientTape tf.function loop",
+                                                model.upper()),
+                    hvd, "no_allreduce", _training(tr, hvd, model, mode), bound,
+                    "samples/s", "higher", BOUND_GOAL, ">="))
     mwms_rate, mwms_variant = _fusion_rate(fu, "mwms_ring")
     for hvd in launch.TF_HVD:
         rate, variant = _fusion_rate(fu, hvd)
@@ -174,20 +220,6 @@ def evaluate_targets(parts):
                 target, ">=",
                 detail="compute bound (N processes, no allreduce)/MWMS: %s"
                        % common.fmt(bound / mwms if bound and mwms else None)))
-    # Issue 6: speed against the strongest plain MPI and the hardware.
-    copy = _busbw(ar, "numpy_local", large, "copy")
-    for hvd in launch.TF_HVD:
-        transport = hvd.split("_")[-1]
-        bw = _busbw(ar, hvd, large)
-        targets.append(_target(
-            "busbw_256MiB_vs_best_mpi4py[%s]" % transport,
-            "256 MiB allreduce bus bandwidth (tf.function), tf_hvd/the strongest plain "
-            "mpi4py variant", hvd, mpi_name, bw, mpi_bw, "GB/s", "higher", 1.3, ">="))
-        targets.append(_target(
-            "busbw_256MiB_vs_memcpy[%s]" % transport,
-            "256 MiB allreduce bus bandwidth (tf.function), tf_hvd/memcpy of 256 MiB "
-            "(numpy copyto into a kept buffer; stretch goal)", hvd, "numpy_local copy", bw,
-            copy, "GB/s", "higher", 0.4, ">=", stretch=True))
     mpi_rate, mpi_variant = _best_fusion_mpi4py(fu)
     for hvd in launch.TF_HVD:
         rate, variant = _fusion_rate(fu, hvd)
@@ -205,9 +237,8 @@ def evaluate_targets(parts):
             "DistributedGradientTape tf.function loop throughput, MLP, tf_hvd/one process "
             "with the global batch", hvd, "single_process", mine, single, "samples/s",
             "higher", 0.95, ">=",
-            detail="compute bound (N processes, no allreduce)/one process: %s; tf_hvd/that "
-                   "bound: %s" % (common.fmt(bound / single if bound and single else None),
-                                  common.fmt(mine / bound if mine and bound else None))))
+            detail="compute bound (N processes, no allreduce)/one process: %s"
+                   % common.fmt(bound / single if bound and single else None)))
     return targets
 
 
@@ -221,33 +252,99 @@ def _best_fusion_mpi4py(records):
     return best or (None, None)
 
 
+def _ratio_row(name, mine, alternative, theirs):
+    return {"name": name, "tf_hvd_value": mine, "alternative": alternative,
+            "alternative_value": theirs, "ratio": mine / theirs if mine and theirs else None}
+
+
 def extra_ratios(parts):
     """Informative ratios without a target."""
     ar, tr = parts.get("allreduce", []), parts.get("training", [])
     out = []
     large = 256 * common.MiB
+    mpi_name, mpi_bw = _best_mpi4py(ar, large, "busbw")
     for hvd in launch.TF_HVD:
+        transport = hvd.split("_")[-1]
         for mode in ("function", "eager"):  # one tf.function / eager call per allreduce
-            mine = _latency(ar, hvd, 4 * common.KiB, mode)
-            theirs = _latency(ar, "mwms_ring", 4 * common.KiB, mode)
-            out.append({"name": "latency_4KiB_per_%s_call_vs_mwms[%s]"
-                                % (mode, hvd.split("_")[-1]),
-                        "tf_hvd_value": mine, "alternative": "mwms_ring",
-                        "alternative_value": theirs,
-                        "ratio": mine / theirs if mine and theirs else None})
+            out.append(_ratio_row(
+                "latency_4KiB_per_%s_call_vs_mwms[%s]" % (mode, transport),
+                _latency(ar, hvd, 4 * common.KiB, mode), "mwms_ring",
+                _latency(ar, "mwms_ring", 4 * common.KiB, mode)))
+        # the per-call view of the 256 MiB bandwidth (TensorFlow's dispatch included)
+        out.append(_ratio_row("busbw_256MiB_per_function_call_vs_mpi4py[%s]" % transport,
+                              _busbw(ar, hvd, large), mpi_name, mpi_bw))
         for model in training_bench.MODELS:
             for mode in training_bench.MODES:
-                for alt in ("mwms_ring", "single_process", "no_allreduce"):
+                for alt in ("mwms_ring", "single_process"):
                     if (mode, alt) == ("fit", "mwms_ring") or (
                             (model, mode, alt) == ("mlp", "tape", "single_process")):
-                        continue  # a target already
-                    mine, theirs = _training(tr, hvd, model, mode), _training(tr, alt, model, mode)
-                    out.append({"name": "%s_%s_vs_%s[%s]" % (mode, model, alt,
-                                                            hvd.split("_")[-1]),
-                                "tf_hvd_value": mine, "alternative": alt,
-                                "alternative_value": theirs,
-                                "ratio": mine / theirs if mine and theirs else None})
+                        continue  # a target already (as is every ratio to no_allreduce)
+                    out.append(_ratio_row(
+                        "%s_%s_vs_%s[%s]" % (mode, model, alt, transport),
+                        _training(tr, hvd, model, mode), alt, _training(tr, alt, model, mode)))
     return out
+
+
+# ---------------------------------------------------------------------------
+# The chain allreduce per size (issue 22, item 2): one compact table
+
+
+def _chain_round(ar, nbytes):
+    """The figures of one size in one round: tf_hvd's chain latency and bus
+    bandwidth per transport, the best mpi4py way, memcpy and the ratios."""
+    mpi_name, mpi_bw = _best_mpi4py(ar, nbytes, "busbw")
+    copy = _busbw(ar, "numpy_local", nbytes, "copy")
+    row = {"mpi4py_best_gbps": mpi_bw, "mpi4py_best": mpi_name, "memcpy_gbps": copy}
+    for hvd in launch.TF_HVD:
+        t = hvd.split("_")[-1]
+        bw = _busbw(ar, hvd, nbytes, "chain")
+        row["%s_latency_us" % t] = _latency(ar, hvd, nbytes, "chain")
+        row["%s_busbw_gbps" % t] = bw
+        row["%s_vs_mpi4py" % t] = bw / mpi_bw if bw and mpi_bw else None
+        row["%s_vs_memcpy" % t] = bw / copy if bw and copy else None
+    return row
+
+
+CHAIN_FIELDS = ("gloo_latency_us", "gloo_busbw_gbps", "mpi_latency_us", "mpi_busbw_gbps",
+                "mpi4py_best_gbps", "memcpy_gbps", "gloo_vs_mpi4py", "mpi_vs_mpi4py",
+                "gloo_vs_memcpy", "mpi_vs_memcpy")
+
+
+def chain_table(parts_per_round):
+    """Per size with a tf_hvd chain record: every CHAIN_FIELDS figure as a spread
+    over the rounds (each ratio from the figures of one round), the chain length
+    and the mpi4py way(s) that were best."""
+    sizes = sorted(set(r["bytes"] for p in parts_per_round for r in p.get("allreduce", [])
+                       if r["mode"] == "chain" and r["contender"] in launch.TF_HVD))
+    table = []
+    for nbytes in sizes:
+        per_round = [_chain_round(p.get("allreduce", []), nbytes) for p in parts_per_round]
+        lengths = [r.get("chain_length") for p in parts_per_round for r in p["allreduce"]
+                   if r["bytes"] == nbytes and r["mode"] == "chain"
+                   and r["contender"] in launch.TF_HVD]
+        row = {"bytes": nbytes, "size": common.human_bytes(nbytes),
+               "chain_length": _labels(lengths),
+               "mpi4py_best": _labels([r["mpi4py_best"] for r in per_round])}
+        for field in CHAIN_FIELDS:
+            row[field] = rounds.spread([r[field] for r in per_round])
+        table.append(row)
+    return table
+
+
+def print_chain_table(table):
+    def med(s):
+        return common.fmt(s["median"])
+    rows = [[r["size"], r["chain_length"], med(r["gloo_latency_us"]), med(r["gloo_busbw_gbps"]),
+             med(r["mpi_latency_us"]), med(r["mpi_busbw_gbps"]), med(r["mpi4py_best_gbps"]),
+             med(r["memcpy_gbps"])] + [rounds.fmt_spread(r[f]) for f in CHAIN_FIELDS[6:]]
+            for r in table]
+    common.print_table(
+        "Allreduce inside tf.function (chain: per allreduce = call / ops), bus bandwidth in "
+        "GB/s, medians over the rounds; ratios median [min-max] of the per-round ratios "
+        "(goal: >= %s x mpi4py from 64 KiB, >= %s x memcpy at 256 MiB)"
+        % (common.fmt(MPI4PY_GOAL), common.fmt(MEMCPY_GOAL)),
+        ["size", "ops", "gloo us", "gloo GB/s", "mpi us", "mpi GB/s", "mpi4py best GB/s",
+         "memcpy GB/s", "gloo/mpi4py", "mpi/mpi4py", "gloo/memcpy", "mpi/memcpy"], rows)
 
 
 # ---------------------------------------------------------------------------
@@ -303,12 +400,52 @@ MERGE = {
 
 
 # ---------------------------------------------------------------------------
+# Quick against full (issue 22, item 3)
+
+
+def agreement(quick, full):
+    """Per target and other ratio in both compare.json summaries: the quick and
+    the full ratio spreads and whether they agree -- the full run's median lies
+    inside the quick run's spread (None where either has no data)."""
+    full_rows = dict((r["name"], r) for r in full.get("targets", []) + full.get(
+        "other_ratios", []))
+    rows = []
+    for q in quick.get("targets", []) + quick.get("other_ratios", []):
+        f = full_rows.get(q["name"])
+        if f is None:
+            continue
+        rows.append({"name": q["name"], "quick": q["ratio_spread"], "full": f["ratio_spread"],
+                     "agrees": rounds.within(f["ratio_spread"]["median"], q["ratio_spread"]),
+                     "quick_verdict": q.get("verdict"), "full_verdict": f.get("verdict")})
+    return rows
+
+
+def print_agreement(rows):
+    measured = [r for r in rows if r["agrees"] is not None]
+    common.print_table(
+        "Quick against full: ratio median [min-max] of each run's rounds; agrees: the full "
+        "median lies inside the quick spread",
+        ["ratio", "quick", "full", "agrees", "verdict quick", "verdict full"],
+        [[r["name"], rounds.fmt_spread(r["quick"]), rounds.fmt_spread(r["full"]),
+          common.fmt(r["agrees"]), r["quick_verdict"] or "-", r["full_verdict"] or "-"]
+         for r in measured])
+    common.log("%d of %d ratios agree" % (sum(1 for r in measured if r["agrees"]),
+                                          len(measured)))
+
+
+# ---------------------------------------------------------------------------
 # Output
+
+
+def _measured(t):
+    """Whether either side of a check has a figure (a part that was not run,
+    --parts, leaves both empty: such checks are named once, not tabled)."""
+    return t["tf_hvd_value"] is not None or t["alternative_value"] is not None
 
 
 def print_summary(targets, extras, n_rounds):
     rows = []
-    for t in targets:
+    for t in filter(_measured, targets):
         rows.append([t["name"], rounds.fmt_spread(t["tf_hvd_value_spread"]),
                      rounds.fmt_spread(t["alternative_value_spread"]), t["unit"],
                      rounds.fmt_spread(t["ratio_spread"]),
@@ -318,12 +455,15 @@ def print_summary(targets, extras, n_rounds):
         "Summary: ratios tf_hvd / alternative against the targets, median [min-max] of %d "
         "interleaved rounds (met: the whole spread clears the goal)" % n_rounds,
         ["target", "tf_hvd", "alternative", "unit", "ratio", "goal", "verdict"], rows)
-    for t in targets:
+    unmeasured = [t["name"] for t in targets if not _measured(t)]
+    if unmeasured:
+        common.log("no data (part not run or no correct result): %s" % ", ".join(unmeasured))
+    for t in filter(_measured, targets):
         if t.get("detail"):
             common.log("%s: %s" % (t["name"], t["detail"]))
     rows = [[e["name"], rounds.fmt_spread(e["tf_hvd_value_spread"]),
              rounds.fmt_spread(e["alternative_value_spread"]),
-             rounds.fmt_spread(e["ratio_spread"])] for e in extras]
+             rounds.fmt_spread(e["ratio_spread"])] for e in filter(_measured, extras)]
     common.print_table("Other ratios (no target), median [min-max] over the rounds",
                        ["ratio", "tf_hvd", "alternative", "ratio"], rows)
 
@@ -334,7 +474,7 @@ def plot_targets(ax, targets):
 
     def score(t, ratio):
         return (t["target"] / ratio) if t["comparison"] == "<=" else (ratio / t["target"])
-    for t in targets:
+    for t in filter(_measured, targets):
         names.append(t["name"])
         if t["ratio"] is None:
             values.append(0)
@@ -374,15 +514,17 @@ def plot_targets(ax, targets):
 
 def plot(parts, targets, contenders, header, path):
     plt = common.pyplot()
-    fig = plt.figure(figsize=(20, 12))
-    grid = fig.add_gridspec(2, 3)
+    fig = plt.figure(figsize=(20, 16))
+    grid = fig.add_gridspec(2, 3, height_ratios=(1, 1.5))  # ~40 targets below
     ax_lat, ax_bw = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
     ax_fu, ax_tr = fig.add_subplot(grid[0, 2]), fig.add_subplot(grid[1, 0])
     ax_t = fig.add_subplot(grid[1, 1:])
     if parts.get("allreduce"):
-        allreduce_bench.plot_axes(ax_lat, ax_bw, parts["allreduce"], contenders)
-        ax_lat.set_title("Allreduce latency, tf.function (lower is better)")
-        ax_bw.set_title("Allreduce bus bandwidth, tf.function (higher is better)")
+        # chain mode: per allreduce inside one tf.function (what the targets compare)
+        allreduce_bench.plot_axes(ax_lat, ax_bw, parts["allreduce"], contenders,
+                                  modes=("chain", "numpy", "numpy_inplace", "copy"))
+        ax_lat.set_title("Allreduce latency inside tf.function, chain (lower is better)")
+        ax_bw.set_title("Allreduce bus bandwidth inside tf.function, chain (higher is better)")
     if parts.get("fusion"):
         fusion_bench.plot_axes(ax_fu, parts["fusion"], contenders)
     if parts.get("training"):
@@ -403,15 +545,26 @@ def main(argv=None):
     parser.add_argument("--parts", default="allreduce,fusion,training",
                         help="which benchmarks to include (default all)")
     parser.add_argument("--rounds", type=int, default=None,
-                        help="interleaved rounds (default %d, %d with --quick)"
+                        help="interleaved rounds (default and least: %d, %d with --quick)"
                         % (ROUNDS, QUICK_ROUNDS))
     parser.add_argument("--contention", action="store_true",
                         help="instead: tf_hvd's MLP fit / compute bound with and without one "
                              "extra busy process, interleaved (contention.py)")
+    parser.add_argument("--agreement", nargs=2, metavar=("QUICK_JSON", "FULL_JSON"),
+                        help="instead: whether each ratio of a --quick run's compare.json "
+                             "agrees with a full run's (the full median inside the quick "
+                             "spread); runs nothing")
     args = parser.parse_args(argv)
-    n_rounds = args.rounds or (QUICK_ROUNDS if args.quick else ROUNDS)
-    if n_rounds < 1:
-        parser.error("--rounds must be at least 1")
+    if args.agreement:
+        rows = agreement(common.read_json(args.agreement[0]),
+                         common.read_json(args.agreement[1]))
+        print_agreement(rows)
+        return 0 if all(r["agrees"] is not False for r in rows) else 1
+    least = QUICK_ROUNDS if args.quick else ROUNDS
+    n_rounds = args.rounds or least
+    if n_rounds < least:
+        parser.error("--rounds must be at least %d%s: fewer rounds give no spread to judge "
+                     "a target by" % (least, " with --quick" if args.quick else ""))
     if args.contention:
         return contention.main(args, n_rounds)
     names = common.parse_list(args.parts)
@@ -451,6 +604,9 @@ def main(argv=None):
                                       results_dir, tag="%s-%s" % (tag, name), records=merged)
     targets = aggregate([evaluate_targets(p) for p in parts_per_round])
     extras = aggregate([extra_ratios(p) for p in parts_per_round])
+    chain = chain_table(parts_per_round) if "allreduce" in parts else []
+    if chain:
+        print_chain_table(chain)
     print_summary(targets, extras, n_rounds)
     common.log_machine_record(header["machine_record"])
     summary = dict(header)
@@ -462,6 +618,7 @@ def main(argv=None):
     summary["all_targets_met"] = all(t["verdict"] == "met" for t in targets
                                      if not t["stretch"])
     summary["other_ratios"] = extras
+    summary["chain_allreduce"] = chain
     summary["part_files"] = dict((p, "%s-%s.json" % (tag, p)) for p in parts)
     summary["results"] = records
     json_path = "%s/%s.json" % (results_dir, tag)

@@ -49,6 +49,17 @@ def verdict(ratios, comparison, target):
     return "unclear"
 
 
+def within(value, s):
+    """Whether value lies inside the spread s ([min, max]); None without data.
+
+    >>> within(0.8, spread([0.7, 0.9, 0.85]))
+    True
+    """
+    if value is None or not s or s.get("median") is None:
+        return None
+    return s["min"] <= value <= s["max"]
+
+
 def fmt_spread(s, digits=3):
     """'0.81 [0.76-0.88]' (median [min-max]); '-' without data."""
     if not s or s.get("median") is None:

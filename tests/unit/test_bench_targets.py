@@ -1,0 +1,284 @@
+"""compare.py's targets of issue 22 from synthetic per-round records: the chain
+allreduce against the best mpi4py way at every size, against memcpy at 256 MiB,
+training against the compute bound, the per-size chain table, and the plan of
+allreduce_bench.py's chain mode (every size; the same warm-up with --quick)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__)))), "python", "benchmarks")
+sys.path.insert(0, BENCH)
+
+import allreduce_bench  # noqa: E402
+import common  # noqa: E402
+import compare  # noqa: E402
+
+KiB, MiB = common.KiB, common.MiB
+
+
+def allreduce_rec(contender, nbytes, mode, busbw, correct=True):
+    """A record as allreduce_bench writes it, np=2 (bus bandwidth = bytes / time)."""
+    seconds = nbytes / (busbw * common.GB)
+    return {"contender": contender, "bytes": nbytes, "mode": mode, "correct": correct,
+            "latency_us": {"median": seconds * 1e6}, "busbw_gbps": busbw}
+
+
+def training_rec(contender, model, mode, samples_per_s):
+    return {"contender": contender, "model": model, "mode": mode,
+            "samples_per_s": samples_per_s, "finite_loss": True}
+
+
+def one_round(chain, mpi4py, copy=20.0, training=None):
+    """chain: {(transport, bytes): busbw}; mpi4py: {bytes: (numpy, inplace) busbw of
+    mpi4py, the malloc variant 1 GB/s lower}; training: {(contender, model, mode): s/s}."""
+    ar = []
+    for (transport, nbytes), bw in chain.items():
+        ar.append(allreduce_rec("tf_hvd_" + transport, nbytes, "chain", bw))
+    for nbytes, (plain, inplace) in mpi4py.items():
+        ar += [allreduce_rec("mpi4py", nbytes, "numpy", plain),
+               allreduce_rec("mpi4py", nbytes, "numpy_inplace", inplace),
+               allreduce_rec("mpi4py_malloc", nbytes, "numpy", plain - 1.0),
+               allreduce_rec("mpi4py_malloc", nbytes, "numpy_inplace", inplace - 1.0)]
+        ar.append(allreduce_rec("numpy_local", nbytes, "copy", copy))
+    tr = [training_rec(c, m, md, v) for (c, m, md), v in (training or {}).items()]
+    return {"allreduce": ar, "training": tr}
+
+
+def by_name(targets):
+    return dict((t["name"], t) for t in targets)
+
+
+def test_chain_targets_cover_every_size_from_64KiB_on_both_transports():
+    names = [t["name"] for t in compare.evaluate_targets({})]
+    sizes = ["64KiB", "256KiB", "1MiB", "4MiB", "16MiB", "64MiB", "256MiB"]
+    assert [s for s in sizes if "allreduce_chain_%s_vs_mpi4py[gloo]" % s in names] == sizes
+    assert [s for s in sizes if "allreduce_chain_%s_vs_mpi4py[mpi]" % s in names] == sizes
+    assert "allreduce_chain_4KiB_vs_mpi4py[gloo]" not in names
+    # superseded by the chain targets: the per-call (function mode) 256 MiB ratios
+    for old in ("busbw_256MiB_vs_mpi4py[mpi]", "busbw_256MiB_vs_best_mpi4py[gloo]"):
+        assert old not in names
+    for kept in ("latency_4KiB_vs_mwms[gloo]", "unnamed_eager_4KiB_vs_named[mpi]",
+                 "fusion_steps_vs_mwms[mpi]", "fit_cnn_vs_mwms[gloo]",
+                 "tape_mlp_vs_single_process[mpi]"):
+        assert kept in names
+    assert len(names) == len(set(names))
+
+
+def test_chain_vs_mpi4py_verdicts_use_the_best_way_of_each_round():
+    size = MiB
+    # per round: gloo and mpi chain busbw; mpi4py in place is the best way (numpy 2 lower)
+    rounds_in = [(11.0, 9.0, 10.0), (12.0, 11.0, 10.0), (10.5, 10.0, 10.0)]
+    per_round = [compare.evaluate_targets(one_round(
+        {("gloo", size): g, ("mpi", size): m}, {size: (best - 2.0, best)}))
+        for g, m, best in rounds_in]
+    agg = by_name(compare.aggregate(per_round))
+    gloo = agg["allreduce_chain_1MiB_vs_mpi4py[gloo]"]
+    mpi = agg["allreduce_chain_1MiB_vs_mpi4py[mpi]"]
+    assert gloo["ratio_spread"]["values"] == pytest.approx([1.1, 1.2, 1.05])
+    assert (gloo["verdict"], gloo["met"]) == ("met", True)
+    assert mpi["ratio_spread"]["values"] == pytest.approx([0.9, 1.1, 1.0])
+    assert (mpi["verdict"], mpi["met"]) == ("unclear", None)
+    assert gloo["alternative"] == "mpi4py[numpy_inplace]"
+    assert (gloo["comparison"], gloo["target"], gloo["stretch"]) == (">=", 1.0, False)
+    assert (gloo["unit"], gloo["better"]) == ("GB/s", "higher")
+    assert gloo["alternative_value"] == 10.0
+
+
+def test_chain_vs_mpi4py_not_met_and_no_data():
+    size = 256 * MiB
+    per_round = [compare.evaluate_targets(one_round({("gloo", size): g}, {size: (9.0, 11.0)}))
+                 for g in (5.5, 7.7, 8.8)]
+    agg = by_name(compare.aggregate(per_round))
+    t = agg["allreduce_chain_256MiB_vs_mpi4py[gloo]"]
+    assert t["ratio_spread"]["values"] == pytest.approx([0.5, 0.7, 0.8])
+    assert (t["verdict"], t["met"]) == ("not met", False)
+    # no MPI transport record at all: no data, not a failure
+    t = agg["allreduce_chain_256MiB_vs_mpi4py[mpi]"]
+    assert (t["verdict"], t["met"], t["ratio"]) == (None, None, None)
+
+
+def test_a_wrong_result_gives_no_ratio():
+    size = 64 * KiB
+    parts = one_round({("gloo", size): 5.0}, {size: (4.0, 4.6)})
+    parts["allreduce"][0]["correct"] = False
+    t = by_name(compare.evaluate_targets(parts))["allreduce_chain_64KiB_vs_mpi4py[gloo]"]
+    assert (t["tf_hvd_value"], t["ratio"], t["met"]) == (None, None, None)
+
+
+def test_busbw_256MiB_vs_memcpy_is_a_target_not_a_stretch():
+    size = 256 * MiB
+    per_round = [compare.evaluate_targets(one_round(
+        {("gloo", size): g, ("mpi", size): m}, {size: (9.0, 11.0)}, copy=20.0))
+        for g, m in ((10.0, 8.0), (11.0, 12.0), (12.0, 9.0))]
+    agg = by_name(compare.aggregate(per_round))
+    gloo, mpi = agg["busbw_256MiB_vs_memcpy[gloo]"], agg["busbw_256MiB_vs_memcpy[mpi]"]
+    assert (gloo["target"], gloo["comparison"], gloo["stretch"]) == (0.5, ">=", False)
+    assert gloo["ratio_spread"]["values"] == pytest.approx([0.5, 0.55, 0.6])
+    assert gloo["verdict"] == "met"
+    assert mpi["ratio_spread"]["values"] == pytest.approx([0.4, 0.6, 0.45])
+    assert mpi["verdict"] == "unclear"
+    assert gloo["alternative"] == "numpy_local copy"
+
+
+def test_training_against_the_bound_per_model_mode_and_transport():
+    def training(fit_gloo, tape_mpi):
+        rec = {}
+        for model in ("mlp", "cnn"):
+            for mode in ("fit", "tape"):
+                rec[("no_allreduce", model, mode)] = 1000.0
+                rec[("tf_hvd_gloo", model, mode)] = 950.0
+                rec[("tf_hvd_mpi", model, mode)] = 950.0
+        rec[("tf_hvd_gloo", "mlp", "fit")] = fit_gloo
+        rec[("tf_hvd_mpi", "cnn", "tape")] = tape_mpi
+        return rec
+    per_round = [compare.evaluate_targets(one_round({}, {}, training=training(f, t)))
+                 for f, t in ((600.0, 880.0), (650.0, 910.0), (700.0, 950.0))]
+    agg = by_name(compare.aggregate(per_round))
+    names = ["%s_%s_vs_bound[%s]" % (mode, model, tr) for model in ("mlp", "cnn")
+             for mode in ("fit", "tape") for tr in ("gloo", "mpi")]
+    assert all(n in agg for n in names)
+    fit = agg["fit_mlp_vs_bound[gloo]"]
+    assert fit["ratio_spread"]["values"] == pytest.approx([0.6, 0.65, 0.7])
+    assert (fit["verdict"], fit["target"], fit["alternative"]) == ("not met", 0.9,
+                                                                   "no_allreduce")
+    assert agg["tape_cnn_vs_bound[mpi]"]["verdict"] == "unclear"
+    assert agg["fit_cnn_vs_bound[mpi]"]["verdict"] == "met"
+    assert agg["fit_cnn_vs_bound[mpi]"]["ratio"] == pytest.approx(0.95)
+    # the bound ratios are targets now, not "other ratios"; MWMS stays there
+    extras = [e["name"] for e in compare.extra_ratios({})]
+    assert not [e for e in extras if "no_allreduce" in e]
+    assert "tape_cnn_vs_mwms_ring[gloo]" in extras
+
+
+def test_chain_table_spreads_values_and_per_round_ratios():
+    size = 4 * MiB
+    rounds_in = [(8.0, 10.0, 10.0, 16.0), (9.0, 12.0, 10.0, 20.0), (6.0, 9.0, 12.0, 24.0)]
+    parts = []
+    for g, m, best, copy in rounds_in:
+        p = one_round({("gloo", size): g, ("mpi", size): m}, {size: (best - 1.0, best)}, copy)
+        for rec in p["allreduce"]:
+            if rec["mode"] == "chain":
+                rec["chain_length"] = 12
+        parts.append(p)
+    (row,) = compare.chain_table(parts)
+    assert (row["bytes"], row["size"], row["chain_length"]) == (size, "4 MiB", 12)
+    assert row["mpi4py_best"] == "mpi4py[numpy_inplace]"
+    assert row["gloo_busbw_gbps"]["values"] == [8.0, 9.0, 6.0]
+    assert row["gloo_busbw_gbps"]["median"] == 8.0
+    assert row["mpi4py_best_gbps"]["median"] == 10.0
+    assert row["gloo_vs_mpi4py"]["values"] == pytest.approx([0.8, 0.9, 0.5])
+    assert row["mpi_vs_mpi4py"]["values"] == pytest.approx([1.0, 1.2, 0.75])
+    assert row["mpi_vs_memcpy"]["values"] == pytest.approx([0.625, 0.6, 0.375])
+    assert row["gloo_latency_us"]["median"] == pytest.approx(size / 8e9 * 1e6)
+    compare.print_chain_table([row])  # prints without error
+
+
+def test_chain_plan_every_size_and_quick_keeps_the_warmup():
+    full = allreduce_bench.make_config(allreduce_bench.SIZES, allreduce_bench.TF_MODES, False)
+    quick = allreduce_bench.make_config(allreduce_bench.SIZES, allreduce_bench.TF_MODES, True)
+    assert 256 * KiB in allreduce_bench.SIZES and 4 * MiB in allreduce_bench.SIZES
+    for size in allreduce_bench.SIZES:
+        key = str(size)
+        warm, length, calls = full["chain"][key]
+        q_warm, q_length, q_calls = quick["chain"][key]
+        assert (q_warm, q_length) == (warm, length)
+        assert calls >= q_calls >= 10 and length >= 3
+        assert quick["iterations"][key][0] == full["iterations"][key][0]
+        assert quick["iterations"][key][1] >= 5
+    assert full["chain"][str(64 * KiB)][1] == 200
+    assert full["chain"][str(256 * MiB)][1] == 3
+    # from 64 KiB (the targets' sizes) long enough that a ~0.1 ms call overhead adds
+    # at most ~4% to an op as fast as mpi4py's at 64 KiB (4.6 GB/s, issue 22)
+    for size in compare.CHAIN_TARGET_SIZES:
+        length = full["chain"][str(size)][1]
+        assert 100e-6 / length <= 0.04 * size / 4.6e9, size
+
+
+def test_modes_chain_at_every_size_for_tf_hvd_only_small_for_mwms():
+    cfg = allreduce_bench.make_config(allreduce_bench.SIZES, allreduce_bench.TF_MODES, True)
+    assert allreduce_bench._modes(cfg, 256 * MiB) == ["eager", "function", "chain"]
+    assert allreduce_bench._modes(cfg, 64 * KiB) == ["eager", "function", "chain",
+                                                     "eager_unnamed"]
+    assert allreduce_bench._modes(cfg, 256 * MiB, hvd=False) == ["eager", "function"]
+    assert allreduce_bench._modes(cfg, 4 * KiB, hvd=False) == ["eager", "function", "chain"]
+
+
+def test_rounds_below_the_least_are_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        compare.main(["--quick", "--rounds", "2", "--parts", "allreduce"])
+    assert exc.value.code == 2
+    assert "--rounds must be at least 3 with --quick" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        compare.main(["--rounds", "4", "--parts", "allreduce"])
+    assert exc.value.code == 2
+    assert "--rounds must be at least 5: fewer rounds" in capsys.readouterr().err
+
+
+def test_help_runs():
+    out = subprocess.run([sys.executable, os.path.join(BENCH, "compare.py"), "--help"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
+                         universal_newlines=True)
+    assert out.returncode == 0, out.stderr
+    assert "--rounds" in out.stdout and "least" in out.stdout
+
+
+def test_summary_tables_measured_checks_and_names_the_rest(capsys):
+    size = 256 * MiB
+    per_round = [compare.evaluate_targets(one_round({("gloo", size): 6.0}, {size: (5.0, 6.0)}))
+                 for _ in range(3)]
+    targets = compare.aggregate(per_round)
+    extras = compare.aggregate([compare.extra_ratios({}) for _ in range(3)])
+    compare.print_summary(targets, extras, 3)
+    out = capsys.readouterr().out
+    table, _, rest = out.partition("no data (part not run or no correct result): ")
+    row = [line for line in table.splitlines()
+           if line.startswith("allreduce_chain_256MiB_vs_mpi4py[gloo]")]
+    assert len(row) == 1 and row[0].split()[-1] == "met"
+    assert "1.00" in row[0].split() and ">=" in row[0].split()
+    assert "fit_mlp_vs_bound[gloo]" not in table
+    assert "fit_mlp_vs_bound[gloo]" in rest.splitlines()[0]
+    assert "allreduce_chain_256MiB_vs_mpi4py[gloo]" not in rest.splitlines()[0]
+
+
+def test_agreement_of_quick_and_full_runs(tmp_path, capsys):
+    def summary(ratios):
+        return {"targets": [{"name": n, "verdict": "unclear",
+                             "ratio_spread": compare.rounds.spread(v)}
+                            for n, v in ratios.items()], "other_ratios": []}
+    quick = summary({"a": [0.8, 0.9, 1.0], "b": [0.5, 0.55, 0.6], "c": [None]})
+    full = summary({"a": [0.95, 0.97, 0.99, 1.1, 1.2], "b": [0.7, 0.8, 0.8, 0.9, 1.0],
+                    "c": [1.0], "d": [1.0]})
+    rows = dict((r["name"], r["agrees"]) for r in compare.agreement(quick, full))
+    assert rows == {"a": True, "b": False, "c": None}
+    qpath, fpath = tmp_path / "q.json", tmp_path / "f.json"
+    common.write_json(str(qpath), quick)
+    common.write_json(str(fpath), full)
+    assert compare.main(["--agreement", str(qpath), str(fpath)]) == 1
+    out = capsys.readouterr().out
+    assert "1 of 2 ratios agree" in out
+    full["targets"][1]["ratio_spread"] = compare.rounds.spread([0.52, 0.6])
+    common.write_json(str(fpath), full)
+    assert compare.main(["--agreement", str(qpath), str(fpath)]) == 0
+
+
+def test_chain_record_is_per_allreduce():
+    class Ctx(object):
+        contender = "tf_hvd_gloo"
+
+        def log(self, message):
+            self.logged = message
+    resources = {"minflt_per_call": 40.0, "cpu_ms_per_call": 8.0, "cpu_per_wall": 1.5}
+    rec = allreduce_bench._record(Ctx(), "chain", 64 * KiB, 20, [0.004, 0.002, 0.003],
+                                  resources, True, None, 2, chain_length=200)
+    assert (rec["chain_length"], rec["iterations"]) == (200, 3)
+    assert rec["latency_us"]["median"] == pytest.approx(15.0)   # 3 ms / 200
+    assert rec["busbw_gbps"] == pytest.approx(64 * KiB / 15e-6 / 1e9)
+    assert (rec["minflt_per_call"], rec["cpu_ms_per_call"]) == (0.2, 0.04)
+    assert rec["cpu_per_wall"] == 1.5
+    plain = allreduce_bench._record(Ctx(), "function", 64 * KiB, 20, [0.004], resources,
+                                    True, None, 2)
+    assert "chain_length" not in plain and plain["cpu_ms_per_call"] == 8.0
