@@ -24,9 +24,26 @@
 // transport barrier per block: a 256 MiB allreduce takes hundreds of blocks. A call needs no transport
 // barrier either: every rank reaches it through the same negotiated response.
 // A peer that dies in the middle of a call is seen by its process id, and one
-// that makes no progress for a minute is reported, naming the rank. Large allreduces write their output with
-// non-temporal stores: it is not read again soon and does not fit in the
-// cache, and the stores skip reading every output line first.
+// that makes no progress for a minute is reported, naming the rank. Large
+// allreduces write their output with non-temporal stores: it is not read
+// again soon and does not fit in the cache, and the stores skip reading every
+// output line first.
+//
+// Passes over memory, per rank, for D bytes on n ranks (what it costs: the
+// copies are the allreduce's whole work on one host):
+//   main memory: the input read once (D) and the output written once (D),
+//     the least any allreduce that leaves the input intact can do; a fused
+//     response reads its tensors and writes its outputs in place (Segment),
+//     with no fusion-buffer copies in or out (2 x 2D saved);
+//   shared cache (the slots): the staging copy writes (n-1)/n D, the reduce
+//     reads (n-1)/n D of the peers' slots and writes D/n, and the consume
+//     reads (n-1)/n D. The staging copy is the one pass a single-copy design
+//     (reading the peer's input where it lies) would avoid; TensorFlow's
+//     tensors are not in shared memory, so the slots carry them.
+//   The postscale (Average) is applied to each piece while it is in L1.
+// The transport-backed algorithms, for comparison: the gather reads D and
+// writes n*D into a gather buffer (then reduces it into the output), the ring
+// reads and writes 2(n-1)/n D through sockets (each a kernel copy in and out).
 #ifndef TFHVD_COMMON_ALGORITHMS_SHM_ALLREDUCE_H_
 #define TFHVD_COMMON_ALGORITHMS_SHM_ALLREDUCE_H_
 
