@@ -357,7 +357,9 @@ Status ShmAllreduce::WaitFor(int which, uint64_t target, int peer, bool stall_li
         return Status::Unavailable("rank " + std::to_string(r) + " (pid " +
                                    std::to_string(pid) + ") exited during " +
                                    (which == kRounds ? "negotiation"
-                                                     : "a shared-memory allreduce"))
+                                                     : "a shared-memory allreduce") +
+                                   ": a rank may have exited or crashed, or stopped after "
+                                   "another rank's failure")
             .WithPeer(static_cast<int>(r));
       }
       const uint64_t seen = h->counters[which].value.load(std::memory_order_relaxed);

@@ -116,19 +116,37 @@ void CollectiveOps::PostScale(const Response& r, void* buf, size_t n) {
 // two copies through the fusion buffer (each as large as the response). The
 // postscale is applied inside the allreduce, while each piece is in cache.
 Status CollectiveOps::AllreduceSegments(ShmAllreduce* shm, const Response& r,
-                                        std::vector<TensorTableEntry>& entries) {
+                                        std::vector<TensorTableEntry>& entries,
+                                        const std::vector<bool>& present) {
   Timeline& timeline = GlobalTimeline();
   const bool traced = timeline.active();
+  const size_t elem = DataTypeSize(r.dtype);
+  size_t absent_bytes = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!present[i]) absent_bytes += static_cast<size_t>(r.sizes[i]) * elem;
+  }
+  char* identity = nullptr;  // the absent tensors' identity, reduced in place
+  if (absent_bytes > 0) {
+    identity = static_cast<char*>(fusion_.Get(absent_bytes + 1));
+    FillIdentity(r.dtype, r.reduce_op, identity, absent_bytes / elem);
+  }
   std::vector<ShmAllreduce::Segment> segments;
   segments.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
-    segments.push_back({entries[i].input, entries[i].output, r.sizes[i]});
+    if (present[i]) {
+      segments.push_back({entries[i].input, entries[i].output, r.sizes[i]});
+    } else {
+      segments.push_back({identity, identity, r.sizes[i]});
+      identity += static_cast<size_t>(r.sizes[i]) * elem;
+    }
   }
   if (traced) for (const auto& name : r.names) timeline.ActivityStart(name, "ALLREDUCE");
   CountAlgorithm("allreduce", AllreduceAlgorithmName(AllreduceAlgorithm::SHARED_MEMORY));
   Status s = shm->Allreduce(segments, r.dtype, r.reduce_op, PostScaleFactor(r));
   if (traced) for (const auto& name : r.names) timeline.ActivityEnd(name);
-  for (auto& e : entries) Complete(e, s);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (present[i]) Complete(entries[i], s);
+  }
   return s;
 }
 
@@ -142,9 +160,10 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
   bool all_present = true;
   for (size_t i = 0; i < entries.size(); ++i) all_present &= static_cast<bool>(present[i]);
   ShmAllreduce* shm = allreduce_->SharedMemoryFor(total * static_cast<int64_t>(elem), r.reduce_op);
-  if (shm != nullptr && all_present && r.prescale == 1.0) {
-    return AllreduceSegments(shm, r, entries);
-  }
+  // Through shared memory every rank must take the same path: the owner of
+  // each chunk applies the postscale, so a rank that joined (its entries
+  // absent) contributes the op's identity from scratch memory here too.
+  if (shm != nullptr && r.prescale == 1.0) return AllreduceSegments(shm, r, entries, present);
   if (entries.size() == 1 && present[0]) {
     // One tensor: the algorithm reads the input and writes the output, no
     // staging copy. A prescale must not touch the input, so it is applied to

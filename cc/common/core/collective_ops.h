@@ -45,7 +45,7 @@ class CollectiveOps {
   Status Reducescatter(const Response& r, TensorTableEntry& e);
   // Divides for Average, then applies postscale.
   Status AllreduceSegments(ShmAllreduce* shm, const Response& r,
-                           std::vector<TensorTableEntry>& entries);
+                           std::vector<TensorTableEntry>& entries, const std::vector<bool>& present);
   // postscale / size for Average, postscale otherwise.
   double PostScaleFactor(const Response& r) const;
   void PostScale(const Response& r, void* buf, size_t n);
