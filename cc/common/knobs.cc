@@ -63,7 +63,8 @@ const std::vector<KnobSpec>& Table() {
        "collective) keeps retrying, yielding the core (`sched_yield`), before it "
        "sleeps (poll, or 50 us naps under MPI); 0 sleeps at once. Measured at np=2 "
        "on 2 cores: 200 us cost 5-15% of Keras fit throughput against 5 ms, and longer "
-       "gained nothing."},
+       "gained nothing. On one host (shared memory) a rank spins at most 50 us without "
+       "yielding, then sleeps on a futex its peer wakes."},
       {"HOROVOD_SHM_ALLREDUCE", T::BOOL, &P::shm_allreduce, "1", 0, 0, "", kUser, "",
        "When every rank is on one host, allreduces of at least `HOROVOD_SHM_MIN_BYTES` go "
        "through shared memory (`/dev/shm`) instead of loopback TCP or `MPI_Allreduce`; 0 "
