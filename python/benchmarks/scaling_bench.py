@@ -16,6 +16,9 @@ Needs root. For every host count N it makes a namespace cluster of N hosts
     tf_hvd_gloo   tfhvdrun -np N -H h1:1,...,hN:1: allreduce latency and bus bandwidth
                   in a tf.function per size (the ring at these sizes), and Keras fit of
                   the MLP (batch 64 per worker)
+    tf_hvd_gloo_nospin  the same with HOROVOD_SPIN_US=0: the N "hosts" share this
+                  machine's cores, which real hosts do not; a rank that spins while it
+                  waits takes the core another host's rank needs (see the notes)
     mwms_ring     MultiWorkerMirroredStrategy (RING), one worker per host: the same
     no_allreduce  tfhvdrun, the same fit without any allreduce: the compute per step of
                   N ranks on this machine, which the model needs
@@ -54,17 +57,28 @@ LINK_PORT = 5301
 MWMS_PORT = 23456
 TARGET = 0.9                     # busbw / link rate at TARGET_BYTES
 TARGET_BYTES = 64 * common.MiB
-CONTENDERS = ("tf_hvd_gloo", "mwms_ring", "no_allreduce")
+CONTENDERS = ("tf_hvd_gloo", "tf_hvd_gloo_nospin", "mwms_ring", "no_allreduce")
+TF_HVD = ("tf_hvd_gloo", "tf_hvd_gloo_nospin")
+NOSPIN_ENV = {"HOROVOD_SPIN_US": "0"}
 # The MLP's gradients (784-512-512-10, fp32): what one fit step allreduces.
 MLP_GRAD_BYTES = 4 * (784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10)
 
 
-def contenders(n):
+# The core's ring moves each chunk in exchanges of at most this many bytes
+# (RingAllreduce::kSegmentBytes, cc/common/algorithms/ring_allreduce.h).
+RING_SEGMENT_BYTES = 4 * common.MiB
+
+
+def contenders(n, hvd_env=None):
     layout = layout_of(n)
     return {
         "tf_hvd_gloo": launch.Contender(
             "tf_hvd_gloo", "hvd", "tf_hvd (Gloo)",
-            "tfhvdrun -np %d -H %s (Gloo ring)" % (n, layout), n),
+            "tfhvdrun -np %d -H %s (Gloo ring)" % (n, layout), n, hvd_env),
+        "tf_hvd_gloo_nospin": launch.Contender(
+            "tf_hvd_gloo_nospin", "hvd", "tf_hvd (Gloo), no spin",
+            "HOROVOD_SPIN_US=0 tfhvdrun -np %d -H %s (Gloo ring; waiting ranks sleep at "
+            "once)" % (n, layout), n, dict(hvd_env or {}, **NOSPIN_ENV)),
         "mwms_ring": launch.Contender(
             "mwms_ring", "mwms", "MWMS (RING)",
             "MultiWorkerMirroredStrategy RING, one worker per host (TF_CONFIG)", n),
@@ -150,7 +164,7 @@ def measure_link(cluster, seconds, ring):
 
 def run_host_count(n, args, configs, results_dir):
     chosen = [c for c in CONTENDERS if c in common.parse_list(args.contenders)]
-    cs = contenders(n)
+    cs = contenders(n, dict(kv.split("=", 1) for kv in common.parse_list(args.hvd_env)))
     per_round, links = [], {}
     with netns_cluster.Cluster(n, name="tfhs", rate_mbit=args.rate_mbit) as cluster:
         launch._commands = commands_on(cluster, n)
@@ -160,10 +174,12 @@ def run_host_count(n, args, configs, results_dir):
         for index in range(args.rounds):
             runs = {}
             for name in rounds_lib.round_order(chosen, index):
+                if name == "no_allreduce" and args.quick and index > 0:
+                    continue  # the model's compute reference: once is enough for --quick
                 c = cs[name]
                 parts = [p for p, m in (("allreduce", allreduce_bench),
                                         ("training", training_bench))
-                         if c.kind in m.KINDS]
+                         if c.kind in m.KINDS and p in args.parts]
                 common.log("[scaling] N=%d round %d/%d: %s ..." % (n, index + 1,
                                                                   args.rounds, name))
                 run = launch.run_contender(
@@ -178,6 +194,27 @@ def run_host_count(n, args, configs, results_dir):
                           "single": measure_link(cluster, args.link_seconds, False)}
         shaping = cluster.shaping()
     return summarize_host_count(n, args, per_round, links, shaping)
+
+
+def ring_overhead(n, nbytes, seconds, tcp_bytes_per_s):
+    """Where a ring allreduce's time goes beyond what TCP needs to move its bytes:
+    the time over 2(N-1)/N * bytes / (TCP ring rate), spread over the ring's
+    exchanges (2(N-1) steps, each chunk of bytes/N in segments of RING_SEGMENT_BYTES,
+    every exchange a send and a receive that both must finish)."""
+    chunk = nbytes / float(n)
+    exchanges = 2 * (n - 1) * max(1, int(-(-chunk // RING_SEGMENT_BYTES)))
+    wire = 2.0 * (n - 1) / n * nbytes / tcp_bytes_per_s
+    return {"tcp_time_s": wire, "excess_s": seconds - wire, "exchanges": exchanges,
+            "excess_ms_per_exchange": (seconds - wire) * 1e3 / exchanges}
+
+
+def _fit_ratio(runs, a_name, b_name):
+    """samples/s of a over b in one round (None if either has none)."""
+    a = (_records(runs.get(a_name), "training") or [None])[0]
+    b = (_records(runs.get(b_name), "training") or [None])[0]
+    if not (a and b and a["samples_per_s"] and b["samples_per_s"]):
+        return None
+    return a["samples_per_s"] / b["samples_per_s"]
 
 
 def _records(run, part):
@@ -195,7 +232,7 @@ def summarize_host_count(n, args, per_round, links, shaping):
             "loadavg_1min": run["loadavg_1min"], "commands": run["commands"],
             "algorithm_counts_rank0": (run.get("result") or {}).get("algorithm_counts")})
             for name, run in runs.items()))
-    for name in ("tf_hvd_gloo", "mwms_ring"):
+    for name in TF_HVD + ("mwms_ring",):
         sizes = {}
         for runs in per_round:
             for rec in _records(runs.get(name), "allreduce"):
@@ -211,13 +248,18 @@ def summarize_host_count(n, args, per_round, links, shaping):
                 "busbw_over_link_rate": rounds_lib.spread([b / link_gbps for b in busbw]),
                 "busbw_over_tcp_ring": rounds_lib.spread(
                     [b / tcp_ring for b in busbw] if tcp_ring else [])}
+            if name in TF_HVD and tcp_ring:
+                table[common.human_bytes(nbytes)]["beyond_tcp"] = ring_overhead(
+                    n, nbytes, table[common.human_bytes(nbytes)]["latency_s_median"]["median"],
+                    tcp_ring * common.GB)
         if table:
             out["allreduce"][name] = table
-    target = out["allreduce"].get("tf_hvd_gloo", {}).get(common.human_bytes(TARGET_BYTES))
-    out["target"] = {"bytes": TARGET_BYTES, "busbw_over_link_rate": TARGET,
-                     "verdict": rounds_lib.verdict(
-                         target["busbw_over_link_rate"]["values"], ">=", TARGET)
-                     if target else None}
+    out["target"] = {"bytes": TARGET_BYTES, "busbw_over_link_rate": TARGET, "verdict": {}}
+    for name in TF_HVD:
+        target = out["allreduce"].get(name, {}).get(common.human_bytes(TARGET_BYTES))
+        if target:
+            out["target"]["verdict"][name] = rounds_lib.verdict(
+                target["busbw_over_link_rate"]["values"], ">=", TARGET)
     fit = {}
     for name in CONTENDERS:
         recs = [(_records(runs.get(name), "training") or [None])[0] for runs in per_round]
@@ -226,20 +268,10 @@ def summarize_host_count(n, args, per_round, links, shaping):
                      "step_ms_median": rounds_lib.spread(
                          [r["step_ms"]["median"] if r else None for r in recs]),
                      "finite_loss": all(r["finite_loss"] for r in recs if r)}
-    ratio = []
-    for runs in per_round:
-        a = (_records(runs.get("tf_hvd_gloo"), "training") or [None])[0]
-        b = (_records(runs.get("mwms_ring"), "training") or [None])[0]
-        ratio.append(a["samples_per_s"] / b["samples_per_s"]
-                     if a and b and b["samples_per_s"] else None)
-    fit["tf_hvd_over_mwms"] = rounds_lib.spread(ratio)
-    bound = []
-    for runs in per_round:
-        a = (_records(runs.get("tf_hvd_gloo"), "training") or [None])[0]
-        b = (_records(runs.get("no_allreduce"), "training") or [None])[0]
-        bound.append(a["samples_per_s"] / b["samples_per_s"]
-                     if a and b and b["samples_per_s"] else None)
-    fit["tf_hvd_over_no_allreduce"] = rounds_lib.spread(bound)
+    for name in TF_HVD:
+        for other in ("mwms_ring", "no_allreduce"):
+            fit["%s_over_%s" % (name, other)] = rounds_lib.spread(
+                [_fit_ratio(runs, name, other) for runs in per_round])
     out["fit"] = fit
     return out
 
@@ -248,18 +280,20 @@ def summarize_host_count(n, args, per_round, links, shaping):
 # The model: fitted to the points, then projected
 
 
-def check_model(per_n):
-    """Fits scaling_model to the measured points; measured vs predicted per point."""
+def check_model(per_n, name):
+    """Fits scaling_model to contender name's measured points; measured vs predicted
+    per point."""
     points = []
     for n, res in per_n.items():
-        for row in res["allreduce"].get("tf_hvd_gloo", {}).values():
+        for row in res["allreduce"].get(name, {}).values():
             t = row["latency_s_median"]["median"]
             if t:
                 points.append((n, row["bytes"], t))
     if len(points) < 2:
         return None
     alpha, bandwidth = scaling_model.fit_ring(points)
-    check = {"fitted": {"alpha_s_per_hop": alpha, "bandwidth_gbps": bandwidth / common.GB},
+    check = {"contender": name,
+             "fitted": {"alpha_s_per_hop": alpha, "bandwidth_gbps": bandwidth / common.GB},
              "allreduce": [], "fit_step": []}
     for n, nbytes, t in points:
         pred = scaling_model.ring_allreduce_seconds(n, nbytes, alpha, bandwidth)
@@ -267,8 +301,8 @@ def check_model(per_n):
                                    "predicted_s": pred, "measured_over_predicted": t / pred})
     steps = []
     for n, res in per_n.items():
-        step = res["fit"]["tf_hvd_gloo"]["step_ms_median"]["median"]
-        compute = res["fit"]["no_allreduce"]["step_ms_median"]["median"]
+        step = res["fit"].get(name, {}).get("step_ms_median", {}).get("median")
+        compute = res["fit"].get("no_allreduce", {}).get("step_ms_median", {}).get("median")
         if step and compute:
             steps.append((n, MLP_GRAD_BYTES, compute / 1e3, step / 1e3))
     if steps:
@@ -282,19 +316,21 @@ def check_model(per_n):
     return check
 
 
-def projection(per_n, args):
-    """Projected efficiency on 25 Gbit/s links, with the busbw/link ratio measured
-    here (the smallest median over the host counts) as the ring's share of the link."""
-    ratios = [res["allreduce"]["tf_hvd_gloo"][common.human_bytes(TARGET_BYTES)]
-              ["busbw_over_link_rate"]["median"] for res in per_n.values()
-              if common.human_bytes(TARGET_BYTES) in res["allreduce"].get("tf_hvd_gloo", {})]
+def projection(per_n, args, name):
+    """Projected efficiency on 25 Gbit/s links, with contender name's busbw/link ratio
+    measured here (the smallest median over the host counts) as the ring's share of
+    the link."""
+    key = common.human_bytes(TARGET_BYTES)
+    ratios = [res["allreduce"][name][key]["busbw_over_link_rate"]["median"]
+              for res in per_n.values() if key in res["allreduce"].get(name, {})]
     link_eff = min(min(ratios), 1.0) if ratios else 0.9
     rows = scaling_model.project(link_gbit=args.project_link_gbit, link_efficiency=link_eff,
                                  alpha=args.project_alpha_us * 1e-6)
     return {"assumptions": {
         "link_gbit": args.project_link_gbit, "link_efficiency": link_eff,
         "link_efficiency_source": "smallest median busbw/link rate at 64 MiB over the "
-                                  "host counts measured here" if ratios else "assumed",
+                                  "host counts measured here (%s)" % name
+                                  if ratios else "assumed",
         "alpha_s_per_hop": args.project_alpha_us * 1e-6,
         "bytes_per_param": 4,
         "topology": "one ring over all workers, every hop a link of that rate",
@@ -311,24 +347,29 @@ def projection(per_n, args):
 
 
 def print_summary(summary):
-    rows = []
+    key = common.human_bytes(TARGET_BYTES)
+    ar_rows, fit_rows = [], []
     for n, res in sorted(summary["hosts"].items()):
-        ar = res["allreduce"].get("tf_hvd_gloo", {}).get(common.human_bytes(TARGET_BYTES))
-        mw = res["allreduce"].get("mwms_ring", {}).get(common.human_bytes(TARGET_BYTES))
-        rows.append([n, common.fmt(res["tcp_reference"]["before"]["ring"]["min"]),
-                     rounds_lib.fmt_spread(ar and ar["busbw_gbps"]),
-                     rounds_lib.fmt_spread(ar and ar["busbw_over_link_rate"]),
-                     res["target"]["verdict"],
-                     rounds_lib.fmt_spread(mw and mw["busbw_gbps"]),
-                     rounds_lib.fmt_spread(res["fit"]["tf_hvd_gloo"]["samples_per_s"], 4),
-                     rounds_lib.fmt_spread(res["fit"]["mwms_ring"]["samples_per_s"], 4),
-                     rounds_lib.fmt_spread(res["fit"]["tf_hvd_over_mwms"]),
-                     rounds_lib.fmt_spread(res["fit"]["no_allreduce"]["samples_per_s"], 4)])
+        row = [n, common.fmt(res["tcp_reference"]["before"]["ring"]["min"])]
+        for name in TF_HVD + ("mwms_ring",):
+            ar = res["allreduce"].get(name, {}).get(key)
+            row += [rounds_lib.fmt_spread(ar and ar["busbw_over_link_rate"])]
+            if name in TF_HVD:
+                row += [res["target"]["verdict"].get(name)]
+        ar_rows.append(row)
+        fit = res["fit"]
+        fit_rows.append([n] + [rounds_lib.fmt_spread(fit.get(name, {}).get("samples_per_s"), 4)
+                               for name in CONTENDERS] +
+                        [rounds_lib.fmt_spread(fit.get("%s_over_mwms_ring" % name))
+                         for name in TF_HVD])
     common.print_table(
-        "Scaling: one rank per host, links shaped to %g Mbit/s" % summary["link_rate_mbit"],
-        ["hosts", "TCP ring MB/s", "tf_hvd busbw 64M GB/s", "/ link", "target",
-         "MWMS busbw 64M", "tf_hvd fit sps", "MWMS fit sps", "tf_hvd/MWMS",
-         "no-allreduce sps"], rows)
+        "Allreduce %s, busbw / link rate (%g Mbit/s), median [min-max] over rounds"
+        % (key, summary["link_rate_mbit"]),
+        ["hosts", "TCP ring MB/s", "tf_hvd", "target", "tf_hvd no spin", "target",
+         "MWMS"], ar_rows)
+    common.print_table("Keras fit, MLP, samples/s (all workers)",
+                       ["hosts"] + list(CONTENDERS) + ["tf_hvd/MWMS", "no spin/MWMS"],
+                       fit_rows)
     model = summary.get("model_check")
     if model:
         common.log("model: alpha %.1f us per hop, bandwidth %.4f GB/s, overlap %s" % (
@@ -357,7 +398,8 @@ def print_summary(summary):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
-                   help="2 rounds, fewer calls and steps (default: 3 rounds)")
+                   help="2 rounds (no_allreduce in the first only), fewer calls and steps "
+                        "(default: 3 rounds)")
     p.add_argument("--hosts", default="2,4,8", help="host counts (one rank per host)")
     p.add_argument("--rounds", type=int, default=None, help="rounds per host count")
     p.add_argument("--rate-mbit", type=float, default=1000.0, help="tbf rate of every link")
@@ -368,8 +410,14 @@ def main(argv=None):
     p.add_argument("--link-seconds", type=float, default=3.0,
                    help="seconds of each TCP reference stream")
     p.add_argument("--contenders", default=",".join(CONTENDERS))
+    p.add_argument("--parts", default="allreduce,training",
+                   help="which parts to run (allreduce, training)")
+    p.add_argument("--hvd-env", default="",
+                   help="extra environment of the tf_hvd contender, e.g. HOROVOD_SPIN_US=0")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per contender run (default 300 with --quick, else 600)")
+    p.add_argument("--model-contender", default="tf_hvd_gloo_nospin", choices=TF_HVD,
+                   help="whose allreduce points the model is fitted to")
     p.add_argument("--project-link-gbit", type=float, default=25.0)
     p.add_argument("--project-alpha-us", type=float, default=10.0,
                    help="per-hop latency of the projection (microseconds)")
@@ -380,6 +428,7 @@ def main(argv=None):
     if reason:
         raise SystemExit("scaling_bench: cannot make the namespace cluster: %s" % reason)
     args.rounds = args.rounds or (2 if args.quick else 3)
+    args.parts = common.parse_list(args.parts)
     args.timeout = args.timeout or (300.0 if args.quick else 600.0)
     sizes = common.parse_list(args.sizes or ("1M,64M" if args.quick else "1M,16M,64M"),
                               common.parse_size)
@@ -410,10 +459,16 @@ def main(argv=None):
                   "busbw = algbw * 2(N-1)/N; the link rate is the tbf rate (%g Mbit/s = "
                   "%.3f GB/s); tbf counts each packet's Ethernet/IP/TCP headers, so "
                   "TCP payload cannot reach it (the TCP reference shows how close it gets)"
-                  % (args.rate_mbit, args.rate_mbit / 8e3)],
+                  % (args.rate_mbit, args.rate_mbit / 8e3),
+                  "tf_hvd_gloo_nospin runs with HOROVOD_SPIN_US=0: here the N hosts share "
+                  "%d cores, so a rank that spins (sched_yield) for up to 5 ms while it "
+                  "waits for a peer takes the core the peer's rank needs; on real hosts "
+                  "every rank has its own cores and the default spin costs nothing"
+                  % os.cpu_count()],
         "hosts": per_n})
-    summary["model_check"] = check_model(per_n)
-    summary["projection"] = projection(per_n, args)
+    model_name = args.model_contender
+    summary["model_check"] = check_model(per_n, model_name)
+    summary["projection"] = projection(per_n, args, model_name)
     path = os.path.join(results_dir, "%s.json" % args.tag)
     common.write_json(path, summary)
     common.log_machine_record(machine)
