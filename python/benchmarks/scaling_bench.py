@@ -36,6 +36,7 @@ namespace hosts (multihost_bench.MPI_NOTE).
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -55,6 +56,10 @@ import training_bench  # noqa: E402
 LINK_STREAM_PY = os.path.join(HERE, "link_stream.py")
 LINK_PORT = 5301
 MWMS_PORT = 23456
+# (warm-up, timed calls) per size: fewer than allreduce_bench's, as every figure here is
+# the median of rounds and one 64 MiB call takes 0.5-1.2 s on these links
+ITERATIONS = {False: {common.MiB: (5, 60), 16 * common.MiB: (2, 10), 64 * common.MiB: (2, 8)},
+              True: {common.MiB: (3, 20), 16 * common.MiB: (2, 4), 64 * common.MiB: (2, 4)}}
 TARGET = 0.9                     # busbw / link rate at TARGET_BYTES
 TARGET_BYTES = 64 * common.MiB
 CONTENDERS = ("tf_hvd_gloo", "tf_hvd_gloo_nospin", "mwms_ring", "no_allreduce")
@@ -158,6 +163,40 @@ def measure_link(cluster, seconds, ring):
             "median": rounds_lib.spread(rates)["median"]}
 
 
+def _tbf_stats(argv):
+    """{'dropped', 'overlimits'} summed over the qdiscs `tc -s qdisc show` prints."""
+    out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         timeout=30).stdout.decode(errors="replace")
+    stats = {"dropped": 0, "overlimits": 0}
+    for m in re.finditer(r"dropped (\d+), overlimits (\d+)", out):
+        stats["dropped"] += int(m.group(1))
+        stats["overlimits"] += int(m.group(2))
+    return stats
+
+
+def link_counters(cluster):
+    """Packets the tbf qdiscs dropped (both ends of every link) and TCP segments
+    retransmitted, summed over the hosts: whether the shaping itself lost data."""
+    total = {"tbf_dropped": 0, "tbf_overlimits": 0, "tcp_retrans_segs": 0}
+    for host in cluster.hosts:
+        inside = ["ip", "netns", "exec", cluster.netns(host)]
+        for argv in (inside + ["tc", "-s", "qdisc", "show", "dev", "eth0"],
+                     ["tc", "-s", "qdisc", "show", "dev", cluster._veth(host)]):
+            st = _tbf_stats(argv)
+            total["tbf_dropped"] += st["dropped"]
+            total["tbf_overlimits"] += st["overlimits"]
+        snmp = subprocess.run(inside + ["cat", "/proc/net/snmp"], stdout=subprocess.PIPE,
+                              timeout=30).stdout.decode()
+        rows = [line.split()[1:] for line in snmp.splitlines() if line.startswith("Tcp:")]
+        if len(rows) == 2:
+            total["tcp_retrans_segs"] += int(dict(zip(*rows)).get("RetransSegs", 0))
+    return total
+
+
+def _delta(after, before):
+    return dict((k, after[k] - before[k]) for k in after)
+
+
 # ---------------------------------------------------------------------------
 # One host count
 
@@ -169,13 +208,16 @@ def run_host_count(n, args, configs, results_dir):
     with netns_cluster.Cluster(n, name="tfhs", rate_mbit=args.rate_mbit) as cluster:
         launch._commands = commands_on(cluster, n)
         common.log("[scaling] N=%d: link reference ..." % n)
+        counters = link_counters(cluster)
         links["before"] = {"ring": measure_link(cluster, args.link_seconds, True),
                            "single": measure_link(cluster, args.link_seconds, False)}
+        now = link_counters(cluster)
+        links["before"]["counters"], counters = _delta(now, counters), now
         for index in range(args.rounds):
             runs = {}
             for name in rounds_lib.round_order(chosen, index):
-                if name == "no_allreduce" and args.quick and index > 0:
-                    continue  # the model's compute reference: once is enough for --quick
+                if name == "no_allreduce" and index > 0:
+                    continue  # the model's compute reference, no target: one run is enough
                 c = cs[name]
                 parts = [p for p, m in (("allreduce", allreduce_bench),
                                         ("training", training_bench))
@@ -186,12 +228,15 @@ def run_host_count(n, args, configs, results_dir):
                     c, parts, dict((p, configs[p]) for p in parts),
                     os.path.join(results_dir, "runs"), os.path.join(results_dir, "logs"),
                     args.timeout, "%s-n%d-r%d" % (args.tag, n, index + 1))
+                now = link_counters(cluster)
+                run["link_counters"], counters = _delta(now, counters), now
                 common.log("[scaling] N=%d %s %s in %ss %s" % (
                     n, name, run["status"], run["seconds"], run["error"] or ""))
                 runs[name] = run
             per_round.append(runs)
         links["after"] = {"ring": measure_link(cluster, args.link_seconds, True),
                           "single": measure_link(cluster, args.link_seconds, False)}
+        links["after"]["counters"] = _delta(link_counters(cluster), counters)
         shaping = cluster.shaping()
     return summarize_host_count(n, args, per_round, links, shaping)
 
@@ -223,13 +268,14 @@ def _records(run, part):
 
 def summarize_host_count(n, args, per_round, links, shaping):
     link_gbps = args.rate_mbit * 1e6 / 8 / common.GB
-    tcp_ring = min(links[k]["ring"]["min"] or 0 for k in links) / 1e3 or None
+    tcp_ring = min(links[k]["ring"]["min"] or 0 for k in ("before", "after")) / 1e3 or None
     out = {"hosts": n, "layout": layout_of(n), "link": shaping, "link_rate_gbps": link_gbps,
            "tcp_reference": links, "allreduce": {}, "fit": {}, "runs": []}
     for index, runs in enumerate(per_round):
         out["runs"].append(dict((name, {
             "status": run["status"], "seconds": run["seconds"], "error": run["error"],
             "loadavg_1min": run["loadavg_1min"], "commands": run["commands"],
+            "link_counters": run.get("link_counters"),
             "algorithm_counts_rank0": (run.get("result") or {}).get("algorithm_counts")})
             for name, run in runs.items()))
     for name in TF_HVD + ("mwms_ring",):
@@ -398,8 +444,8 @@ def print_summary(summary):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
-                   help="2 rounds (no_allreduce in the first only), fewer calls and steps "
-                        "(default: 3 rounds)")
+                   help="2 rounds, fewer calls and steps (default: 3 rounds; "
+                        "no_allreduce runs in the first round only)")
     p.add_argument("--hosts", default="2,4,8", help="host counts (one rank per host)")
     p.add_argument("--rounds", type=int, default=None, help="rounds per host count")
     p.add_argument("--rate-mbit", type=float, default=1000.0, help="tbf rate of every link")
@@ -436,6 +482,9 @@ def main(argv=None):
                "training": training_bench.make_config(
                    args.quick, models=["mlp"], modes=["fit"],
                    steps=args.fit_steps or (50 if args.quick else 120))}
+    for size in sizes:
+        if size in ITERATIONS[args.quick]:
+            configs["allreduce"]["iterations"][str(size)] = ITERATIONS[args.quick][size]
     results_dir = common.ensure_dir(os.path.abspath(args.results_dir))
     header = common.run_header("scaling", args)
     memcpy_start = common.memcpy_gbps()
