@@ -1,7 +1,7 @@
 """Scaling across hosts: tf_hvd and MultiWorkerMirroredStrategy at 2, 4 and 8 hosts,
 one rank per host, every link shaped to 1 Gbit/s, and a model fitted to the points.
 
-    sudo python python/benchmarks/scaling_bench.py --quick      # ~8 min on 2 busy cores
+    sudo python python/benchmarks/scaling_bench.py --quick      # ~10-14 min on 2 busy cores
     python python/benchmarks/scaling_bench.py [--hosts 2,4,8] [--rounds 3]
         [--rate-mbit 1000] [--sizes 1M,16M,64M] [--fit-steps 120]
 
@@ -178,6 +178,7 @@ def link_counters(cluster):
     """Packets the tbf qdiscs dropped (both ends of every link) and TCP segments
     retransmitted, summed over the hosts: whether the shaping itself lost data."""
     total = {"tbf_dropped": 0, "tbf_overlimits": 0, "tcp_retrans_segs": 0}
+    total.update((_TCP_EXT[k], 0) for k in _TCP_EXT)
     for host in cluster.hosts:
         inside = ["ip", "netns", "exec", cluster.netns(host)]
         for argv in (inside + ["tc", "-s", "qdisc", "show", "dev", "eth0"],
@@ -190,7 +191,21 @@ def link_counters(cluster):
         rows = [line.split()[1:] for line in snmp.splitlines() if line.startswith("Tcp:")]
         if len(rows) == 2:
             total["tcp_retrans_segs"] += int(dict(zip(*rows)).get("RetransSegs", 0))
+        netstat = subprocess.run(inside + ["cat", "/proc/net/netstat"],
+                                 stdout=subprocess.PIPE, timeout=30).stdout.decode()
+        rows = [line.split()[1:] for line in netstat.splitlines()
+                if line.startswith("TcpExt:")]
+        if len(rows) == 2:
+            ext = dict(zip(*rows))
+            for k, name in _TCP_EXT.items():
+                total[name] += int(ext.get(k, 0))
     return total
+
+
+# Retransmissions by kind (TcpExt): timeouts stall a connection for >= 200 ms (RTO),
+# tail-loss probes for a few round trips.
+_TCP_EXT = {"TCPTimeouts": "tcp_rto_timeouts", "TCPLossProbes": "tcp_loss_probes",
+            "TCPSpuriousRTOs": "tcp_spurious_rtos"}
 
 
 def _delta(after, before):
