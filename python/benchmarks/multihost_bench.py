@@ -96,17 +96,23 @@ def commands_on(cluster):
                                               "-hosts", LAYOUT] + worker),
                      {"HOROVOD_CONTROLLER": "mpi"}, "")]
         hosts = [h for h, n in (e.split(":") for e in LAYOUT.split(",")) for _ in range(int(n))]
-        workers = ["%s:%d" % (cluster.address(h), MWMS_PORT + i) for i, h in enumerate(hosts)]
-        runs = []
-        for index, host in enumerate(hosts):
-            tf_config = {"cluster": {"worker": workers},
-                         "task": {"type": "worker", "index": index}}
-            env = {"TF_CONFIG": json.dumps(tf_config), "no_grpc_proxy": "1",
-                   "NO_PROXY": "*", "no_proxy": "*"}
-            runs.append((cluster.exec_argv(host, worker), env, ".w%d" % index))
-        return runs
+        return mwms_runs(cluster, hosts, [MWMS_PORT + i for i in range(len(hosts))], worker)
 
     return commands
+
+
+def mwms_runs(cluster, hosts, ports, worker):
+    """One MultiWorkerMirroredStrategy worker per entry of ``hosts`` (on that host, listening
+    on the matching entry of ``ports``), each with a TF_CONFIG naming every worker:
+    [(argv, env, log suffix), ...] for the runner of ``launch``."""
+    workers = ["%s:%d" % (cluster.address(h), p) for h, p in zip(hosts, ports)]
+    runs = []
+    for index, host in enumerate(hosts):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = {"TF_CONFIG": json.dumps(tf_config), "no_grpc_proxy": "1",
+               "NO_PROXY": "*", "no_proxy": "*"}
+        runs.append((cluster.exec_argv(host, worker), env, ".w%d" % index))
+    return runs
 
 
 def _latency_table(records):

@@ -107,15 +107,9 @@ def commands_on(cluster, n):
         if contender.kind in ("hvd", "hvd_bound"):
             return [(cluster.exec_argv("h1", [py, "-m", "tf_hvd.runner", "-np", str(n),
                                               "-H", layout] + worker), {}, "")]
-        workers = ["%s:%d" % (cluster.address(h), MWMS_PORT) for h in cluster.hosts]
-        runs = []
-        for index, host in enumerate(cluster.hosts):
-            tf_config = {"cluster": {"worker": workers},
-                         "task": {"type": "worker", "index": index}}
-            env = {"TF_CONFIG": json.dumps(tf_config), "no_grpc_proxy": "1",
-                   "NO_PROXY": "*", "no_proxy": "*"}
-            runs.append((cluster.exec_argv(host, worker), env, ".w%d" % index))
-        return runs
+        # One worker per host: every worker can listen on the same port.
+        return multihost_bench.mwms_runs(cluster, cluster.hosts,
+                                         [MWMS_PORT] * len(cluster.hosts), worker)
 
     return commands
 
