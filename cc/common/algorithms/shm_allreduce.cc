@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <linux/futex.h>
 #include <sys/stat.h>
@@ -37,6 +36,8 @@ constexpr size_t kHeaderBytes = 4096;       // keeps the slots page-aligned
 // The negotiation's words, two buffers used in turn (OrWords).
 constexpr size_t kOrBufferBytes = 4096;
 constexpr size_t kOrBytes = 2 * kOrBufferBytes;
+static_assert(ShmAllreduce::kMaxOrWords * sizeof(uint64_t) <= kOrBufferBytes,
+              "OrWords' words must fit one buffer");
 constexpr size_t kPieceBytes = 16 * 1024;   // reduced, then copied out, while in L1
 constexpr auto kNoProgressLimit = std::chrono::seconds(60);
 // A waiting rank spins at most this long (HOROVOD_SPIN_US if shorter), then sleeps.
@@ -308,7 +309,6 @@ Status ShmAllreduce::Allreduce(const std::vector<Segment>& segments, DataType dt
   // No transport round trip: every rank reaches this call through the same
   // negotiated response, and ranks pace each other through the counters in
   // shared memory (a peer that dies is seen by its process id in WaitFor).
-  Status s;
   const size_t elem = DataTypeSize(dtype);
   const Span span(segments, elem);
   const size_t per_block = std::max<size_t>(1, slot_bytes_ / elem) * elem;
@@ -316,7 +316,7 @@ Status ShmAllreduce::Allreduce(const std::vector<Segment>& segments, DataType dt
   const bool streaming = span.bytes() >= streaming_bytes;
   for (size_t done = 0; done < span.bytes();) {
     const size_t bytes = std::min(per_block, span.bytes() - done);
-    s = Block(span, done, bytes, dtype, op, postscale, streaming);
+    Status s = Block(span, done, bytes, dtype, op, postscale, streaming);
     if (!s.ok()) return s;
     done += bytes;
   }

@@ -21,8 +21,9 @@
 // Ranks wait on each other's counters in shared memory (spinning briefly,
 // then sleeping on a futex that the publisher wakes; never sched_yield, which
 // on a busy machine hands the core away for a whole time slice), not on a
-// transport barrier per block: a 256 MiB allreduce takes hundreds of blocks. A call needs no transport
-// barrier either: every rank reaches it through the same negotiated response.
+// transport barrier per block: a 256 MiB allreduce takes hundreds of blocks.
+// A call needs no transport barrier either: every rank reaches it through the
+// same negotiated response.
 // A peer that dies in the middle of a call is seen by its process id, and one
 // that makes no progress for a minute is reported, naming the rank. Large
 // allreduces write their output with non-temporal stores: it is not read

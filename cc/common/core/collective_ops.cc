@@ -157,8 +157,6 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
   Status s;
   int64_t total = 0;
   for (int64_t n : r.sizes) total += n;
-  bool all_present = true;
-  for (size_t i = 0; i < entries.size(); ++i) all_present &= static_cast<bool>(present[i]);
   ShmAllreduce* shm = allreduce_->SharedMemoryFor(total * static_cast<int64_t>(elem), r.reduce_op);
   // Through shared memory every rank must take the same path: the owner of
   // each chunk applies the postscale, so a rank that joined (its entries

@@ -43,9 +43,12 @@ class CollectiveOps {
   Status Broadcast(const Response& r, TensorTableEntry& e);
   Status Alltoall(const Response& r, TensorTableEntry& e);
   Status Reducescatter(const Response& r, TensorTableEntry& e);
-  // Divides for Average, then applies postscale.
+  // Every tensor straight from its input to its output through shared memory,
+  // absent ones (a joined rank's) as the op's identity; divides for Average,
+  // then applies postscale.
   Status AllreduceSegments(ShmAllreduce* shm, const Response& r,
-                           std::vector<TensorTableEntry>& entries, const std::vector<bool>& present);
+                           std::vector<TensorTableEntry>& entries,
+                           const std::vector<bool>& present);
   // postscale / size for Average, postscale otherwise.
   double PostScaleFactor(const Response& r) const;
   void PostScale(const Response& r, void* buf, size_t n);
