@@ -71,7 +71,7 @@ def init(comm=None, process_sets=None):
         elastic.join_before_init()  # started to join a running elastic job
     else:
         _lib.init(set_ranks, comm_ranks, comm_handle)
-    tf_threads.configure(_lib.local_size())
+    tf_threads.configure(_lib.local_size(), _lib.local_rank())
     if not _atexit_registered:
         _register_atexit()
     _process_sets._init_process_sets(sets)

@@ -14,9 +14,19 @@ TensorFlow's runtime has not started yet (no op has run), tf_hvd
 * splits the cores: intra-op threads = cores // local_size (at least 1),
   inter-op threads = max(2, that), unless the script already chose them with
   ``tf.config.threading``.
-``HOROVOD_TF_THREADS=0`` leaves TensorFlow's defaults alone; what was applied
-is returned by :func:`tf_thread_settings` (and logged at debug level).
-Torchrun does the same for OpenMP (OMP_NUM_THREADS=1 per rank).
+* binds each local rank (every thread it has, so every thread it starts) to
+  its own slice of the CPUs it may use: local rank r of n gets the r-th of n
+  equal, contiguous slices (``mpirun`` binds ranks to cores the same way).
+  Unbound, the scheduler moves a rank's compute onto the core where a peer is
+  finishing its part of the step, and every synchronous step waits for the
+  slower rank: measured on a 2-core host at np=2, an MLP's tape step went from
+  3.04 to 2.71 ms (a step with one scalar allreduce: 2.53 to 2.31 ms). Not
+  done with ``HOROVOD_CPU_BIND=0``, when ``HOROVOD_THREAD_AFFINITY`` pins the
+  background thread, or with fewer CPUs than local ranks.
+``HOROVOD_TF_THREADS=0`` leaves TensorFlow's defaults alone (and binds
+nothing); what was applied is returned by :func:`tf_thread_settings` (and
+logged at debug level). Torchrun does the same for OpenMP (OMP_NUM_THREADS=1
+per rank).
 
 Whatever the number of local ranks, init also selects TensorFlow's caching
 (BFC) CPU allocator (TensorFlow's own TF_CPU_ALLOCATOR_USE_BFC, unless the
@@ -38,6 +48,9 @@ _log = logging.getLogger("tf_hvd")
 
 # What configure() did, for tf_thread_settings().
 _applied = {"configured": False, "reason": "hvd.init() has not run"}
+# The CPUs the process could use before bind_cores() first bound it: an elastic
+# re-init (new local ranks) binds again from these.
+_cpus_before_binding = None
 
 
 def _host_cores():
@@ -53,10 +66,40 @@ def _runtime_started(ctx):
     return getattr(ctx, "_context_handle", None) is not None
 
 
-def knob():
-    """HOROVOD_TF_THREADS as a bool (default True), parsed by the library's one knob
-    parser (cc/common/knobs.cc); a malformed value raises RuntimeError naming it."""
-    return _lib.knob_values()["HOROVOD_TF_THREADS"]
+def knob(name="HOROVOD_TF_THREADS"):
+    """HOROVOD_TF_THREADS (or HOROVOD_CPU_BIND) as a bool (default True), parsed by the
+    library's one knob parser (cc/common/knobs.cc); a malformed value raises RuntimeError
+    naming it."""
+    return _lib.knob_values()[name]
+
+
+def bind_cores(local_rank, local_size):
+    """Binds every thread of this process to local rank local_rank's slice of the CPUs
+    it may use (see the module docstring); returns the CPUs, or why nothing was bound.
+
+        >>> bind_cores(1, 2)   # on 4 CPUs
+        [2, 3]
+    """
+    if not knob("HOROVOD_CPU_BIND"):
+        return "HOROVOD_CPU_BIND=0"
+    if _lib.knob_values()["HOROVOD_THREAD_AFFINITY"]:
+        return "HOROVOD_THREAD_AFFINITY pins the background thread"
+    global _cpus_before_binding
+    if _cpus_before_binding is None:
+        _cpus_before_binding = sorted(os.sched_getaffinity(0))
+    cpus = _cpus_before_binding
+    per_rank = len(cpus) // local_size
+    if per_rank < 1:
+        return "%d CPU(s) for %d local ranks" % (len(cpus), local_size)
+    mine = cpus[local_rank * per_rank:(local_rank + 1) * per_rank]
+    # sched_setaffinity binds one thread: bind each one the process has (the
+    # background thread among them); threads started later inherit the mask.
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), mine)
+        except (ProcessLookupError, FileNotFoundError):
+            pass  # the thread ended meanwhile
+    return mine
 
 
 def _use_caching_allocator(ctx):
@@ -66,11 +109,14 @@ def _use_caching_allocator(ctx):
     return os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("1", "true")
 
 
-def configure(local_size):
+def configure(local_size, local_rank=0):
     """Applies the settings described above; returns what was done (a dict)."""
     global _applied
     caching = _use_caching_allocator(context.context())
     _applied = _configure_threads(local_size)
+    if _applied["configured"] or _cpus_before_binding is not None:
+        bound = bind_cores(local_rank, local_size)
+        _applied["cpus" if isinstance(bound, list) else "not_bound"] = bound
     _applied["caching_allocator"] = caching
     return dict(_applied)
 

@@ -128,6 +128,12 @@ const std::vector<KnobSpec>& Table() {
        "unless the script set them with `tf.config.threading`) and turn off TensorFlow's "
        "thread spinning (spinning workers take the cores the collectives need). 0 leaves "
        "TensorFlow's defaults."},
+      {"HOROVOD_CPU_BIND", T::BOOL, &P::cpu_bind, "1", 0, 0, "", kUser, "",
+       "With `HOROVOD_TF_THREADS`, when it splits the cores: also binds each local rank (every "
+       "thread of the process) to its own slice of the CPUs it may use, the way `mpirun` "
+       "binds ranks to cores, so that a rank's compute does not migrate onto the core where a "
+       "peer is finishing its share of a step. Not done when `HOROVOD_THREAD_AFFINITY` is "
+       "set or there are fewer CPUs than local ranks. 0: the scheduler places the threads."},
       // --- Horovod's CPU knobs ---
       {"HOROVOD_THREAD_AFFINITY", T::STRING, &P::thread_affinity, "", 0, 0, "", kUser,
        "--thread-affinity",

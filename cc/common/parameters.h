@@ -109,6 +109,7 @@ struct Parameters {
 
   // --- read by the Python package at hvd.init() ---
   bool tf_threads = true;              // HOROVOD_TF_THREADS (tf_hvd/tf_threads.py)
+  bool cpu_bind = true;                // HOROVOD_CPU_BIND (tf_hvd/tf_threads.py)
 
   // Parses every knob from the environment (unset or empty: the default).
   // A malformed value fails with a message naming the variable, the value

@@ -58,11 +58,12 @@ KNOB_SECTIONS = "topology,cases eager,cases tf.function,repeated,join,errors"
     # larger tensors take many blocks and both slots).
     (3, "gloo", {"HOROVOD_GLOO_DIRECT_MAX_BYTES": "0", "HOROVOD_SHM_MIN_BYTES": "0",
                  "HOROVOD_SHM_SLOT_BYTES": "4096"}),
-    (2, "mpi", {"HOROVOD_SHM_MIN_BYTES": "0", "HOROVOD_SHM_SLOT_BYTES": "4096"}),
+    (2, "mpi", {"HOROVOD_SHM_MIN_BYTES": "0", "HOROVOD_SHM_SLOT_BYTES": "4096",
+                "HOROVOD_CPU_BIND": "0"}),
     # MPI without shared memory: MPI_Allreduce and MPI's bit exchange in negotiation.
     (3, "mpi", {"HOROVOD_SHM_ALLREDUCE": "0"}),
 ], ids=["gloo-np3-fusion0", "gloo-np2-cache0-tfthreads0-spin0", "mpi-np3-fusion0-cache0-spin0", "gloo-np3-ring",
-        "gloo-np3-pairs-ring", "gloo-np3-shm", "mpi-np2-shm", "mpi-np3-backend"])
+        "gloo-np3-pairs-ring", "gloo-np3-shm", "mpi-np2-shm-nobind", "mpi-np3-backend"])
 def test_collectives_knobs(tmp_path, np_, transport, knobs):
     # The environment reaches every rank through the launcher (the worker checks it).
     _run(tmp_path, np_, transport, "tf2", env=knobs, only=KNOB_SECTIONS)

@@ -39,6 +39,69 @@ def test_two_local_ranks_split_cores_and_stop_spinning():
     assert "OK" in out, out[-3000:]
 
 
+def test_each_local_rank_is_bound_to_its_own_slice_of_the_cpus():
+    out = _run("""
+        import os, threading
+        from tf_hvd import tf_threads
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            print("SKIP one CPU")
+            raise SystemExit(0)
+        # The background thread stands in for one that exists before init.
+        ready, stop = threading.Event(), threading.Event()
+        def early():
+            ready.set()
+            stop.wait()
+        t = threading.Thread(target=early)
+        t.start()
+        ready.wait()
+        got = tf_threads.configure(local_size=2, local_rank=1)
+        half = len(cpus) // 2
+        assert got["cpus"] == cpus[half:2 * half], (got, cpus)
+        assert sorted(os.sched_getaffinity(t.native_id)) == got["cpus"]
+        assert sorted(os.sched_getaffinity(0)) == got["cpus"]
+        later = []
+        t2 = threading.Thread(target=lambda: later.append(sorted(os.sched_getaffinity(0))))
+        t2.start(); t2.join()
+        assert later == [got["cpus"]], later
+        stop.set(); t.join()
+        # An elastic re-init (the runtime runs now) binds again, from all the CPUs.
+        import tensorflow as tf
+        assert float(tf.reduce_sum(tf.ones([2]))) == 2.0
+        got = tf_threads.configure(local_size=2, local_rank=0)
+        assert not got["configured"] and got["cpus"] == cpus[:half], (got, cpus)
+        got = tf_threads.configure(local_size=1, local_rank=0)
+        assert got["cpus"] == cpus and sorted(os.sched_getaffinity(0)) == cpus, got
+        print("OK")
+    """)
+    assert "OK" in out or "SKIP" in out, out[-3000:]
+
+
+def test_binding_is_skipped_when_turned_off_pinned_or_short_of_cpus():
+    for env, reason in (({"HOROVOD_CPU_BIND": "0"}, "HOROVOD_CPU_BIND=0"),
+                        ({"HOROVOD_THREAD_AFFINITY": "0"},
+                         "HOROVOD_THREAD_AFFINITY pins the background thread")):
+        out = _run("""
+            import os
+            from tf_hvd import tf_threads
+            before = os.sched_getaffinity(0)
+            got = tf_threads.configure(local_size=2, local_rank=1)
+            assert got["configured"] and got["not_bound"] == %r, got
+            assert "cpus" not in got and os.sched_getaffinity(0) == before
+            print("OK")
+        """ % reason, env_extra=env)
+        assert "OK" in out, (env, out[-3000:])
+    out = _run("""
+        import os
+        from tf_hvd import tf_threads
+        n = len(os.sched_getaffinity(0))
+        got = tf_threads.configure(local_size=n + 1, local_rank=n)
+        assert got["not_bound"] == "%d CPU(s) for %d local ranks" % (n, n + 1), got
+        print("OK")
+    """)
+    assert "OK" in out, out[-3000:]
+
+
 def test_thread_counts_chosen_by_the_script_are_kept():
     out = _run("""
         import tensorflow as tf

@@ -44,10 +44,25 @@ def check_topology(ck, args):
     if os.environ.get("HOROVOD_TF_THREADS") == "0":
         ck.equal("tf threads left alone", threads.get("configured"), False)
     else:
-        cores = len(os.sched_getaffinity(0))
+        # "cores": what this rank could use before init bound it to its share.
+        cores = threads.get("cores", 0)
         ck.equal("tf threads configured", threads.get("configured"), True)
         ck.equal("intra-op threads", tf.config.threading.get_intra_op_parallelism_threads(),
                  max(1, cores // n))
+        if cores >= n and os.environ.get("HOROVOD_CPU_BIND") != "0":
+            # Bound to its own slice: every thread, and the slices of the ranks differ.
+            mine = sorted(os.sched_getaffinity(0))
+            ck.equal("bound CPUs", threads.get("cpus"), mine)
+            ck.equal("CPUs per rank", len(mine), cores // n)
+            for tid in os.listdir("/proc/self/task"):
+                try:
+                    ck.equal("thread %s CPUs" % tid, sorted(os.sched_getaffinity(int(tid))), mine)
+                except ProcessLookupError:
+                    pass
+            firsts = hvd.allgather(tf.constant([mine[0]], tf.int32), name="bound_cpus").numpy()
+            ck.equal("ranks on distinct CPUs", len(set(firsts.tolist())), n)
+        else:
+            ck.equal("not bound", "cpus" in threads, False)
         from tensorflow.python.eager import context
         ck.equal("thread spinning off",
                  context.context().config.experimental.disable_thread_spinning, True)
