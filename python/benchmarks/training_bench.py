@@ -18,7 +18,8 @@ Contenders: tf_hvd over Gloo and MPI, MWMS (RING), one process with the global
 batch (64 x N) as the reference, and N processes that train without any allreduce
 (tf_hvd's launcher and thread settings, the plain optimizer): the compute bound of
 N-process data parallelism here, which no communication library can pass. Throughput counts all workers' samples: global
-batch x timed steps / wall time of those steps on rank 0.
+batch x timed steps / wall time of those steps on rank 0; for the bound, whose ranks do
+not keep in step, the sum of every rank's own rate (rank_samples_per_s in the JSON).
 Writes <results>/training.json and training.png.
 """
 
@@ -190,7 +191,16 @@ def _run_hvd(ctx, cfg, model_name, mode):
                 hvd.broadcast_variables(model.variables + opt.variables, root_rank=0)
             times.mark()
         final_loss = float(loss)
-    return _record(ctx, cfg, model_name, mode, times, ctx.size, batch, final_loss)
+    rec = _record(ctx, cfg, model_name, mode, times, ctx.size, batch, final_loss)
+    if not communicate and rec["samples_per_s"]:
+        # Ranks that never communicate do not keep in step: a busy core slows
+        # only the rank on it. The bound is the sum of every rank's own rate
+        # (batch x steps / its own time), not N x rank 0's.
+        own = rec["samples_per_s"] / ctx.size
+        rates = hvd.allgather(tf.constant([own], tf.float64), name="bound_rates").numpy()
+        rec["rank_samples_per_s"] = [float(v) for v in rates]
+        rec["samples_per_s"] = float(sum(rates))
+    return rec
 
 
 def _run_mwms(ctx, cfg, model_name, mode):
