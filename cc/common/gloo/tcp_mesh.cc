@@ -269,7 +269,11 @@ Status TcpMesh::TryStarted() {
 Status TcpMesh::Drive(bool all) {
   const auto start = Clock::now();
   const auto deadline = start + op_timeout_;
-  const auto spin_until = start + spin_;
+  // Spin only when this is the only transfer under way: with a later one
+  // started, the link stays busy while this thread sleeps in poll, so the
+  // wake-up costs nothing, and on a host whose cores are shared a spinning
+  // rank takes the core a peer needs to produce the next piece.
+  const auto spin_until = flows_.size() == 1 ? start + spin_ : start;
   for (;;) {
     Status s = TryStarted();
     if (!s.ok()) return s;

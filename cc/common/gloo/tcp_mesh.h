@@ -38,7 +38,8 @@ class TcpMesh : public Links {
                  const std::string& secret, std::chrono::milliseconds connect_timeout,
                  std::chrono::milliseconds op_timeout);
   void Close();
-  // How long a transfer retries without sleeping before it polls.
+  // How long a transfer retries without sleeping before it polls (not while a
+  // later started exchange keeps the link busy).
   void set_spin(std::chrono::microseconds spin) { spin_ = spin; }
 
   // Links: Exchange never deadlocks when both sides send first (non-blocking
