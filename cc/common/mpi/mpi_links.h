@@ -39,6 +39,7 @@ class MpiLinks : public Links {
     size_ = size;
     spin_us_ = spin_us;
     limit_s_ = limit_s;
+    posted_.clear();
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
