@@ -69,9 +69,19 @@ NOSPIN_ENV = {"HOROVOD_SPIN_US": "0"}
 MLP_GRAD_BYTES = 4 * (784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10)
 
 
-# The core's ring moves each chunk in exchanges of at most this many bytes
-# (RingAllreduce::kSegmentBytes, cc/common/algorithms/ring_allreduce.h).
-RING_SEGMENT_BYTES = 4 * common.MiB
+# The core's ring moves each chunk in pieces of at most RING_PIECE_BYTES, and in at
+# least 3 pieces from 3 * RING_MIN_PIECE_BYTES on (RingAllreduce::PiecesPerChunk,
+# cc/common/algorithms/ring_allreduce.h), with up to two pieces in flight.
+RING_PIECE_BYTES = common.MiB
+RING_MIN_PIECE_BYTES = 64 * 1024
+
+
+def ring_pieces(nbytes, n, elem=4):
+    """Pieces per chunk of the core's ring for an allreduce of nbytes over n ranks."""
+    largest = -(-(nbytes // elem) // n)
+    chunk = largest * elem
+    pieces = max(-(-chunk // RING_PIECE_BYTES), min(3, chunk // RING_MIN_PIECE_BYTES))
+    return max(1, min(pieces, largest))
 
 
 def contenders(n, hvd_env=None):
@@ -158,28 +168,36 @@ def measure_link(cluster, seconds, ring):
 
 
 def _tbf_stats(argv):
-    """{'dropped', 'overlimits'} summed over the qdiscs `tc -s qdisc show` prints."""
+    """{'dropped', 'overlimits', 'sent_bytes'} summed over the qdiscs `tc -s qdisc show`
+    prints."""
     out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          timeout=30).stdout.decode(errors="replace")
-    stats = {"dropped": 0, "overlimits": 0}
-    for m in re.finditer(r"dropped (\d+), overlimits (\d+)", out):
-        stats["dropped"] += int(m.group(1))
-        stats["overlimits"] += int(m.group(2))
+    stats = {"dropped": 0, "overlimits": 0, "sent_bytes": 0}
+    for m in re.finditer(r"Sent (\d+) bytes \d+ pkt \(dropped (\d+), overlimits (\d+)", out):
+        stats["sent_bytes"] += int(m.group(1))
+        stats["dropped"] += int(m.group(2))
+        stats["overlimits"] += int(m.group(3))
     return stats
 
 
 def link_counters(cluster):
     """Packets the tbf qdiscs dropped (both ends of every link) and TCP segments
-    retransmitted, summed over the hosts: whether the shaping itself lost data."""
+    retransmitted, summed over the hosts: whether the shaping itself lost data. Also
+    per host ("per_host"): what its outgoing shaper (eth0) sent, dropped and held back
+    (overlimits: packets that waited for tokens, i.e. a backlogged link), so a single
+    slow link or rank shows as the odd one out."""
     total = {"tbf_dropped": 0, "tbf_overlimits": 0, "tcp_retrans_segs": 0}
     total.update((_TCP_EXT[k], 0) for k in _TCP_EXT)
+    total["per_host"] = {}
     for host in cluster.hosts:
         inside = ["ip", "netns", "exec", cluster.netns(host)]
-        for argv in (inside + ["tc", "-s", "qdisc", "show", "dev", "eth0"],
-                     ["tc", "-s", "qdisc", "show", "dev", cluster._veth(host)]):
+        for end, argv in (("out", inside + ["tc", "-s", "qdisc", "show", "dev", "eth0"]),
+                          ("in", ["tc", "-s", "qdisc", "show", "dev", cluster._veth(host)])):
             st = _tbf_stats(argv)
             total["tbf_dropped"] += st["dropped"]
             total["tbf_overlimits"] += st["overlimits"]
+            total["per_host"].setdefault(host, {}).update(
+                ("%s_%s" % (end, k), v) for k, v in st.items())
         snmp = subprocess.run(inside + ["cat", "/proc/net/snmp"], stdout=subprocess.PIPE,
                               timeout=30).stdout.decode()
         rows = [line.split()[1:] for line in snmp.splitlines() if line.startswith("Tcp:")]
@@ -203,7 +221,8 @@ _TCP_EXT = {"TCPTimeouts": "tcp_rto_timeouts", "TCPLossProbes": "tcp_loss_probes
 
 
 def _delta(after, before):
-    return dict((k, after[k] - before[k]) for k in after)
+    return dict((k, _delta(after[k], before[k]) if isinstance(after[k], dict)
+                 else after[k] - before[k]) for k in after)
 
 
 # ---------------------------------------------------------------------------
@@ -253,10 +272,9 @@ def run_host_count(n, args, configs, results_dir):
 def ring_overhead(n, nbytes, seconds, tcp_bytes_per_s):
     """Where a ring allreduce's time goes beyond what TCP needs to move its bytes:
     the time over 2(N-1)/N * bytes / (TCP ring rate), spread over the ring's
-    exchanges (2(N-1) steps, each chunk of bytes/N in segments of RING_SEGMENT_BYTES,
-    every exchange a send and a receive that both must finish)."""
-    chunk = nbytes / float(n)
-    exchanges = 2 * (n - 1) * max(1, int(-(-chunk // RING_SEGMENT_BYTES)))
+    exchanges (2(N-1) steps, each chunk of bytes/N in ring_pieces pieces, every
+    exchange a send and a receive)."""
+    exchanges = 2 * (n - 1) * ring_pieces(nbytes, n)
     wire = 2.0 * (n - 1) / n * nbytes / tcp_bytes_per_s
     return {"tcp_time_s": wire, "excess_s": seconds - wire, "exchanges": exchanges,
             "excess_ms_per_exchange": (seconds - wire) * 1e3 / exchanges}

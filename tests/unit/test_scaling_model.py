@@ -126,3 +126,34 @@ def test_scaling_bench_help():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "--hosts" in out.stdout and "--quick" in out.stdout
+
+
+def test_ring_pieces_match_the_cores_pieces_per_chunk():
+    # The same cases as RingAllreduce::PiecesPerChunk's gtest (algorithms_test.cc).
+    import scaling_bench
+    assert scaling_bench.ring_pieces(4, 3) == 1                     # one element
+    assert scaling_bench.ring_pieces(4000, 2) == 1                  # 2000 B a chunk
+    assert scaling_bench.ring_pieces(4 * 2 * 50000, 2) == 3         # 200 KB: 3 small pieces
+    assert scaling_bench.ring_pieces(4 * 2 * 32768, 2) == 2         # 128 KiB: 2 of 64 KiB
+    assert scaling_bench.ring_pieces(4 * 3 * 262145, 3) == 3        # 1 MiB + 4 B
+    assert scaling_bench.ring_pieces(64 << 20, 8) == 8              # 64 MiB, 8 ranks
+    assert scaling_bench.ring_pieces((64 << 20) + 4, 8) == 9
+    assert scaling_bench.ring_pieces(2, 3, elem=1) == 1             # fewer elements than ranks
+
+
+def test_ring_overhead_spreads_the_excess_over_the_pieces():
+    import scaling_bench
+    # 64 MiB over 8 ranks: 2 * 7 steps of 8 pieces; TCP needs 7/4 * 64 MiB / rate
+    out = scaling_bench.ring_overhead(8, 64 << 20, 1.0, 0.125e9)
+    wire = 1.75 * (64 << 20) / 0.125e9
+    assert out["exchanges"] == 112
+    assert out["tcp_time_s"] == pytest.approx(wire)
+    assert out["excess_ms_per_exchange"] == pytest.approx((1.0 - wire) * 1e3 / 112)
+
+
+def test_link_counter_deltas_per_host():
+    import scaling_bench
+    after = {"tbf_dropped": 3, "per_host": {"h1": {"out_overlimits": 10, "in_sent_bytes": 7}}}
+    before = {"tbf_dropped": 1, "per_host": {"h1": {"out_overlimits": 4, "in_sent_bytes": 2}}}
+    assert scaling_bench._delta(after, before) == {
+        "tbf_dropped": 2, "per_host": {"h1": {"out_overlimits": 6, "in_sent_bytes": 5}}}

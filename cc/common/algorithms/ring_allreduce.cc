@@ -6,6 +6,30 @@
 
 namespace tfhvd {
 
+namespace {
+
+// Where the pieces of a ring step lie: chunk c is elements [begin(c),
+// begin(c+1)), cut into `pieces` pieces.
+struct Pieces {
+  size_t count, n, pieces;
+  size_t begin(size_t c) const { return count * c / n; }
+  size_t first(size_t c, size_t k) const {
+    return begin(c) + (begin(c + 1) - begin(c)) * k / pieces;
+  }
+  size_t length(size_t c, size_t k) const { return first(c, k + 1) - first(c, k); }
+};
+
+}  // namespace
+
+size_t RingAllreduce::PiecesPerChunk(int64_t count, int size, size_t elem) {
+  const size_t largest = (static_cast<size_t>(count) + static_cast<size_t>(size) - 1) /
+                         static_cast<size_t>(size);  // elements of the largest chunk
+  const size_t bytes = largest * elem;
+  size_t p = (bytes + kPieceBytes - 1) / kPieceBytes;
+  p = std::max(p, std::min<size_t>(3, bytes / kMinPieceBytes));
+  return std::max<size_t>(1, std::min(p, largest));
+}
+
 Status RingAllreduce::Run(Links& links, const void* input, void* output, int64_t count,
                           DataType dtype, ReduceOp op) {
   Status st = ReduceScatter(links, input, output, count, dtype, op);
@@ -17,30 +41,47 @@ Status RingAllreduce::ReduceScatter(Links& links, const void* input, void* outpu
   const size_t elem = DataTypeSize(dtype);
   const size_t n = static_cast<size_t>(links.size());
   const size_t r = static_cast<size_t>(links.rank());
-  // Chunk c covers elements [begin(c), begin(c+1)).
-  auto begin = [&](size_t c) { return static_cast<size_t>(count) * c / n; };
+  const Pieces at{static_cast<size_t>(count), n, PiecesPerChunk(count, links.size(), elem)};
+  const size_t P = at.pieces, items = (n - 1) * P;
   const char* in = static_cast<const char*>(input);
   char* out = static_cast<char*>(output);
   const int next = static_cast<int>((r + 1) % n), prev = static_cast<int>((r + n - 1) % n);
-  const size_t segment = std::max<size_t>(1, kSegmentBytes / elem);
-  scratch_.resize(segment * elem);
-  // Reduce-scatter: at step s send chunk r-s, receive chunk r-s-1 and combine
-  // it with this rank's input; chunk r+1 ends fully reduced here.
-  for (size_t s = 0; s + 1 < n; ++s) {
-    size_t send_c = (r + n - s) % n, recv_c = (r + 2 * n - s - 1) % n;
-    const char* send = (s == 0 ? in : out) + begin(send_c) * elem;
-    size_t send_len = begin(send_c + 1) - begin(send_c);
-    size_t recv_first = begin(recv_c), recv_len = begin(recv_c + 1) - recv_first;
-    for (size_t done_s = 0, done_r = 0; done_s < send_len || done_r < recv_len;) {
-      size_t ks = std::min(segment, send_len - done_s), kr = std::min(segment, recv_len - done_r);
-      Status st = links.Exchange(next, send + done_s * elem, ks * elem, prev, scratch_.data(),
-                                 kr * elem);
+  // One scratch piece per piece in flight, and one being reduced.
+  const size_t slots = Links::kMaxStarted + 1;
+  const size_t largest = (at.count + n - 1) / n;                  // elements of a chunk
+  const size_t piece_bytes = std::max<size_t>(1, (largest + P - 1) / P) * elem;  // at most
+  scratch_.resize(slots * piece_bytes);
+  // Item j = piece j % P of step j / P. At step s send chunk r-s (this rank's
+  // input at s = 0, else the chunk reduced at step s-1), receive chunk r-s-1
+  // and combine it with this rank's input; chunk r+1 ends fully reduced here.
+  auto send_chunk = [&](size_t j) { return (r + n - j / P) % n; };
+  auto recv_chunk = [&](size_t j) { return (r + 2 * n - j / P - 1) % n; };
+  size_t started = 0;
+  // Starts every item whose piece is ready (reduced one step earlier: item
+  // j - P) while fewer than kMaxStarted are in flight.
+  auto start_ready = [&](size_t reduced, size_t finished) {
+    while (started < items && started - finished < Links::kMaxStarted &&
+           (started < P || started - P < reduced)) {
+      const size_t j = started, k = j % P;
+      const size_t sc = send_chunk(j), rc = recv_chunk(j);
+      const char* src = (j < P ? in : out) + at.first(sc, k) * elem;
+      Status st = links.StartExchange(next, src, at.length(sc, k) * elem, prev,
+                                      scratch_.data() + (j % slots) * piece_bytes,
+                                      at.length(rc, k) * elem);
       if (!st.ok()) return st;
-      size_t at = (recv_first + done_r) * elem;
-      ReduceBuffers(dtype, op, out + at, in + at, scratch_.data(), kr);
-      done_s += ks;
-      done_r += kr;
+      ++started;
     }
+    return Status();
+  };
+  for (size_t j = 0; j < items; ++j) {
+    Status st = start_ready(j, j);
+    if (st.ok()) st = links.FinishExchange();
+    // The next piece goes out before this one is reduced.
+    if (st.ok()) st = start_ready(j, j + 1);
+    if (!st.ok()) return st;
+    const size_t rc = recv_chunk(j), first = at.first(rc, j % P);
+    ReduceBuffers(dtype, op, out + first * elem, in + first * elem,
+                  scratch_.data() + (j % slots) * piece_bytes, at.length(rc, j % P));
   }
   return Status();
 }
@@ -49,16 +90,27 @@ Status RingAllreduce::Allgather(Links& links, void* output, int64_t count, DataT
   const size_t elem = DataTypeSize(dtype);
   const size_t n = static_cast<size_t>(links.size());
   const size_t r = static_cast<size_t>(links.rank());
-  auto begin = [&](size_t c) { return static_cast<size_t>(count) * c / n; };
+  const Pieces at{static_cast<size_t>(count), n, PiecesPerChunk(count, links.size(), elem)};
+  const size_t P = at.pieces, items = (n - 1) * P;
   char* out = static_cast<char*>(output);
   const int next = static_cast<int>((r + 1) % n), prev = static_cast<int>((r + n - 1) % n);
-  // Pass the reduced chunks around the ring.
-  for (size_t s = 0; s + 1 < n; ++s) {
-    size_t send_c = (r + 1 + n - s) % n, recv_c = (r + n - s) % n;
-    Status st = links.Exchange(next, out + begin(send_c) * elem,
-                               (begin(send_c + 1) - begin(send_c)) * elem, prev,
-                               out + begin(recv_c) * elem,
-                               (begin(recv_c + 1) - begin(recv_c)) * elem);
+  // Pass the reduced chunks around the ring: at step s send chunk r+1-s (this
+  // rank's own at s = 0, else the one received at step s-1), receive chunk
+  // r-s straight into the output. Item j = piece j % P of step j / P; it can
+  // go once item j - P has arrived.
+  size_t started = 0;
+  for (size_t j = 0; j < items; ++j) {
+    while (started < items && started - j < Links::kMaxStarted &&
+           (started < P || started - P < j)) {
+      const size_t s = started / P, k = started % P;
+      const size_t sc = (r + 1 + n - s) % n, rc = (r + n - s) % n;
+      Status st = links.StartExchange(next, out + at.first(sc, k) * elem,
+                                      at.length(sc, k) * elem, prev,
+                                      out + at.first(rc, k) * elem, at.length(rc, k) * elem);
+      if (!st.ok()) return st;
+      ++started;
+    }
+    Status st = links.FinishExchange();
     if (!st.ok()) return st;
   }
   return Status();

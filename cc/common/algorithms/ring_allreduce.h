@@ -1,8 +1,17 @@
 // Allreduce for bandwidth-bound (large) messages: a ring reduce-scatter, then
-// a ring allgather. Each rank sends and receives 2(n-1)/n of the message, in
-// segments through a bounded scratch buffer (never a second copy of the
-// message). Chunk c is reduced along one path around the ring, so every rank
-// ends with the same bits.
+// a ring allgather. Each rank sends and receives 2(n-1)/n of the message.
+// Chunk c is reduced along one path around the ring, so every rank ends with
+// the same bits.
+//
+// Pipelined: every step's chunk moves in pieces (at most kPieceBytes), with up
+// to Links::kMaxStarted pieces in flight (StartExchange / FinishExchange), so a
+// link keeps carrying the next pieces while this rank reduces the one that
+// came, and a rank that is late for a moment does not stop its neighbours'
+// links. A piece of step s+1 goes out as soon as the same piece of step s has
+// been reduced (or, in the allgather, received), not after the whole chunk.
+// Passes over memory per byte of the message: the reduce-scatter receives
+// into a scratch piece and reduces it into the output (read input + scratch,
+// write output); the allgather receives straight into the output.
 //
 //   RingAllreduce ring;
 //   Status s = ring.Run(links, in, out, count, DataType::FLOAT32, ReduceOp::SUM);
@@ -18,8 +27,11 @@ namespace tfhvd {
 
 class RingAllreduce {
  public:
-  // Bytes received per step of the reduce-scatter (the scratch buffer's size).
-  static constexpr size_t kSegmentBytes = 4 << 20;
+  // Largest piece of a chunk that one exchange moves.
+  static constexpr size_t kPieceBytes = 1 << 20;
+  // Chunks of at least 3 such pieces' worth are cut into 3 or more pieces, so
+  // that one can be reduced while two are in flight.
+  static constexpr size_t kMinPieceBytes = 64 << 10;
 
   // input may equal output. Needs links.size() >= 2.
   Status Run(Links& links, const void* input, void* output, int64_t count, DataType dtype,
@@ -34,8 +46,12 @@ class RingAllreduce {
   Status Allgather(Links& links, void* output, int64_t count, DataType dtype);
   static int OwnedChunk(int rank, int size) { return (rank + 1) % size; }
 
+  // Pieces per chunk (the same for every chunk of a message): piece k of
+  // chunk c is elements [begin + len*k/P, begin + len*(k+1)/P) of it.
+  static size_t PiecesPerChunk(int64_t count, int size, size_t elem);
+
  private:
-  std::vector<char> scratch_;
+  std::vector<char> scratch_;  // Links::kMaxStarted + 1 pieces
 };
 
 }  // namespace tfhvd

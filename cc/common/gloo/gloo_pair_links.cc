@@ -88,26 +88,65 @@ Status GlooPairLinks::Recv(int from, void* data, size_t bytes) {
 
 Status GlooPairLinks::Exchange(int to, const void* send, size_t send_bytes, int from,
                                void* recv, size_t recv_bytes) {
+  // After the started exchanges, whose bytes go first.
+  while (!flows_.empty()) {
+    Status s = FinishExchange();
+    if (!s.ok()) return s;
+  }
+  Flow f{to, from, static_cast<const char*>(send), send_bytes, static_cast<char*>(recv),
+         recv_bytes};
+  return Run(f);
+}
+
+Status GlooPairLinks::Run(Flow& f) {
   // Write a piece, then read a piece: both sides of every link may be
   // writing at once, and each piece fits in the socket buffers, so nobody
   // blocks in a write its peer will only drain after its own write.
-  const char* out = static_cast<const char*>(send);
-  char* in = static_cast<char*>(recv);
-  for (size_t done_s = 0, done_r = 0; done_s < send_bytes || done_r < recv_bytes;) {
-    size_t ks = std::min(kPieceBytes, send_bytes - done_s);
-    size_t kr = std::min(kPieceBytes, recv_bytes - done_r);
-    if (ks > 0) {
-      Status s = SendOne(to, out + done_s, ks);
+  while (f.done_s < f.send_bytes || f.done_r < f.recv_bytes) {
+    size_t ks = std::min(kPieceBytes, f.send_bytes - f.done_s);
+    size_t kr = std::min(kPieceBytes, f.recv_bytes - f.done_r);
+    if (ks > 0 && !f.written) {
+      Status s = SendOne(f.to, f.send + f.done_s, ks);
       if (!s.ok()) return s;
     }
+    f.written = false;
     if (kr > 0) {
-      Status s = RecvOne(from, in + done_r, kr);
+      Status s = RecvOne(f.from, f.recv + f.done_r, kr);
       if (!s.ok()) return s;
     }
-    done_s += ks;
-    done_r += kr;
+    f.done_s += ks;
+    f.done_r += kr;
   }
   return Status();
+}
+
+Status GlooPairLinks::WriteFirstPiece(Flow& f) {
+  // As Exchange begins: the piece fits in the socket buffers, and the kernel
+  // sends it while the caller works.
+  size_t ks = std::min(kPieceBytes, f.send_bytes);
+  if (ks == 0) return Status();
+  f.written = true;
+  return SendOne(f.to, f.send, ks);
+}
+
+Status GlooPairLinks::StartExchange(int to, const void* send, size_t send_bytes, int from,
+                                    void* recv, size_t recv_bytes) {
+  if (flows_.size() >= kMaxStarted) return TooManyStarted();
+  flows_.push_back(Flow{to, from, static_cast<const char*>(send), send_bytes,
+                        static_cast<char*>(recv), recv_bytes});
+  // Only the oldest exchange writes ahead: the bytes keep Exchange's order.
+  Status s = flows_.size() == 1 ? WriteFirstPiece(flows_.front()) : Status();
+  if (!s.ok()) flows_.clear();
+  return s;
+}
+
+Status GlooPairLinks::FinishExchange() {
+  if (flows_.empty()) return NothingStarted();
+  Status s = Run(flows_.front());
+  flows_.pop_front();
+  if (s.ok() && !flows_.empty()) s = WriteFirstPiece(flows_.front());
+  if (!s.ok()) flows_.clear();
+  return s;
 }
 
 }  // namespace tfhvd

@@ -15,6 +15,7 @@
 #define TFHVD_COMMON_GLOO_GLOO_PAIR_LINKS_H_
 
 #include <chrono>
+#include <deque>
 #include <memory>
 
 #include "cc/common/transport/links.h"
@@ -56,14 +57,34 @@ class GlooPairLinks : public Links {
   Status Recv(int from, void* data, size_t bytes) override;
   Status Exchange(int to, const void* send, size_t send_bytes, int from, void* recv,
                   size_t recv_bytes) override;
+  // The oldest started exchange has its first piece written (the kernel sends
+  // it while the caller works); FinishExchange does the rest as Exchange
+  // would. Exchange runs after the started exchanges.
+  Status StartExchange(int to, const void* send, size_t send_bytes, int from, void* recv,
+                       size_t recv_bytes) override;
+  Status FinishExchange() override;
 
  private:
+  // One transfer's progress; written: piece done_s is written, not yet read.
+  struct Flow {
+    int to, from;
+    const char* send;
+    size_t send_bytes;
+    char* recv;
+    size_t recv_bytes;
+    size_t done_s = 0, done_r = 0;
+    bool written = false;
+  };
+  Status Run(Flow& f);
+  Status WriteFirstPiece(Flow& f);
+
   // One message of at most kPieceBytes.
   Status SendOne(int to, const char* data, size_t bytes);
   Status RecvOne(int from, char* data, size_t bytes);
 
   std::shared_ptr<gloo::Context> context_;
   int rank_ = 0, size_ = 1;
+  std::deque<Flow> flows_;  // started exchanges, oldest first
 };
 
 }  // namespace tfhvd

@@ -209,43 +209,79 @@ Status TcpMesh::Connect(int rank, int size, const std::string& host,
   return Status();
 }
 
-Status TcpMesh::Transfer(int to, const char* send, size_t send_bytes, int from, char* recv,
-                         size_t recv_bytes) {
-  const int out_fd = send_bytes ? fds_[static_cast<size_t>(to)] : -1;
-  const int in_fd = recv_bytes ? fds_[static_cast<size_t>(from)] : -1;
+Status TcpMesh::TryOnce(Flow& f) {
+  // Non-blocking calls: a small message usually goes (or has arrived) at
+  // once, which saves a poll.
+  if (f.send_bytes > 0) {
+    ssize_t k = ::send(fds_[static_cast<size_t>(f.to)], f.send, f.send_bytes,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      f.send += k;
+      f.send_bytes -= static_cast<size_t>(k);
+    } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return Status::Unavailable("lost the connection to rank " + std::to_string(f.to) + " (" +
+                                 Errno("send") + "): " + kGone)
+          .WithPeer(f.to);
+    }
+  }
+  if (f.recv_bytes > 0) {
+    ssize_t k = ::recv(fds_[static_cast<size_t>(f.from)], f.recv, f.recv_bytes, MSG_DONTWAIT);
+    if (k > 0) {
+      f.recv += k;
+      f.recv_bytes -= static_cast<size_t>(k);
+    } else if (k == 0) {
+      return Status::Unavailable("rank " + std::to_string(f.from) +
+                                 " closed its connection: " + kGone)
+          .WithPeer(f.from);
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return Status::Unavailable("lost the connection to rank " + std::to_string(f.from) +
+                                 " (" + Errno("recv") + "): " + kGone)
+          .WithPeer(f.from);
+    }
+  }
+  return Status();
+}
+
+Status TcpMesh::TryStarted() {
+  // Bytes of a later exchange follow the earlier one's on each stream: only
+  // the first unfinished send and the first unfinished receive move.
+  for (Flow& f : flows_) {
+    if (f.send_bytes == 0) continue;
+    Flow head{f.to, f.from, f.send, f.send_bytes, nullptr, 0};
+    Status s = TryOnce(head);
+    if (!s.ok()) return s;
+    f.send = head.send;
+    f.send_bytes = head.send_bytes;
+    if (f.send_bytes > 0) break;
+  }
+  for (Flow& f : flows_) {
+    if (f.recv_bytes == 0) continue;
+    Flow head{f.to, f.from, nullptr, 0, f.recv, f.recv_bytes};
+    Status s = TryOnce(head);
+    if (!s.ok()) return s;
+    f.recv = head.recv;
+    f.recv_bytes = head.recv_bytes;
+    if (f.recv_bytes > 0) break;
+  }
+  return Status();
+}
+
+Status TcpMesh::Drive(bool all) {
   const auto start = Clock::now();
   const auto deadline = start + op_timeout_;
-  const auto spin_until = start + spin_;
-  while (send_bytes > 0 || recv_bytes > 0) {
-    // Try the calls first: a small message usually goes (or has arrived)
-    // without waiting, which saves a poll.
-    if (send_bytes > 0) {
-      ssize_t k = ::send(out_fd, send, send_bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (k > 0) {
-        send += k;
-        send_bytes -= static_cast<size_t>(k);
-      } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        return Status::Unavailable("lost the connection to rank " + std::to_string(to) + " (" +
-                                   Errno("send") + "): " + kGone)
-            .WithPeer(to);
-      }
+  // Spin only when this is the only transfer under way: with a later one
+  // started, the link stays busy while this thread sleeps in poll, so the
+  // wake-up costs nothing, and on a host whose cores are shared a spinning
+  // rank takes the core a peer needs to produce the next piece.
+  const auto spin_until = flows_.size() == 1 ? start + spin_ : start;
+  for (;;) {
+    Status s = TryStarted();
+    if (!s.ok()) return s;
+    while (!flows_.empty() && flows_.front().send_bytes == 0 && flows_.front().recv_bytes == 0) {
+      flows_.pop_front();
+      if (!all) return Status();
     }
-    if (recv_bytes > 0) {
-      ssize_t k = ::recv(in_fd, recv, recv_bytes, MSG_DONTWAIT);
-      if (k > 0) {
-        recv += k;
-        recv_bytes -= static_cast<size_t>(k);
-      } else if (k == 0) {
-        return Status::Unavailable("rank " + std::to_string(from) +
-                                   " closed its connection: " + kGone)
-            .WithPeer(from);
-      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        return Status::Unavailable("lost the connection to rank " + std::to_string(from) + " (" +
-                                   Errno("recv") + "): " + kGone)
-            .WithPeer(from);
-      }
-    }
-    if (send_bytes == 0 && recv_bytes == 0) break;
+    if (flows_.empty()) return Status();
     // The peer usually answers within microseconds: retrying for a moment,
     // yielding the core meanwhile, saves the sleep and wake-up of a poll.
     if (spin_.count() > 0 && Clock::now() < spin_until) {
@@ -254,11 +290,21 @@ Status TcpMesh::Transfer(int to, const char* send, size_t send_bytes, int from, 
     }
     pollfd p[2];
     nfds_t n = 0;
-    if (send_bytes > 0) p[n++] = {out_fd, POLLOUT, 0};
-    if (recv_bytes > 0) p[n++] = {in_fd, POLLIN, 0};
+    int peer = -1;  // whom a timeout names: the first rank still owing bytes
+    for (const Flow& f : flows_) {
+      if (f.send_bytes == 0) continue;
+      p[n++] = {fds_[static_cast<size_t>(f.to)], POLLOUT, 0};
+      peer = f.to;
+      break;
+    }
+    for (const Flow& f : flows_) {
+      if (f.recv_bytes == 0) continue;
+      p[n++] = {fds_[static_cast<size_t>(f.from)], POLLIN, 0};
+      peer = f.from;
+      break;
+    }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
-      int peer = recv_bytes > 0 ? from : to;
       return Status::Unavailable(
           "no progress with rank " + std::to_string(peer) + " for " +
           std::to_string(op_timeout_.count() / 1000) +
@@ -268,21 +314,43 @@ Status TcpMesh::Transfer(int to, const char* send, size_t send_bytes, int from, 
     int rc = ::poll(p, n, static_cast<int>(left.count()));
     if (rc < 0 && errno != EINTR) return Status::Unavailable(Errno("TCP mesh poll"));
   }
-  return Status();
 }
 
 Status TcpMesh::Exchange(int to, const void* send, size_t send_bytes, int from, void* recv,
                          size_t recv_bytes) {
-  return Transfer(to, static_cast<const char*>(send), send_bytes, from,
-                  static_cast<char*>(recv), recv_bytes);
+  // After the started exchanges, whose bytes go first.
+  flows_.push_back(Flow{to, from, static_cast<const char*>(send), send_bytes,
+                        static_cast<char*>(recv), recv_bytes});
+  Status s = Drive(true);
+  if (!s.ok()) flows_.clear();
+  return s;
+}
+
+Status TcpMesh::StartExchange(int to, const void* send, size_t send_bytes, int from,
+                              void* recv, size_t recv_bytes) {
+  // What the socket buffers take now goes out (and what has arrived comes in);
+  // the kernel keeps sending and receiving while the caller works.
+  if (flows_.size() >= kMaxStarted) return TooManyStarted();
+  flows_.push_back(Flow{to, from, static_cast<const char*>(send), send_bytes,
+                        static_cast<char*>(recv), recv_bytes});
+  Status s = TryStarted();
+  if (!s.ok()) flows_.clear();
+  return s;
+}
+
+Status TcpMesh::FinishExchange() {
+  if (flows_.empty()) return NothingStarted();
+  Status s = Drive(false);
+  if (!s.ok()) flows_.clear();
+  return s;
 }
 
 Status TcpMesh::Send(int to, const void* data, size_t bytes) {
-  return Transfer(to, static_cast<const char*>(data), bytes, to, nullptr, 0);
+  return Exchange(to, data, bytes, to, nullptr, 0);
 }
 
 Status TcpMesh::Recv(int from, void* data, size_t bytes) {
-  return Transfer(from, nullptr, 0, from, static_cast<char*>(data), bytes);
+  return Exchange(from, nullptr, 0, from, data, bytes);
 }
 
 }  // namespace tfhvd

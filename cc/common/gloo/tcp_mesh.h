@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,8 @@ class TcpMesh : public Links {
                  const std::string& secret, std::chrono::milliseconds connect_timeout,
                  std::chrono::milliseconds op_timeout);
   void Close();
-  // How long a transfer retries without sleeping before it polls.
+  // How long a transfer retries without sleeping before it polls (not while a
+  // later started exchange keeps the link busy).
   void set_spin(std::chrono::microseconds spin) { spin_ = spin; }
 
   // Links: Exchange never deadlocks when both sides send first (non-blocking
@@ -46,18 +48,38 @@ class TcpMesh : public Links {
                   size_t recv_bytes) override;
   Status Send(int to, const void* data, size_t bytes) override;
   Status Recv(int from, void* data, size_t bytes) override;
+  // StartExchange writes and reads what the sockets take at once; the kernel
+  // keeps sending and receiving (its buffers hold up to 4 MiB a way) until
+  // FinishExchange. Exchange runs after the started exchanges.
+  Status StartExchange(int to, const void* send, size_t send_bytes, int from, void* recv,
+                       size_t recv_bytes) override;
+  Status FinishExchange() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
  private:
-  Status Transfer(int to, const char* send, size_t send_bytes, int from, char* recv,
-                  size_t recv_bytes);
+  // One transfer's progress: what is left to send to `to` and receive from `from`.
+  struct Flow {
+    int to, from;
+    const char* send;
+    size_t send_bytes;
+    char* recv;
+    size_t recv_bytes;
+  };
+  // One non-blocking send and receive call each.
+  Status TryOnce(Flow& f);
+  // TryOnce on the first unfinished send and receive of the queued flows.
+  Status TryStarted();
+  // Moves the queued flows until the oldest is done (all: every one), or the
+  // op timeout passes.
+  Status Drive(bool all);
 
   int rank_ = 0, size_ = 1;
   std::vector<int> fds_;  // fds_[r]: socket to rank r (-1 for this rank)
   std::chrono::milliseconds op_timeout_{30000};
   std::chrono::microseconds spin_{0};
+  std::deque<Flow> flows_;  // started exchanges (and a running Exchange), oldest first
 };
 
 }  // namespace tfhvd

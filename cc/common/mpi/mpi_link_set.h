@@ -38,6 +38,11 @@ class MpiLinkSet : public LinkSet {
                   size_t recv_bytes) override {
     return links_.Exchange(to, send, send_bytes, from, recv, recv_bytes);
   }
+  Status StartExchange(int to, const void* send, size_t send_bytes, int from, void* recv,
+                       size_t recv_bytes) override {
+    return links_.StartExchange(to, send, send_bytes, from, recv, recv_bytes);
+  }
+  Status FinishExchange() override { return links_.FinishExchange(); }
   bool has_backend_allreduce() const override { return true; }
   Status BackendAllreduce(const void* input, void* output, int64_t count, DataType dtype,
                           ReduceOp op) override;

@@ -73,37 +73,83 @@ Status MpiLinks::Recv(int from, void* data, size_t bytes) {
   return Exchange(from, nullptr, 0, from, data, bytes);
 }
 
+Status MpiLinks::Post(int to, const char* send, size_t send_bytes, int from, char* recv,
+                      size_t recv_bytes, Posted* p) {
+  p->n = 0;
+  p->to = to;
+  p->from = from;
+  p->sending = send_bytes > 0;
+  p->receiving = recv_bytes > 0;
+  if (recv_bytes > 0) {
+    Status s = Lost(MpiCheck(MPI_Irecv(recv, static_cast<int>(recv_bytes), MPI_BYTE, from, kTag,
+                                       comm_, &p->requests[p->n++]),
+                             Peer("receive from", from)));
+    if (!s.ok()) return s;
+  }
+  if (send_bytes > 0) {
+    Status s = Lost(MpiCheck(MPI_Isend(send, static_cast<int>(send_bytes), MPI_BYTE, to, kTag,
+                                       comm_, &p->requests[p->n++]),
+                             Peer("send to", to)));
+    if (!s.ok()) return s;
+  }
+  return Status();
+}
+
+Status MpiLinks::Complete(Posted* p) {
+  if (p->n == 0) return Status();
+  std::string what = !p->sending     ? Peer("receive from", p->from)
+                     : !p->receiving ? Peer("send to", p->to)
+                                     : Peer("send to", p->to) + " / " + Peer("receive from", p->from);
+  return Lost(MpiWait(p->requests, p->n, spin_us_, what, limit_s_))
+      .WithPeer(p->receiving ? p->from : p->to);
+}
+
 Status MpiLinks::Exchange(int to, const void* send, size_t send_bytes, int from, void* recv,
                           size_t recv_bytes) {
+  // After the started exchanges, whose messages were posted first.
+  while (!posted_.empty()) {
+    Status s = FinishExchange();
+    if (!s.ok()) return s;
+  }
   const char* out = static_cast<const char*>(send);
   char* in = static_cast<char*>(recv);
   for (size_t done_s = 0, done_r = 0; done_s < send_bytes || done_r < recv_bytes;) {
     size_t ks = std::min(kMaxPiece, send_bytes - done_s);
     size_t kr = std::min(kMaxPiece, recv_bytes - done_r);
-    MPI_Request requests[2];
-    int n = 0;
-    if (kr > 0) {
-      Status s = Lost(MpiCheck(MPI_Irecv(in + done_r, static_cast<int>(kr), MPI_BYTE, from,
-                                         kTag, comm_, &requests[n++]),
-                               Peer("receive from", from)));
-      if (!s.ok()) return s;
-    }
-    if (ks > 0) {
-      Status s = Lost(MpiCheck(MPI_Isend(out + done_s, static_cast<int>(ks), MPI_BYTE, to,
-                                         kTag, comm_, &requests[n++]),
-                               Peer("send to", to)));
-      if (!s.ok()) return s;
-    }
-    std::string what = ks == 0   ? Peer("receive from", from)
-                       : kr == 0 ? Peer("send to", to)
-                                 : Peer("send to", to) + " / " + Peer("receive from", from);
-    Status s = Lost(MpiWait(requests, n, spin_us_, what, limit_s_))
-                   .WithPeer(kr > 0 ? from : to);
+    Posted p;
+    Status s = Post(to, out + done_s, ks, from, in + done_r, kr, &p);
+    if (s.ok()) s = Complete(&p);
     if (!s.ok()) return s;
     done_s += ks;
     done_r += kr;
   }
   return Status();
+}
+
+Status MpiLinks::StartExchange(int to, const void* send, size_t send_bytes, int from,
+                               void* recv, size_t recv_bytes) {
+  if (posted_.size() >= kMaxStarted) return TooManyStarted();
+  Status s;
+  if (send_bytes > kMaxPiece || recv_bytes > kMaxPiece) {
+    // Beyond one MPI count: the whole transfer now (after the started ones),
+    // and an empty entry for its FinishExchange.
+    s = Exchange(to, send, send_bytes, from, recv, recv_bytes);
+    if (s.ok()) posted_.emplace_back();
+  } else {
+    posted_.emplace_back();
+    s = Post(to, static_cast<const char*>(send), send_bytes, from, static_cast<char*>(recv),
+             recv_bytes, &posted_.back());
+  }
+  if (!s.ok()) posted_.clear();
+  return s;
+}
+
+Status MpiLinks::FinishExchange() {
+  if (posted_.empty()) return NothingStarted();
+  Status s = Complete(&posted_.front());
+  posted_.pop_front();
+  if (!s.ok()) posted_.clear();
+  return s;
 }
 
 }  // namespace tfhvd

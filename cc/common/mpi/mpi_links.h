@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <deque>
 #include <string>
 
 #include "cc/common/transport/links.h"
@@ -38,6 +39,7 @@ class MpiLinks : public Links {
     size_ = size;
     spin_us_ = spin_us;
     limit_s_ = limit_s;
+    posted_.clear();
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -45,12 +47,29 @@ class MpiLinks : public Links {
   Status Recv(int from, void* data, size_t bytes) override;
   Status Exchange(int to, const void* send, size_t send_bytes, int from, void* recv,
                   size_t recv_bytes) override;
+  // StartExchange posts the receive and the send (Irecv, Isend); FinishExchange
+  // waits for the oldest. A transfer beyond one MPI count runs whole in
+  // StartExchange. Exchange runs after the started exchanges.
+  Status StartExchange(int to, const void* send, size_t send_bytes, int from, void* recv,
+                       size_t recv_bytes) override;
+  Status FinishExchange() override;
 
  private:
+  // The requests of one posted piece (a receive and/or a send).
+  struct Posted {
+    MPI_Request requests[2];
+    int n = 0, to = 0, from = 0;
+    bool sending = false, receiving = false;
+  };
+  Status Post(int to, const char* send, size_t send_bytes, int from, char* recv,
+              size_t recv_bytes, Posted* p);
+  Status Complete(Posted* p);
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   double limit_s_ = 0;
   int64_t spin_us_ = 0;
+  std::deque<Posted> posted_;  // started exchanges, oldest first
 };
 
 }  // namespace tfhvd

@@ -65,6 +65,14 @@ Status SubsetLinks::Exchange(int to, const void* send, size_t send_bytes, int fr
   return s.ok() ? parent_->Exchange(gt, send, send_bytes, gf, recv, recv_bytes) : s;
 }
 
+Status SubsetLinks::StartExchange(int to, const void* send, size_t send_bytes, int from,
+                                  void* recv, size_t recv_bytes) {
+  int gt = 0, gf = 0;
+  Status s = Peer(to, &gt);
+  if (s.ok()) s = Peer(from, &gf);
+  return s.ok() ? parent_->StartExchange(gt, send, send_bytes, gf, recv, recv_bytes) : s;
+}
+
 Status MakeSubsetLinks(Links* parent, const std::vector<int>& members,
                        std::unique_ptr<LinkSet>* out) {
   int index = 0;

@@ -61,6 +61,9 @@ class SubsetLinks : public LinkSet {
   Status Recv(int from, void* data, size_t bytes) override;
   Status Exchange(int to, const void* send, size_t send_bytes, int from, void* recv,
                   size_t recv_bytes) override;
+  Status StartExchange(int to, const void* send, size_t send_bytes, int from, void* recv,
+                       size_t recv_bytes) override;
+  Status FinishExchange() override { return parent_->FinishExchange(); }
 
  private:
   Status Peer(int set_rank, int* global) const;

@@ -11,10 +11,16 @@
 //
 //   Links* links = transport->links();
 //   Status s = links->Exchange(next, mine, n, prev, theirs, n);  // a ring step
+//
+//   s = links->StartExchange(next, mine, n, prev, theirs, n);  // the same, in two
+//   Reduce(previous_piece);                                    // halves: work while
+//   s = links->FinishExchange();                               // the bytes move
 #ifndef TFHVD_COMMON_TRANSPORT_LINKS_H_
 #define TFHVD_COMMON_TRANSPORT_LINKS_H_
 
 #include <cstddef>
+#include <deque>
+#include <string>
 
 #include "cc/common/common.h"
 
@@ -33,6 +39,53 @@ class Links {
   // link call Exchange at once, each sending first.
   virtual Status Exchange(int to, const void* send, size_t send_bytes, int from, void* recv,
                           size_t recv_bytes) = 0;
+
+  // Exchange in two halves, so the caller can work (reduce the piece that came
+  // before) while bytes move: StartExchange hands over and takes in what it
+  // can without waiting, FinishExchange waits for the oldest started exchange
+  // to end. Up to kMaxStarted exchanges may be started and not finished (so a
+  // ring keeps the next piece in flight while it waits for this one); their
+  // bytes go on the wire in the order they were started, exactly as the same
+  // sequence of Exchange calls would send them, so a peer may answer either
+  // way. send must stay unchanged and recv untouched until the exchange is
+  // finished. After an error every started exchange is dropped. The default
+  // starts nothing and runs each Exchange in FinishExchange: correct for every
+  // backend, without the overlap.
+  static constexpr size_t kMaxStarted = 2;
+  virtual Status StartExchange(int to, const void* send, size_t send_bytes, int from,
+                               void* recv, size_t recv_bytes) {
+    if (started_.size() >= kMaxStarted) return TooManyStarted();
+    started_.push_back({to, send, send_bytes, from, recv, recv_bytes});
+    return Status();
+  }
+  virtual Status FinishExchange() {
+    if (started_.empty()) return NothingStarted();
+    Started e = started_.front();
+    started_.pop_front();
+    Status s = Exchange(e.to, e.send, e.send_bytes, e.from, e.recv, e.recv_bytes);
+    if (!s.ok()) started_.clear();
+    return s;
+  }
+
+ protected:
+  static Status TooManyStarted() {
+    return Status::Precondition("StartExchange: " + std::to_string(kMaxStarted) +
+                                " exchanges are already started and not finished");
+  }
+  static Status NothingStarted() {
+    return Status::Precondition("FinishExchange without a started exchange");
+  }
+
+ private:
+  struct Started {
+    int to;
+    const void* send;
+    size_t send_bytes;
+    int from;
+    void* recv;
+    size_t recv_bytes;
+  };
+  std::deque<Started> started_;
 };
 
 // The links of a job of one process: there is no peer to talk to.

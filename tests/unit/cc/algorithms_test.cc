@@ -2,6 +2,7 @@
 // table, with threads as ranks over in-memory links. Checks: exact sums for
 // integers, the same bits on every rank for floats (and the gather's rank-
 // order reduction), every table row. GoogleTest: bazel test //:algorithms_test
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -35,14 +36,14 @@ using namespace tfhvd;
 namespace {
 
 // Threads as ranks over in-memory links (thread_links.h).
-void OnRanks(int n, const std::function<void(Links&)>& body) {
-  tfhvd::testing::OnThreadRanks(n, body);
+void OnRanks(int n, const std::function<void(Links&)>& body, bool eager = false) {
+  tfhvd::testing::OnThreadRanks(n, body, eager);
 }
 
 float Value(int rank, size_t i) { return 0.1f * static_cast<float>(rank + 1) + 1e-3f * (i % 97); }
 
 template <typename Algorithm>
-void TestAllreduce(const char* name, int n, size_t count, bool in_place) {
+void TestAllreduce(const char* name, int n, size_t count, bool in_place, bool eager = false) {
   if (std::getenv("ALGORITHMS_TEST_VERBOSE")) std::fprintf(stderr, "%s n=%d count=%zu\n", name, n, count);
   std::vector<std::vector<float>> outputs(static_cast<size_t>(n));
   std::vector<std::vector<int32_t>> ints(static_cast<size_t>(n));
@@ -62,7 +63,7 @@ void TestAllreduce(const char* name, int n, size_t count, bool in_place) {
                       ReduceOp::SUM);
     EXPECT_TRUE(s.ok());
     ints[static_cast<size_t>(r)] = iv;
-  });
+  }, eager);
   bool same = true, exact = true;
   for (int r = 1; r < n; ++r)
     same &= std::memcmp(outputs[0].data(), outputs[static_cast<size_t>(r)].data(),
@@ -72,7 +73,8 @@ void TestAllreduce(const char* name, int n, size_t count, bool in_place) {
       exact &= ints[static_cast<size_t>(r)][i] ==
                n * static_cast<int32_t>(i % 1000) + n * (n - 1) / 2;
   if (!same || !exact)
-    std::fprintf(stderr, "%s n=%d count=%zu in_place=%d\n", name, n, count, in_place);
+    std::fprintf(stderr, "%s n=%d count=%zu in_place=%d eager=%d\n", name, n, count, in_place,
+                 eager);
   EXPECT_TRUE(same);
   EXPECT_TRUE(exact);
 }
@@ -173,6 +175,176 @@ TEST(Allreduce, GatherAndRingGiveExactSumsAndTheSameBitsOnEveryRank) {
 TEST(Allreduce, RingChunksLargerThanASegment) {
   TestAllreduce<RingAllreduce>("ring", 3, (size_t{3} << 20) + 5, false);
   TestAllreduce<RingAllreduce>("ring", 2, (size_t{3} << 20) + 5, true);
+}
+
+// Links whose StartExchange puts the message on the wire at once: pieces of
+// the next step go out while this one's are reduced, as over TCP; chunks
+// smaller than n elements, pieces that do not divide a chunk evenly.
+TEST(Allreduce, RingPipelinedPiecesGiveExactSumsAndTheSameBits) {
+  for (int n : {2, 3, 5}) {
+    const size_t uneven = static_cast<size_t>(n) * (3 * 16384 + 5) + 3;  // 3 pieces of a chunk
+    for (size_t count : {size_t{1}, static_cast<size_t>(n - 1), size_t{7}, uneven}) {
+      TestAllreduce<RingAllreduce>("ring eager", n, count, false, true);
+      TestAllreduce<RingAllreduce>("ring eager", n, count, true, true);
+    }
+  }
+  TestAllreduce<RingAllreduce>("ring eager", 3, (size_t{3} << 20) + 5, true, true);
+}
+
+TEST(Allreduce, RingPiecesPerChunk) {
+  EXPECT_EQ(RingAllreduce::PiecesPerChunk(1, 3, 4), 1u);          // one element
+  EXPECT_EQ(RingAllreduce::PiecesPerChunk(1000, 2, 4), 1u);       // 2000 B a chunk
+  EXPECT_EQ(RingAllreduce::PiecesPerChunk(2 * 50000, 2, 4), 3u);  // 200 KB: 3 small pieces
+  EXPECT_EQ(RingAllreduce::PiecesPerChunk(2 * 32768, 2, 4), 2u);  // 128 KiB: 2 of 64 KiB
+  EXPECT_EQ(RingAllreduce::PiecesPerChunk(3 * 262145, 3, 4), 3u);  // 1 MiB + 4 B
+  EXPECT_EQ(RingAllreduce::PiecesPerChunk(int64_t{16} << 20, 8, 4), 8u);  // 64 MiB, 8 ranks
+  EXPECT_EQ(RingAllreduce::PiecesPerChunk((int64_t{16} << 20) + 1, 8, 4), 9u);
+  EXPECT_EQ(RingAllreduce::PiecesPerChunk(2, 3, 1), 1u);  // fewer elements than ranks
+}
+
+// Small integers, exact in every type and in any order of combination.
+double RingValue(ReduceOp op, int rank, size_t i) {
+  if (op == ReduceOp::PRODUCT) return static_cast<double>(1 + (i + static_cast<size_t>(rank)) % 2);
+  return static_cast<double>((i * 7 + static_cast<size_t>(rank) * 3) % 5);
+}
+
+void PutValue(DataType dtype, void* buf, size_t i, double v) {
+  switch (dtype) {
+    case DataType::UINT8: case DataType::BOOL: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
+    case DataType::INT8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
+    case DataType::UINT16: static_cast<uint16_t*>(buf)[i] = static_cast<uint16_t>(v); break;
+    case DataType::INT16: static_cast<int16_t*>(buf)[i] = static_cast<int16_t>(v); break;
+    case DataType::INT32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
+    case DataType::INT64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
+    case DataType::FLOAT16: static_cast<uint16_t*>(buf)[i] = FloatToHalf(static_cast<float>(v)); break;
+    case DataType::BFLOAT16: static_cast<uint16_t*>(buf)[i] = FloatToBFloat16(static_cast<float>(v)); break;
+    case DataType::FLOAT32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
+    case DataType::FLOAT64: static_cast<double*>(buf)[i] = v; break;
+  }
+}
+
+double GetValue(DataType dtype, const void* buf, size_t i) {
+  switch (dtype) {
+    case DataType::UINT8: case DataType::BOOL: return static_cast<const uint8_t*>(buf)[i];
+    case DataType::INT8: return static_cast<const int8_t*>(buf)[i];
+    case DataType::UINT16: return static_cast<const uint16_t*>(buf)[i];
+    case DataType::INT16: return static_cast<const int16_t*>(buf)[i];
+    case DataType::INT32: return static_cast<const int32_t*>(buf)[i];
+    case DataType::INT64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
+    case DataType::FLOAT16: return HalfToFloat(static_cast<const uint16_t*>(buf)[i]);
+    case DataType::BFLOAT16: return BFloat16ToFloat(static_cast<const uint16_t*>(buf)[i]);
+    case DataType::FLOAT32: return static_cast<const float*>(buf)[i];
+    case DataType::FLOAT64: return static_cast<const double*>(buf)[i];
+  }
+  return 0;
+}
+
+// Every dtype and op through the pipelined ring: exact results and the same
+// bytes on every rank, with counts below n and pieces that do not divide a
+// chunk evenly.
+TEST(Allreduce, RingEveryDtypeAndOp) {
+  const DataType dtypes[] = {DataType::UINT8, DataType::INT8, DataType::UINT16, DataType::INT16,
+                             DataType::INT32, DataType::INT64, DataType::FLOAT16,
+                             DataType::BFLOAT16, DataType::FLOAT32, DataType::FLOAT64,
+                             DataType::BOOL};
+  const ReduceOp ops[] = {ReduceOp::SUM, ReduceOp::AVERAGE, ReduceOp::MIN, ReduceOp::MAX,
+                          ReduceOp::PRODUCT};
+  const int n = 3;
+  for (DataType dtype : dtypes) {
+    const size_t elem = DataTypeSize(dtype);
+    for (ReduceOp op : ops) {
+      for (size_t count : {size_t{2}, size_t{1001}, 3 * (3 * (65536 / elem) + 7) + 1}) {
+        for (bool eager : {false, true}) {
+          std::vector<std::string> results(n);
+          OnRanks(n, [&](Links& links) {
+            const int r = links.rank();
+            std::string buf(count * elem, '\0');
+            for (size_t i = 0; i < count; ++i) PutValue(dtype, &buf[0], i, RingValue(op, r, i));
+            RingAllreduce ring;
+            Status s = ring.Run(links, buf.data(), &buf[0], static_cast<int64_t>(count), dtype, op);
+            EXPECT_TRUE(s.ok()) << s.message();
+            results[static_cast<size_t>(r)] = buf;
+          }, eager);
+          size_t wrong = 0;
+          for (size_t i = 0; i < count; ++i) {
+            double want = RingValue(op, 0, i);
+            for (int r = 1; r < n; ++r) {
+              double v = RingValue(op, r, i);
+              if (op == ReduceOp::SUM || op == ReduceOp::AVERAGE) want += v;
+              if (op == ReduceOp::MIN) want = std::min(want, v);
+              if (op == ReduceOp::MAX) want = std::max(want, v);
+              if (op == ReduceOp::PRODUCT) want *= v;
+            }
+            wrong += GetValue(dtype, results[0].data(), i) != want;
+          }
+          EXPECT_EQ(wrong, 0u) << DataTypeName(dtype) << " " << ReduceOpName(op) << " count "
+                               << count << " eager " << eager;
+          EXPECT_TRUE(results[1] == results[0] && results[2] == results[0])
+              << DataTypeName(dtype) << " " << ReduceOpName(op) << " count " << count;
+        }
+      }
+    }
+  }
+}
+
+// A failed transfer ends the ring with the links' own status (its peer too).
+TEST(Allreduce, RingReturnsTheLinksErrorWithItsPeer) {
+  class Failing : public Links {
+   public:
+    explicit Failing(Links* inner) : inner_(inner) {}
+    int rank() const override { return inner_->rank(); }
+    int size() const override { return inner_->size(); }
+    Status Send(int to, const void* d, size_t b) override { return inner_->Send(to, d, b); }
+    Status Recv(int from, void* d, size_t b) override { return inner_->Recv(from, d, b); }
+    Status Exchange(int to, const void* s, size_t sb, int from, void* r, size_t rb) override {
+      return inner_->Exchange(to, s, sb, from, r, rb);
+    }
+    Status StartExchange(int to, const void* s, size_t sb, int from, void* r,
+                         size_t rb) override {
+      return inner_->StartExchange(to, s, sb, from, r, rb);
+    }
+    Status FinishExchange() override {
+      if (++finished_ == 4) {  // on every rank at once: nobody waits for a failed rank
+        return Status::Unavailable("rank " + std::to_string((rank() + size() - 1) % size()) +
+                                   " closed its connection").WithPeer((rank() + size() - 1) % size());
+      }
+      return inner_->FinishExchange();
+    }
+   private:
+    Links* inner_;
+    int finished_ = 0;
+  };
+  OnRanks(3, [&](Links& links) {
+    Failing failing(&links);
+    std::vector<float> v(3 * 200000, 1.0f);  // 3 pieces a chunk: the 4th exchange is in step 1
+    RingAllreduce ring;
+    Status s = ring.Run(failing, v.data(), v.data(), static_cast<int64_t>(v.size()),
+                        DataType::FLOAT32, ReduceOp::SUM);
+    const int prev = (links.rank() + 2) % 3;
+    EXPECT_EQ(s.code(), Status::UNAVAILABLE);
+    EXPECT_EQ(s.message(), "rank " + std::to_string(prev) + " closed its connection");
+    EXPECT_EQ(s.peer(), prev);
+  }, true);
+}
+
+// StartExchange / FinishExchange of Links' default: at most kMaxStarted
+// started, errors of the exchange come back from FinishExchange and drop the
+// rest.
+TEST(Links, StartAndFinishExchange) {
+  SelfLinks self;
+  char byte = 0;
+  Status s = self.FinishExchange();
+  EXPECT_EQ(s.code(), Status::PRECONDITION);
+  EXPECT_EQ(s.message(), "FinishExchange without a started exchange");
+  EXPECT_TRUE(self.StartExchange(1, &byte, 1, 1, &byte, 1).ok());
+  EXPECT_TRUE(self.StartExchange(2, &byte, 1, 2, &byte, 1).ok());
+  s = self.StartExchange(3, &byte, 1, 3, &byte, 1);
+  EXPECT_EQ(s.code(), Status::PRECONDITION);
+  EXPECT_EQ(s.message(), "StartExchange: 2 exchanges are already started and not finished");
+  s = self.FinishExchange();
+  EXPECT_EQ(s.code(), Status::INVALID_ARGUMENT);
+  EXPECT_EQ(s.message(), "no rank 1 in a job of one process");
+  EXPECT_EQ(self.FinishExchange().code(), Status::PRECONDITION);  // the second was dropped
 }
 
 TEST(Allreduce, GatherReducesInRankOrder) { TestGatherReducesInRankOrder(); }

@@ -52,10 +52,14 @@ class MessageWires {
   std::condition_variable cv_;
 };
 
+// eager: StartExchange puts its message on the wire at once (as a socket
+// takes it), FinishExchange takes the received one; otherwise Links' default
+// (the whole exchange in FinishExchange: the send buffer is read as late as
+// allowed).
 class MessageLinks : public Links {
  public:
-  MessageLinks(MessageWires* wires, int rank, int size)
-      : wires_(wires), rank_(rank), size_(size) {}
+  MessageLinks(MessageWires* wires, int rank, int size, bool eager = false)
+      : wires_(wires), rank_(rank), size_(size), eager_(eager) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Status Send(int to, const void* data, size_t bytes) override {
@@ -71,21 +75,44 @@ class MessageLinks : public Links {
   Status Exchange(int to, const void* send, size_t send_bytes, int from, void* recv,
                   size_t recv_bytes) override {
     Status s = Send(to, send, send_bytes);
+    while (s.ok() && !receiving_.empty()) s = FinishExchange();
     return s.ok() ? Recv(from, recv, recv_bytes) : s;
+  }
+  Status StartExchange(int to, const void* send, size_t send_bytes, int from, void* recv,
+                       size_t recv_bytes) override {
+    if (!eager_) return Links::StartExchange(to, send, send_bytes, from, recv, recv_bytes);
+    if (receiving_.size() >= kMaxStarted) return TooManyStarted();
+    Status s = Send(to, send, send_bytes);
+    if (s.ok()) receiving_.push_back({from, recv, recv_bytes});
+    return s;
+  }
+  Status FinishExchange() override {
+    if (!eager_) return Links::FinishExchange();
+    if (receiving_.empty()) return NothingStarted();
+    Receiving r = receiving_.front();
+    receiving_.pop_front();
+    return Recv(r.from, r.data, r.bytes);
   }
 
  private:
+  struct Receiving {
+    int from;
+    void* data;
+    size_t bytes;
+  };
   MessageWires* wires_;
   int rank_, size_;
+  bool eager_;
+  std::deque<Receiving> receiving_;  // eager: started exchanges' receives
 };
 
-// Runs body(links) on n threads, one per rank.
-inline void OnThreadRanks(int n, const std::function<void(Links&)>& body) {
+// Runs body(links) on n threads, one per rank (eager: see MessageLinks).
+inline void OnThreadRanks(int n, const std::function<void(Links&)>& body, bool eager = false) {
   MessageWires wires(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      MessageLinks links(&wires, r, n);
+      MessageLinks links(&wires, r, n, eager);
       body(links);
     });
   }
