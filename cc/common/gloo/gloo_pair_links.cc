@@ -93,8 +93,7 @@ Status GlooPairLinks::Exchange(int to, const void* send, size_t send_bytes, int 
     Status s = FinishExchange();
     if (!s.ok()) return s;
   }
-  Flow f{to, from, static_cast<const char*>(send), send_bytes, static_cast<char*>(recv),
-         recv_bytes};
+  Flow f(MakeTransfer(to, send, send_bytes, from, recv, recv_bytes));
   return Run(f);
 }
 
@@ -132,8 +131,7 @@ Status GlooPairLinks::WriteFirstPiece(Flow& f) {
 Status GlooPairLinks::StartExchange(int to, const void* send, size_t send_bytes, int from,
                                     void* recv, size_t recv_bytes) {
   if (flows_.size() >= kMaxStarted) return TooManyStarted();
-  flows_.push_back(Flow{to, from, static_cast<const char*>(send), send_bytes,
-                        static_cast<char*>(recv), recv_bytes});
+  flows_.push_back(Flow(MakeTransfer(to, send, send_bytes, from, recv, recv_bytes)));
   // Only the oldest exchange writes ahead: the bytes keep Exchange's order.
   Status s = flows_.size() == 1 ? WriteFirstPiece(flows_.front()) : Status();
   if (!s.ok()) flows_.clear();

@@ -66,12 +66,8 @@ class GlooPairLinks : public Links {
 
  private:
   // One transfer's progress; written: piece done_s is written, not yet read.
-  struct Flow {
-    int to, from;
-    const char* send;
-    size_t send_bytes;
-    char* recv;
-    size_t recv_bytes;
+  struct Flow : Transfer {
+    explicit Flow(const Transfer& t) : Transfer(t) {}
     size_t done_s = 0, done_r = 0;
     bool written = false;
   };

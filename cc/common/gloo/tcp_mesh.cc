@@ -319,8 +319,7 @@ Status TcpMesh::Drive(bool all) {
 Status TcpMesh::Exchange(int to, const void* send, size_t send_bytes, int from, void* recv,
                          size_t recv_bytes) {
   // After the started exchanges, whose bytes go first.
-  flows_.push_back(Flow{to, from, static_cast<const char*>(send), send_bytes,
-                        static_cast<char*>(recv), recv_bytes});
+  flows_.push_back(Flow(MakeTransfer(to, send, send_bytes, from, recv, recv_bytes)));
   Status s = Drive(true);
   if (!s.ok()) flows_.clear();
   return s;
@@ -331,8 +330,7 @@ Status TcpMesh::StartExchange(int to, const void* send, size_t send_bytes, int f
   // What the socket buffers take now goes out (and what has arrived comes in);
   // the kernel keeps sending and receiving while the caller works.
   if (flows_.size() >= kMaxStarted) return TooManyStarted();
-  flows_.push_back(Flow{to, from, static_cast<const char*>(send), send_bytes,
-                        static_cast<char*>(recv), recv_bytes});
+  flows_.push_back(Flow(MakeTransfer(to, send, send_bytes, from, recv, recv_bytes)));
   Status s = TryStarted();
   if (!s.ok()) flows_.clear();
   return s;

@@ -60,13 +60,7 @@ class TcpMesh : public Links {
 
  private:
   // One transfer's progress: what is left to send to `to` and receive from `from`.
-  struct Flow {
-    int to, from;
-    const char* send;
-    size_t send_bytes;
-    char* recv;
-    size_t recv_bytes;
-  };
+  using Flow = Transfer;
   // One non-blocking send and receive call each.
   Status TryOnce(Flow& f);
   // TryOnce on the first unfinished send and receive of the queued flows.

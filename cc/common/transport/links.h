@@ -55,12 +55,12 @@ class Links {
   virtual Status StartExchange(int to, const void* send, size_t send_bytes, int from,
                                void* recv, size_t recv_bytes) {
     if (started_.size() >= kMaxStarted) return TooManyStarted();
-    started_.push_back({to, send, send_bytes, from, recv, recv_bytes});
+    started_.push_back(MakeTransfer(to, send, send_bytes, from, recv, recv_bytes));
     return Status();
   }
   virtual Status FinishExchange() {
     if (started_.empty()) return NothingStarted();
-    Started e = started_.front();
+    Transfer e = started_.front();
     started_.pop_front();
     Status s = Exchange(e.to, e.send, e.send_bytes, e.from, e.recv, e.recv_bytes);
     if (!s.ok()) started_.clear();
@@ -68,6 +68,19 @@ class Links {
   }
 
  protected:
+  // One exchange's arguments, kept by StartExchange until it is finished.
+  struct Transfer {
+    int to, from;
+    const char* send;
+    size_t send_bytes;
+    char* recv;
+    size_t recv_bytes;
+  };
+  static Transfer MakeTransfer(int to, const void* send, size_t send_bytes, int from,
+                               void* recv, size_t recv_bytes) {
+    return Transfer{to, from, static_cast<const char*>(send), send_bytes,
+                    static_cast<char*>(recv), recv_bytes};
+  }
   static Status TooManyStarted() {
     return Status::Precondition("StartExchange: " + std::to_string(kMaxStarted) +
                                 " exchanges are already started and not finished");
@@ -77,15 +90,7 @@ class Links {
   }
 
  private:
-  struct Started {
-    int to;
-    const void* send;
-    size_t send_bytes;
-    int from;
-    void* recv;
-    size_t recv_bytes;
-  };
-  std::deque<Started> started_;
+  std::deque<Transfer> started_;
 };
 
 // The links of a job of one process: there is no peer to talk to.
