@@ -131,7 +131,8 @@ def _configure_threads(local_size):
         reason = "TensorFlow's runtime had already started before hvd.init()"
         _log.debug("tf_hvd: thread pools not configured: %s", reason)
         return {"configured": False, "reason": reason}
-    cores = _host_cores()
+    # After bind_cores (a second hvd.init()), the CPUs the process had before.
+    cores = len(_cpus_before_binding) if _cpus_before_binding else _host_cores()
     per_rank = max(1, cores // local_size)
     intra = tf.config.threading.get_intra_op_parallelism_threads() or per_rank
     inter = tf.config.threading.get_inter_op_parallelism_threads() or max(2, per_rank)

@@ -60,6 +60,10 @@ def test_each_local_rank_is_bound_to_its_own_slice_of_the_cpus():
         assert got["cpus"] == cpus[half:2 * half], (got, cpus)
         assert sorted(os.sched_getaffinity(t.native_id)) == got["cpus"]
         assert sorted(os.sched_getaffinity(0)) == got["cpus"]
+        # A second configure before the runtime starts (hvd.init() twice) splits
+        # the same CPUs: those of the process before binding.
+        again = tf_threads.configure(local_size=2, local_rank=1)
+        assert again["cores"] == len(cpus) and again["cpus"] == got["cpus"], (again, cpus)
         later = []
         t2 = threading.Thread(target=lambda: later.append(sorted(os.sched_getaffinity(0))))
         t2.start(); t2.join()
