@@ -54,6 +54,8 @@ _cpus_before_binding = None
 
 
 def _host_cores():
+    if _cpus_before_binding:  # bound by an earlier init: the CPUs it had before
+        return len(_cpus_before_binding)
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -131,8 +133,7 @@ def _configure_threads(local_size):
         reason = "TensorFlow's runtime had already started before hvd.init()"
         _log.debug("tf_hvd: thread pools not configured: %s", reason)
         return {"configured": False, "reason": reason}
-    # After bind_cores (a second hvd.init()), the CPUs the process had before.
-    cores = len(_cpus_before_binding) if _cpus_before_binding else _host_cores()
+    cores = _host_cores()
     per_rank = max(1, cores // local_size)
     intra = tf.config.threading.get_intra_op_parallelism_threads() or per_rank
     inter = tf.config.threading.get_inter_op_parallelism_threads() or max(2, per_rank)
