@@ -18,6 +18,7 @@
 
 #include "cc/common/logging.h"
 #include "cc/common/reduce_kernels.h"
+#include "cc/common/reduce_last_step.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -454,12 +455,16 @@ Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataTyp
                    return r == me ? in + done : slot(r, block) + offset;
                  };
                  char* acc = mine + offset;
-                 ReduceBuffers(dtype, op, acc, source(0), source(1), part / elem);
-                 for (size_t r = 2; r < n; ++r) {
-                   ReduceBuffers(dtype, op, acc, acc, source(r), part / elem);
+                 const void* left = source(0);
+                 for (size_t r = 1; r + 1 < n; ++r) {
+                   ReduceBuffers(dtype, op, acc, left, source(r), part / elem);
+                   left = acc;
                  }
-                 ScaleBuffer(dtype, acc, part / elem, postscale);
-                 CopyOut(out + done, acc, part, streaming);
+                 // The last rank's piece, the scale and the copy out in one pass
+                 // (streamed outputs are copied apart, past the cache).
+                 ReduceScaleStore(dtype, op, acc, streaming ? nullptr : out + done, left,
+                                  source(n - 1), part / elem, postscale);
+                 if (streaming) CopyOut(out + done, acc, part, streaming);
                }
              });
   publish(kReduced);

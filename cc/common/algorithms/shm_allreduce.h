@@ -14,8 +14,10 @@
 //      publish "staged";
 //   2. once every peer has staged: reduce chunk r over all ranks, in rank
 //      order (each chunk is reduced on one rank only: the same bits
-//      everywhere), piece by piece into r's slot, copying each piece to the
-//      output while it is in L1; publish "reduced";
+//      everywhere), piece by piece into r's slot; the last rank's piece,
+//      the postscale and the store to the output are one pass
+//      (ReduceScaleStore), so a piece is stored to the slot and the output
+//      at once instead of reduced, scaled and copied; publish "reduced";
 //   3. copy every other chunk from its owner's slot once the owner has
 //      reduced it; publish "consumed".
 // Ranks wait on each other's counters in shared memory (spinning briefly,
@@ -41,7 +43,8 @@
 //     reads (n-1)/n D. The staging copy is the one pass a single-copy design
 //     (reading the peer's input where it lies) would avoid; TensorFlow's
 //     tensors are not in shared memory, so the slots carry them.
-//   The postscale (Average) is applied to each piece while it is in L1.
+//   The postscale (Average) and the output store ride on the last reduce
+//     pass (no separate scale pass, no copy out of the slot).
 // The transport-backed algorithms, for comparison: the gather reads D and
 // writes n*D into a gather buffer (then reduces it into the output), the ring
 // reads and writes 2(n-1)/n D through sockets (each a kernel copy in and out).

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -20,6 +21,7 @@
 #include "cc/common/message.h"
 #include "cc/common/parameters.h"
 #include "cc/common/reduce_kernels.h"
+#include "cc/common/reduce_last_step.h"
 #include "cc/common/negotiation/response_cache.h"
 #include "cc/common/negotiation/tensor_queue.h"
 #include "cc/common/negotiation/validation.h"
@@ -420,6 +422,61 @@ TEST(ReduceKernels, WideSixteenBitReductionsMatchScalar) {
   }
 }
 
+
+// The one-pass last step gives the bits of ReduceBuffers + ScaleBuffer + a copy,
+// for every op, a factor float32 holds (0.5) and one it does not (1/3), lengths
+// around the vector width, NaNs and signed zeros (min/max keep the first
+// operand on ties and NaNs, as std::min/std::max do), in place and apart.
+template <typename T>
+void CheckLastStepMatchesThreeCalls(DataType dtype) {
+  uint32_t seed = 777;
+  auto next = [&seed] { seed = seed * 1664525u + 1013904223u; return seed; };
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{1003}}) {
+    std::vector<T> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = static_cast<T>(static_cast<int32_t>(next() % 20000) - 10000) / static_cast<T>(7);
+      b[i] = static_cast<T>(static_cast<int32_t>(next() % 20000) - 10000) / static_cast<T>(3);
+    }
+    if (n > 8) {
+      if constexpr (std::is_floating_point<T>::value) {
+        a[2] = static_cast<T>(std::nan(""));
+        b[3] = static_cast<T>(std::nan(""));
+        a[4] = static_cast<T>(0.0);
+        b[4] = -static_cast<T>(0.0);
+      }
+      b[5] = a[5];
+    }
+    for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVERAGE, ReduceOp::PRODUCT, ReduceOp::MIN,
+                        ReduceOp::MAX}) {
+      for (double factor : {1.0, 0.5, 1.0 / 3.0}) {
+        std::vector<T> want(n), got(n), copy(n);
+        ReduceBuffers(dtype, op, want.data(), a.data(), b.data(), n);
+        ScaleBuffer(dtype, want.data(), n, factor);
+        ReduceScaleStore(dtype, op, got.data(), copy.data(), a.data(), b.data(), n, factor);
+        EXPECT_EQ(std::memcmp(want.data(), got.data(), n * sizeof(T)), 0)
+            << "n " << n << " op " << static_cast<int>(op) << " factor " << factor;
+        EXPECT_EQ(std::memcmp(want.data(), copy.data(), n * sizeof(T)), 0)
+            << "copy, n " << n << " op " << static_cast<int>(op) << " factor " << factor;
+        // In place: the result over a, the copy over b.
+        std::vector<T> x(a), y(b);
+        ReduceScaleStore(dtype, op, x.data(), y.data(), x.data(), y.data(), n, factor);
+        EXPECT_EQ(std::memcmp(want.data(), x.data(), n * sizeof(T)), 0) << "in place";
+        EXPECT_EQ(std::memcmp(want.data(), y.data(), n * sizeof(T)), 0) << "in place copy";
+      }
+    }
+  }
+}
+
+TEST(ReduceKernels, LastStepMatchesReduceScaleAndCopyBitForBit) {
+  CheckLastStepMatchesThreeCalls<float>(DataType::FLOAT32);
+  CheckLastStepMatchesThreeCalls<double>(DataType::FLOAT64);
+  CheckLastStepMatchesThreeCalls<int32_t>(DataType::INT32);
+  // No copy asked for: only dst is written.
+  float a[3] = {1, 2, 3}, b[3] = {4, 5, 6}, out[3] = {0, 0, 0};
+  ReduceScaleStore(DataType::FLOAT32, ReduceOp::SUM, out, nullptr, a, b, 3, 0.5);
+  EXPECT_EQ(out[0], 2.5f);
+  EXPECT_EQ(out[2], 4.5f);
+}
 
 // The knob list: strict parsing, defaults and the values that follow others.
 Status ParseEnv(const std::map<std::string, std::string>& env, Parameters* p) {
