@@ -70,7 +70,7 @@ class RankLinks {
 // transfer is bounded by op_timeout; the whole run by a watchdog that ends
 // the test binary, so a hang fails the test instead of stalling it.
 void OnSocketRanks(Backend backend, int n, const std::function<void(RankLinks&)>& body,
-                   milliseconds op_timeout = seconds(30)) {
+                   milliseconds op_timeout = seconds(20)) {
   gloo::rendezvous::HashStore store;
   std::vector<std::future<void>> done;
   for (int r = 0; r < n; ++r) {
@@ -81,10 +81,10 @@ void OnSocketRanks(Backend backend, int n, const std::function<void(RankLinks&)>
       body(rank);
     }));
   }
-  const auto deadline = std::chrono::steady_clock::now() + seconds(120);
+  const auto deadline = std::chrono::steady_clock::now() + seconds(50);
   for (auto& d : done) {
     if (d.wait_until(deadline) != std::future_status::ready) {
-      std::fprintf(stderr, "socket_links_test: ranks still running after 120 s (a hang)\n");
+      std::fprintf(stderr, "socket_links_test: ranks still running after 50 s (a hang)\n");
       std::abort();
     }
   }
@@ -185,7 +185,7 @@ TEST_P(PeerLeaves, ErrorNamesThePeerAndDropsTheStartedExchanges) {
       // Answers A, then leaves without reading B.
       Status s = links.Exchange(0, a_out.data(), a_out.size(), 0, &a_in[0], a_in.size());
       EXPECT_TRUE(s.ok()) << s.message();
-      ASSERT_EQ(a_done_seen.wait_for(seconds(60)), std::future_status::ready);
+      ASSERT_EQ(a_done_seen.wait_for(seconds(40)), std::future_status::ready);
       rank.Close();
       closed.set_value();
       return;
@@ -196,7 +196,7 @@ TEST_P(PeerLeaves, ErrorNamesThePeerAndDropsTheStartedExchanges) {
     EXPECT_TRUE(s.ok()) << s.message();
     EXPECT_EQ(a_in, std::string(1000, 'a'));
     a_done.set_value();
-    ASSERT_EQ(closed_seen.wait_for(seconds(60)), std::future_status::ready);
+    ASSERT_EQ(closed_seen.wait_for(seconds(40)), std::future_status::ready);
     const auto t0 = std::chrono::steady_clock::now();
     // C is started behind B; the loss may show already here.
     char c_out = 'c', c_in = 0;
