@@ -99,23 +99,13 @@ class SocketLinks : public ::testing::TestWithParam<std::tuple<Backend, int>> {
 };
 
 // (a) Pipelined rounds deliver what plain rounds do, byte for byte, and
-// (b) a rank that pipelines and one that calls Exchange agree on the bytes.
-// The rounds run back to back on the same connections, so a byte left over
-// (or missing) in one round shows in the next.
+// (b) a rank that pipelines and one that calls Exchange agree on the bytes
+// (RingRounds: every style against every other, on the same connections).
 TEST_P(SocketLinks, PipelinedAndPlainExchangesMoveTheSameBytes) {
   OnSocketRanks(backend(), ranks(), [&](RankLinks& rank) {
     Links& links = rank.links();
-    const int r = links.rank();
-    const bool styles[][3] = {
-        {false, false, false},  // plain everywhere: the reference
-        {true, true, true},     // pipelined everywhere
-        {true, false, true},    // rank 1 plain, its neighbours pipelined
-        {false, true, false},   // and the other way round
-    };
-    for (const auto& style : styles) {
-      Status s = RingScript(links, style[r]);
-      EXPECT_TRUE(s.ok()) << Name(backend()) << " rank " << r << ": " << s.message();
-    }
+    Status s = RingRounds(links);
+    EXPECT_TRUE(s.ok()) << Name(backend()) << " rank " << links.rank() << ": " << s.message();
   });
 }
 
@@ -125,7 +115,7 @@ TEST_P(SocketLinks, PreconditionErrors) {
   OnSocketRanks(backend(), ranks(), [&](RankLinks& rank) {
     PreconditionScript(rank.links());
     // The links still carry a whole round afterwards.
-    Status s = RingScript(rank.links(), true);
+    Status s = RingScript(rank.links(), Style::kPipelined);
     EXPECT_TRUE(s.ok()) << s.message();
   });
 }
