@@ -23,12 +23,16 @@
 namespace tfhvd {
 namespace testing {
 
+// A piece of 1000 bytes per sender rank: rank 0 sends nothing while it
+// receives, and the rank after it receives nothing while it sends.
+constexpr size_t kBySender = ~size_t{0};
+
 // Piece sizes: empty, one byte, odd sizes, around Gloo's 256 KiB write
 // piece, and several MiB (more than the socket buffers hold, so a started
 // exchange really is still moving when the next one starts).
 inline const std::vector<size_t>& BasePieceBytes() {
   static const std::vector<size_t> sizes = {
-      0, 1, 3, 4093, size_t{1} << 20, 65537, 0, (size_t{3} << 20) + 5, 1, 262145, 7};
+      0, 1, 3, 4093, size_t{1} << 20, 65537, 0, (size_t{3} << 20) + 5, kBySender, 1, 262145, 7};
   return sizes;
 }
 
@@ -36,6 +40,7 @@ inline const std::vector<size_t>& BasePieceBytes() {
 // sender's rank, so that a rank's send and receive sizes differ.
 inline size_t PieceBytes(int sender, size_t k) {
   size_t base = BasePieceBytes()[k];
+  if (base == kBySender) return 1000 * static_cast<size_t>(sender);
   return base > 1 ? base + static_cast<size_t>(sender) : base;
 }
 

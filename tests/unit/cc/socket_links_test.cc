@@ -36,22 +36,25 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-enum class Backend { kMesh, kPairs };
+// The links' variants: the mesh, and the mesh retrying a moment before it
+// polls (HOROVOD_SPIN_US); Gloo's pairs sleeping in read, and busy-polling.
+enum class Backend { kMesh, kMeshSpin, kPairs, kPairsBusyPoll };
 
 // One rank's connected links of either backend.
 class RankLinks {
  public:
   Status Connect(Backend backend, int rank, int size, gloo::rendezvous::Store& store,
                  milliseconds op_timeout) {
-    if (backend == Backend::kMesh) {
+    if (backend == Backend::kMesh || backend == Backend::kMeshSpin) {
       links_ = &mesh_;
+      if (backend == Backend::kMeshSpin) mesh_.set_spin(std::chrono::microseconds(200));
       return mesh_.Connect(rank, size, "127.0.0.1", store, "test secret", seconds(30),
                            op_timeout);
     }
     links_ = &pairs_;
     gloo::transport::tcp::attr attr("127.0.0.1");
     return pairs_.Connect(rank, size, store, gloo::transport::tcp::CreateDevice(attr),
-                          op_timeout, /*busy_poll=*/false);
+                          op_timeout, backend == Backend::kPairsBusyPoll);
   }
   Links& links() { return *links_; }
   // This rank leaves: its sockets close (as when its process exits).
@@ -90,7 +93,10 @@ void OnSocketRanks(Backend backend, int n, const std::function<void(RankLinks&)>
   }
 }
 
-const char* Name(Backend b) { return b == Backend::kMesh ? "mesh" : "pairs"; }
+const char* Name(Backend b) {
+  const char* names[] = {"mesh", "mesh_spin", "pairs", "pairs_busy_poll"};
+  return names[static_cast<int>(b)];
+}
 
 class SocketLinks : public ::testing::TestWithParam<std::tuple<Backend, int>> {
  protected:
@@ -151,7 +157,9 @@ TEST_P(SocketLinks, RingAllreduceExactSums) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SocketLinks,
-                         ::testing::Combine(::testing::Values(Backend::kMesh, Backend::kPairs),
+                         ::testing::Combine(::testing::Values(Backend::kMesh, Backend::kMeshSpin,
+                                                              Backend::kPairs,
+                                                              Backend::kPairsBusyPoll),
                                             ::testing::Values(2, 3)),
                          [](const ::testing::TestParamInfo<std::tuple<Backend, int>>& info) {
                            return std::string(Name(std::get<0>(info.param))) + "_" +
