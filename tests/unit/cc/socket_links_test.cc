@@ -84,10 +84,10 @@ void OnSocketRanks(Backend backend, int n, const std::function<void(RankLinks&)>
       body(rank);
     }));
   }
-  const auto deadline = std::chrono::steady_clock::now() + seconds(50);
+  const auto deadline = std::chrono::steady_clock::now() + seconds(90);
   for (auto& d : done) {
     if (d.wait_until(deadline) != std::future_status::ready) {
-      std::fprintf(stderr, "socket_links_test: ranks still running after 50 s (a hang)\n");
+      std::fprintf(stderr, "socket_links_test: ranks still running after 90 s (a hang)\n");
       std::abort();
     }
   }
