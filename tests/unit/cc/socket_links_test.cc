@@ -1,6 +1,7 @@
 // The pipelined exchange (StartExchange / FinishExchange) of the real socket
-// backends: the own TCP mesh (cc/common/gloo/tcp_mesh.h) and Gloo's TCP pairs
-// (cc/common/gloo/gloo_pair_links.h). Ranks are threads of this process,
+// backends: the own TCP mesh (cc/common/gloo/tcp_mesh.h), with and without its
+// spin, and Gloo's TCP pairs (cc/common/gloo/gloo_pair_links.h), sleeping in
+// read and busy-polling. Ranks are threads of this process,
 // connected over 127.0.0.1 by the backends' own set-up through an in-memory
 // Gloo store, so the real sockets, buffers and framing carry the bytes.
 // Checks, at 2 and 3 ranks: pipelined rings deliver exactly the bytes plain
@@ -11,12 +12,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <future>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
