@@ -16,6 +16,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -210,6 +211,64 @@ TEST_P(PeerLeaves, ErrorNamesThePeerAndDropsTheStartedExchanges) {
     s = links.FinishExchange();
     EXPECT_EQ(s.code(), Status::PRECONDITION);
     EXPECT_EQ(s.message(), "FinishExchange without a started exchange");
+  }, op_timeout);
+}
+
+// A rank that stops answering (alive, connections open) fails its peer's
+// exchange after the op timeout, with an error naming it.
+TEST_P(PeerLeaves, AStalledPeerTimesOutNamingIt) {
+  const auto op_timeout = seconds(1);
+  std::promise<void> gave_up;
+  std::future<void> gave_up_seen = gave_up.get_future();
+  OnSocketRanks(GetParam(), 2, [&](RankLinks& rank) {
+    Links& links = rank.links();
+    if (links.rank() == 1) {  // stalls until rank 0 has given up on it
+      EXPECT_EQ(gave_up_seen.wait_for(seconds(40)), std::future_status::ready);
+      return;
+    }
+    const size_t bytes = 3 << 20;
+    std::string out(bytes, 'o'), in(bytes, '\0'), out2(bytes, 'p'), in2(bytes, '\0');
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = links.StartExchange(1, out.data(), bytes, 1, &in[0], bytes);
+    if (s.ok()) s = links.StartExchange(1, out2.data(), bytes, 1, &in2[0], bytes);
+    if (s.ok()) s = links.FinishExchange();
+    const auto took = std::chrono::steady_clock::now() - t0;
+    gave_up.set_value();
+    EXPECT_EQ(s.code(), Status::UNAVAILABLE) << s.message();
+    EXPECT_EQ(s.peer(), 1) << s.message();
+    EXPECT_NE(s.message().find("rank 1 "), std::string::npos) << s.message();
+    EXPECT_GE(took, op_timeout) << s.message();
+    EXPECT_LT(took, 10 * op_timeout) << s.message();
+    s = links.FinishExchange();  // the second was dropped with the error
+    EXPECT_EQ(s.code(), Status::PRECONDITION);
+  }, op_timeout);
+}
+
+// A peer that reads slowly but steadily is not stalled: an exchange that
+// takes twice the op timeout in all, with bytes moving every 25th of it,
+// completes (the timeout bounds a wait without progress, as documented for
+// HOROVOD_GLOO_OP_TIMEOUT_SECONDS, not a whole transfer).
+TEST_P(PeerLeaves, ASlowButSteadyPeerIsNotTimedOut) {
+  const milliseconds op_timeout(1000);
+  // 64 MiB: the socket buffers (up to 8 MiB a side) take a quarter of it, so
+  // the rest moves only as the reader goes, for about twice the op timeout.
+  const size_t piece = 1 << 20, pieces = 64;
+  OnSocketRanks(GetParam(), 2, [&](RankLinks& rank) {
+    Links& links = rank.links();
+    std::string data(piece * pieces, '\0');
+    if (links.rank() == 1) {
+      for (size_t k = 0; k < pieces; ++k) {
+        std::this_thread::sleep_for(op_timeout / 25);
+        Status s = links.Recv(0, &data[k * piece], piece);
+        ASSERT_TRUE(s.ok()) << "piece " << k << ": " << s.message();
+      }
+      EXPECT_EQ(FirstDifference(data, std::string(piece * pieces, 'd')), "equal");
+      return;
+    }
+    data.assign(piece * pieces, 'd');
+    Status s = links.StartExchange(1, data.data(), data.size(), 1, nullptr, 0);
+    if (s.ok()) s = links.FinishExchange();
+    EXPECT_TRUE(s.ok()) << s.message();
   }, op_timeout);
 }
 
