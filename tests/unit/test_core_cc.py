@@ -27,7 +27,8 @@ def test_bazel_cc_tests_pass():
     for target in ("//:core_test", "//:shm_allreduce_test", "//:algorithms_test",
                    "//:subset_transport_test", "//:autotune_test", "//:entry_checks_test",
                    "//:fault_reporter_test", "//:process_set_table_test",
-                   "//:background_loop_test", "//:transport_choice_test"):
+                   "//:background_loop_test", "//:transport_choice_test",
+                   "//:socket_links_test"):
         assert target in passed, "%s not reported PASSED\n%s" % (target, res.describe(60))
 
 

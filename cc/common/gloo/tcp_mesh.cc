@@ -268,7 +268,15 @@ Status TcpMesh::TryStarted() {
 
 Status TcpMesh::Drive(bool all) {
   const auto start = Clock::now();
-  const auto deadline = start + op_timeout_;
+  // The op timeout bounds a wait without progress, not a whole transfer: a
+  // long one over a slow link moves on as long as bytes keep moving.
+  auto deadline = start + op_timeout_;
+  auto owed_now = [this] {  // bytes the queued flows still have to move
+    size_t n = 0;
+    for (const Flow& f : flows_) n += f.send_bytes + f.recv_bytes;
+    return n;
+  };
+  size_t owed = owed_now();
   // Spin only when this is the only transfer under way: with a later one
   // started, the link stays busy while this thread sleeps in poll, so the
   // wake-up costs nothing, and on a host whose cores are shared a spinning
@@ -282,6 +290,10 @@ Status TcpMesh::Drive(bool all) {
       if (!all) return Status();
     }
     if (flows_.empty()) return Status();
+    if (owed_now() != owed) {
+      owed = owed_now();
+      deadline = Clock::now() + op_timeout_;
+    }
     // The peer usually answers within microseconds: retrying for a moment,
     // yielding the core meanwhile, saves the sleep and wake-up of a poll.
     if (spin_.count() > 0 && Clock::now() < spin_until) {
