@@ -30,8 +30,9 @@ what is compared:
                                copyto into a kept buffer)                   (issue 22, 2)
   training at the bound        Keras fit and the DistributedGradientTape tf.function loop,
                                MLP and CNN, Gloo and MPI: tf_hvd >= 0.9x the compute bound
-                               (contender no_allreduce: the same N processes, no
-                               communication)                               (issue 22, 1)
+                               (the same steps without any allreduce, measured in the
+                               contender's own N processes right before or after; the
+                               separate no_allreduce job's ratio is reported too) (issue 22, 1)
   4 KiB allreduce latency      tf_hvd <= 1/20 of MWMS's; reach for <= 10x raw MPI's
   unnamed eager 4 KiB allreduce  <= 1.3x the same call with a fixed name
   fusion step rate             tf_hvd >= 3x MWMS's (each contender's best variant) and
@@ -114,6 +115,13 @@ def _training(records, contender, model, mode):
     return rec["samples_per_s"]
 
 
+def _own_bound(records, contender, model, mode):
+    """The bound a tf_hvd contender measured in its own processes (no allreduce)."""
+    rec = training_bench.find(records, contender, model, mode)
+    bound = (rec or {}).get("same_processes_bound") or {}
+    return bound.get("samples_per_s") if bound.get("finite_loss") else None
+
+
 # ---------------------------------------------------------------------------
 # Targets
 
@@ -188,19 +196,24 @@ def evaluate_targets(parts):
             "256 MiB allreduce bus bandwidth inside tf.function (chain), tf_hvd/memcpy of "
             "256 MiB (numpy copyto into a kept buffer)", hvd, "numpy_local copy",
             _busbw(ar, hvd, large, "chain"), copy, "GB/s", "higher", MEMCPY_GOAL, ">="))
-    # Issue 22, item 1: training at the compute bound.
+    # Issue 22, item 1: training at the compute bound, measured by each tf_hvd
+    # contender in its own processes (the separate no_allreduce job's ratio is
+    # among the other ratios).
     for model in training_bench.MODELS:
         for mode in training_bench.MODES:
-            bound = _training(tr, "no_allreduce", model, mode)
+            separate = _training(tr, "no_allreduce", model, mode)
             for hvd in launch.TF_HVD:
+                mine = _training(tr, hvd, model, mode)
                 targets.append(_target(
                     "%s_%s_vs_bound[%s]" % (mode, model, hvd.split("_")[-1]),
                     "%s throughput, %s, tf_hvd/the compute bound (the same processes "
                     "without any allreduce)" % ("Keras model.fit" if mode == "fit" else
                                                 "DistributedGradientTape tf.function loop",
                                                 model.upper()),
-                    hvd, "no_allreduce", _training(tr, hvd, model, mode), bound,
-                    "samples/s", "higher", BOUND_GOAL, ">="))
+                    hvd, "same processes, no allreduce", mine,
+                    _own_bound(tr, hvd, model, mode), "samples/s", "higher", BOUND_GOAL,
+                    ">=", detail="against the separate no_allreduce job: %s"
+                    % common.fmt(mine / separate if mine and separate else None)))
     mwms_rate, mwms_variant = _fusion_rate(fu, "mwms_ring")
     for hvd in launch.TF_HVD:
         rate, variant = _fusion_rate(fu, hvd)
@@ -275,10 +288,10 @@ def extra_ratios(parts):
                               _busbw(ar, hvd, large), mpi_name, mpi_bw))
         for model in training_bench.MODELS:
             for mode in training_bench.MODES:
-                for alt in ("mwms_ring", "single_process"):
+                for alt in ("mwms_ring", "single_process", "no_allreduce"):
                     if (mode, alt) == ("fit", "mwms_ring") or (
                             (model, mode, alt) == ("mlp", "tape", "single_process")):
-                        continue  # a target already (as is every ratio to no_allreduce)
+                        continue  # a target already
                     out.append(_ratio_row(
                         "%s_%s_vs_%s[%s]" % (mode, model, alt, transport),
                         _training(tr, hvd, model, mode), alt, _training(tr, alt, model, mode)))

@@ -4,7 +4,8 @@
 
 Models on synthetic data (random inputs and labels, the same on every contender):
 an MLP 784-512-512-10 and a small CNN (28x28x1: conv 32, pool, conv 64, pool,
-dense 10); SGD with momentum; batch 64 per worker; 200 timed steps after a warm-up.
+dense 10); SGD with momentum; batch 64 per worker; 200 timed steps (800 for the MLP,
+whose steps are ~4x shorter: a window of comparable length) after a warm-up.
 Two ways of training:
 
   fit    model.fit with the contender's usual set-up: tf_hvd.keras
@@ -17,7 +18,10 @@ Two ways of training:
 Contenders: tf_hvd over Gloo and MPI, MWMS (RING), one process with the global
 batch (64 x N) as the reference, and N processes that train without any allreduce
 (tf_hvd's launcher and thread settings, the plain optimizer): the compute bound of
-N-process data parallelism here, which no communication library can pass. Throughput counts all workers' samples: global
+N-process data parallelism here, which no communication library can pass. Each tf_hvd
+contender also measures that bound in its own processes (same_processes_bound in its
+records: the same steps without any allreduce, right before or after its own run,
+alternating), which keeps the machine's drift between separate jobs out of the ratio. Throughput counts all workers' samples: global
 batch x timed steps / wall time of those steps on rank 0; for the bound, whose ranks do
 not keep in step, the sum of every rank's own rate (rank_samples_per_s in the JSON).
 Writes <results>/training.json and training.png.
@@ -41,13 +45,28 @@ MODES = ("fit", "tape")
 DATASET_BATCHES = 16  # distinct synthetic batches per worker, repeated
 
 
+# An MLP step takes ~2-3 ms here, a CNN step ~9-10 ms: the MLP times this many times
+# more steps, so that both measure a window of comparable length (a 60-step MLP window
+# is 0.15 s, where one scheduler hiccup moves the figure by tens of percent).
+MODEL_STEP_FACTOR = {"mlp": 4, "cnn": 1}
+
+
 def make_config(quick, models=MODELS, modes=MODES, batch=64, steps=None, warmup=None):
     return {"models": list(models), "modes": list(modes), "batch_per_worker": int(batch),
             # quick: fewer timed steps, the same warm-up (the first steps after
             # tracing are slow; a short warm-up made quick figures read low)
             "steps": int(steps or (60 if quick else 200)),
+            # timed steps per model: steps x MODEL_STEP_FACTOR unless --steps was given
+            "steps_per_model": dict((m, int(steps or (60 if quick else 200)
+                                            * (1 if steps else MODEL_STEP_FACTOR.get(m, 1))))
+                                    for m in models),
             "warmup": int(warmup or 10), "quick": bool(quick),
             "learning_rate": 0.01, "momentum": 0.9}
+
+
+def model_config(cfg, model):
+    """cfg with the timed steps of this model."""
+    return dict(cfg, steps=(cfg.get("steps_per_model") or {}).get(model, cfg["steps"]))
 
 
 def build_model(name):
@@ -111,7 +130,7 @@ def _keras_timer(keras, times):
     return StepTimer()
 
 
-def _record(ctx, cfg, model, mode, times, workers, batch, final_loss, extra=None):
+def _record(ctx, cfg, model, mode, times, workers, batch, final_loss, extra=None, label=""):
     global_batch = batch * workers
     throughput, durations = times.summary(cfg["warmup"], cfg["steps"], global_batch)
     rec = {"contender": ctx.contender, "model": model, "mode": mode, "workers": workers,
@@ -120,8 +139,9 @@ def _record(ctx, cfg, model, mode, times, workers, batch, final_loss, extra=None
            "step_ms": common.scaled(common.summarize(durations or []), 1e3),
            "final_loss": final_loss, "finite_loss": bool(np.isfinite(final_loss))}
     rec.update(extra or {})
-    ctx.log("%-4s %-5s %10.0f samples/s  median step %8.2f ms  loss %.4f"
-            % (model, mode, throughput or 0, rec["step_ms"]["median"] or 0, final_loss))
+    ctx.log("%-4s %-5s %10.0f samples/s  median step %8.2f ms  loss %.4f%s"
+            % (model, mode, throughput or 0, rec["step_ms"]["median"] or 0, final_loss,
+               "  (%s)" % label if label else ""))
     return rec
 
 
@@ -134,13 +154,33 @@ def run_worker(ctx, cfg):
     runner = {"hvd": _run_hvd, "hvd_bound": _run_hvd, "mwms": _run_mwms,
               "single": _run_single}[ctx.kind]
     records = []
-    for model in cfg["models"]:
-        for mode in cfg["modes"]:
-            keras.backend.clear_session()
-            keras.utils.set_random_seed(1234)  # the same initial weights everywhere
-            ctx.barrier()
-            records.append(runner(ctx, cfg, model, mode))
+    base = cfg
+    for index, (model, mode) in enumerate((m, md) for m in cfg["models"] for md in cfg["modes"]):
+        cfg = model_config(base, model)
+        if ctx.kind != "hvd":
+            records.append(_fresh(keras, ctx, lambda: runner(ctx, cfg, model, mode)))
+            continue
+        # tf_hvd also measures its own bound: the same processes, right before or
+        # after (alternating), the same steps without any allreduce. Its ratio has
+        # no drift between separate jobs in it.
+        runs = {}
+        for communicate in ((True, False) if index % 2 == 0 else (False, True)):
+            runs[communicate] = _fresh(keras, ctx, lambda: _run_hvd(ctx, cfg, model, mode,
+                                                                    communicate))
+        rec, bound = runs[True], runs[False]
+        rec["same_processes_bound"] = {
+            "samples_per_s": bound["samples_per_s"], "step_ms": bound["step_ms"],
+            "rank_samples_per_s": bound.get("rank_samples_per_s"),
+            "finite_loss": bound["finite_loss"], "ran_first": index % 2 == 1}
+        records.append(rec)
     return records
+
+
+def _fresh(keras, ctx, run):
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(1234)  # the same initial weights everywhere
+    ctx.barrier()
+    return run()
 
 
 def _sgd(keras, cfg, scale):
@@ -148,11 +188,14 @@ def _sgd(keras, cfg, scale):
                                 momentum=cfg["momentum"])
 
 
-def _run_hvd(ctx, cfg, model_name, mode):
+def _run_hvd(ctx, cfg, model_name, mode, communicate=None):
+    """communicate: with tf_hvd's allreduce (default for kind hvd) or the same
+    work without any (kind hvd_bound, and tf_hvd's own bound)."""
     import keras
     import tf_hvd.keras as hvd_keras
     tf, hvd = ctx.tf, ctx.hvd
-    communicate = ctx.kind == "hvd"  # hvd_bound: the same work without any allreduce
+    if communicate is None:
+        communicate = ctx.kind == "hvd"
     batch, total = cfg["batch_per_worker"], cfg["warmup"] + cfg["steps"]
     ds = dataset(tf, model_name, batch, seed=100 + ctx.rank)
     model = build_model(model_name)
@@ -191,7 +234,8 @@ def _run_hvd(ctx, cfg, model_name, mode):
                 hvd.broadcast_variables(model.variables + opt.variables, root_rank=0)
             times.mark()
         final_loss = float(loss)
-    rec = _record(ctx, cfg, model_name, mode, times, ctx.size, batch, final_loss)
+    rec = _record(ctx, cfg, model_name, mode, times, ctx.size, batch, final_loss,
+                  label="" if communicate or ctx.kind != "hvd" else "no allreduce")
     if not communicate and rec["samples_per_s"]:
         # Ranks that never communicate do not keep in step: a busy core slows
         # only the rank on it. The bound is the sum of every rank's own rate
@@ -311,16 +355,19 @@ def print_tables(records, contenders, notes=()):
         if mwms and mwms["samples_per_s"] and rec["samples_per_s"]:
             ratio = rec["samples_per_s"] / mwms["samples_per_s"]
         st = rec["step_ms"]
+        own = (rec.get("same_processes_bound") or {}).get("samples_per_s")
         rows.append([rec["model"], rec["mode"],
                      contenders[name].label if name in contenders else name,
                      rec["workers"], rec["global_batch"], rec["steps"],
                      common.fmt(rec["samples_per_s"]), common.fmt(st["median"]),
-                     common.fmt(st["max"]), common.fmt(ratio), common.fmt(rec["final_loss"]),
-                     rounds.fmt_spread(rec.get("rounds"))])
+                     common.fmt(st["max"]), common.fmt(ratio),
+                     common.fmt(rec["samples_per_s"] / own if own and rec["samples_per_s"]
+                                else None),
+                     common.fmt(rec["final_loss"]), rounds.fmt_spread(rec.get("rounds"))])
     common.print_table("Training throughput (samples/s over all workers, synthetic data)",
                        ["model", "mode", "contender", "workers", "global_batch", "steps",
-                        "samples/s", "median_step_ms", "max_step_ms", "x MWMS", "loss",
-                        "rounds: samples/s [min-max]"], rows)
+                        "samples/s", "median_step_ms", "max_step_ms", "x MWMS",
+                        "x own bound", "loss", "rounds: samples/s [min-max]"], rows)
     for note in notes:
         common.log("note: " + note)
 
