@@ -52,6 +52,12 @@ __all__ = ["run", "State", "ObjectState", "TensorFlowState", "TensorFlowKerasSta
 _LOST_RANK_ERRORS = (HorovodInternalError, tf.errors.UnavailableError, tf.errors.AbortedError,
                      tf.errors.DeadlineExceededError)
 SETTLE_SECONDS = 1.0  # survivors wait this long without a newcomer before forming the job
+# ...and, while the launcher still lists a process that has not come to the round, this
+# long: the launcher lists a failed process until it sees it exit, and only then stops
+# the other ranks of its (blacklisted) host; deciding before that would form the round
+# with processes about to be stopped. A listed process that never comes (it hangs) is
+# left out after this.
+LISTED_WAIT_SECONDS = 30.0
 ROUND_ENV = "HOROVOD_ELASTIC_ROUND"   # the round of the job's current form (knob)
 ID_ENV = "TF_HVD_ELASTIC_ID"          # this process's id: its rank when the launcher started it
 JOIN_ENV = "TF_HVD_ELASTIC_JOIN"      # "1": started by the launcher to join a running job
@@ -264,11 +270,14 @@ def _reform(my_id, round_, announce=False):
             if decided is not None:
                 members = [int(r) for r in decided.decode().split(",")]
                 break
-            now_alive = [i for i in _ids(store) if store.get(prefix + "alive/%d" % i)]
+            listed = _ids(store)
+            now_alive = [i for i in listed if store.get(prefix + "alive/%d" % i)]
             if now_alive != alive:
                 alive, stable_since = now_alive, time.monotonic()
-            elif (time.monotonic() - stable_since >= SETTLE_SECONDS and alive[0] == my_id
-                  and len(alive) >= min_np):
+            stable = time.monotonic() - stable_since
+            if (stable >= SETTLE_SECONDS and alive and alive[0] == my_id
+                    and len(alive) >= min_np
+                    and (len(alive) == len(listed) or stable >= LISTED_WAIT_SECONDS)):
                 # The first process decides (the members key is the round's verdict).
                 store.put(prefix + "members", ",".join(str(i) for i in alive).encode())
                 store.put(STORE + "round", str(round_).encode())

@@ -202,6 +202,7 @@ class ElasticRayExecutor(object):
             w.ref = None
         except ray.exceptions.RayActorError as e:
             del self.workers[w.id]
+            self._publish_ids()  # the survivors re-form without it at once
             self.lost.append(w.id)
             self.blacklist.add(w.node_id)
             self._count_reset()
