@@ -26,12 +26,12 @@ the machine record (memcpy GB/s, cores, load).
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 
 import common
+import rounds
 
 VARIANTS = ("plain", "tape", "grouped", "in_step", "allreduce_only", "one_scalar")
 
@@ -107,14 +107,6 @@ def _ratios(plain, other):
     return [p / o for p, o in zip(plain, other) if p and o]
 
 
-def _stats(values):
-    values = sorted(values)
-    if not values:
-        return {"median": None, "min": None, "max": None, "rounds": []}
-    return {"median": statistics.median(values), "min": values[0], "max": values[-1],
-            "rounds": values}
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="mlp", choices=("mlp", "cnn"))
@@ -156,9 +148,9 @@ def main(argv=None):
     result = dict(header)
     result["config"] = {"model": args.model, "transport": "mpi" if args.mpi else "gloo",
                         "rounds": args.rounds, "steps": args.steps, "batch": args.batch}
-    result["ms_per_step"] = [dict((v, _stats(r[v])) for v in variants) for r in per_rank]
+    result["ms_per_step"] = [dict((v, rounds.spread(r[v])) for v in variants) for r in per_rank]
     rank0 = per_rank[0]
-    result["plain_over"] = dict((v, _stats(_ratios(rank0["plain"], rank0[v])))
+    result["plain_over"] = dict((v, rounds.spread(_ratios(rank0["plain"], rank0[v])))
                                 for v in ("tape", "grouped", "in_step")
                                 if v in rank0 and "plain" in rank0)
     rows = []
@@ -166,7 +158,7 @@ def main(argv=None):
         if rank and not args.all_ranks:
             continue
         for v in variants:
-            s = _stats(ranks_ms[v])
+            s = rounds.spread(ranks_ms[v])
             rows.append([rank, v, common.fmt(s["median"]),
                          "[%s-%s]" % (common.fmt(s["min"]), common.fmt(s["max"]))])
     common.print_table("ms per step, %s, np=%d, %s, %d rounds of %d steps"
