@@ -264,6 +264,9 @@ def _reform(my_id, round_, announce=False):
         store.put(prefix + "alive/%d" % my_id, _my_host().encode())
         if announce:  # the running ranks see this at their next commit and come here
             store.put(STORE + "hosts_version", ("joined %d" % my_id).encode())
+        # Listed when this process came: the ones worth waiting for (a joiner the
+        # launcher starts later meets the job at its next commit, as before).
+        listed_on_entry = set(_ids(store))
         alive, stable_since = None, time.monotonic()
         while True:
             decided = store.get(prefix + "members")
@@ -277,7 +280,8 @@ def _reform(my_id, round_, announce=False):
             stable = time.monotonic() - stable_since
             if (stable >= SETTLE_SECONDS and alive and alive[0] == my_id
                     and len(alive) >= min_np
-                    and (len(alive) == len(listed) or stable >= LISTED_WAIT_SECONDS)):
+                    and (not [i for i in listed if i in listed_on_entry and i not in alive]
+                         or stable >= LISTED_WAIT_SECONDS)):
                 # The first process decides (the members key is the round's verdict).
                 store.put(prefix + "members", ",".join(str(i) for i in alive).encode())
                 store.put(STORE + "round", str(round_).encode())

@@ -94,3 +94,19 @@ def test_when_every_listed_process_came_the_round_forms_after_the_settle_time(st
     assert rank == 0
     # the one that was not first reads the verdict
     assert elastic._reform(3, 1) == (1, ["h2", "h2"])
+
+
+def test_a_joiner_listed_after_this_process_came_is_not_waited_for(store):
+    # the launcher starts a new process while the survivors re-form: it meets the job
+    # at its next commit, the survivors do not wait for it
+    store.put(PREFIX + "ids", b"2,3")
+    store.put(PREFIX + "round1/alive/3", b"h2")
+
+    def launcher():
+        time.sleep(0.1)
+        store.put(PREFIX + "ids", b"2,3,4")
+    threading.Thread(target=launcher).start()
+    t0 = time.monotonic()
+    rank, _ = elastic._reform(2, 1)
+    assert time.monotonic() - t0 < 5.0
+    assert store.get(PREFIX + "round1/members") == b"2,3"
