@@ -22,7 +22,13 @@ TensorFlow's runtime has not started yet (no op has run), tf_hvd
   slower rank: measured on a 2-core host at np=2, an MLP's tape step went from
   3.04 to 2.71 ms (a step with one scalar allreduce: 2.53 to 2.31 ms). Not
   done with ``HOROVOD_CPU_BIND=0``, when ``HOROVOD_THREAD_AFFINITY`` pins the
-  background thread, or with fewer CPUs than local ranks.
+  background thread, or with fewer CPUs than local ranks. While other
+  processes take a quarter or more of a rank's CPUs (two seconds in a row),
+  the rank may run on all the CPUs it had, and binds again after
+  ``HOROVOD_CPU_BIND_RETRY_SECONDS`` (30; doubled while the contention
+  lasts; 0 keeps the binding): a bound rank cannot leave a core that a busy
+  process shares with it, and every step would wait for it
+  (cc/common/cpu_binding.h).
 ``HOROVOD_TF_THREADS=0`` leaves TensorFlow's defaults alone (and binds
 nothing); what was applied is returned by :func:`tf_thread_settings` (and
 logged at debug level). Torchrun does the same for OpenMP (OMP_NUM_THREADS=1
@@ -94,13 +100,10 @@ def bind_cores(local_rank, local_size):
     if per_rank < 1:
         return "%d CPU(s) for %d local ranks" % (len(cpus), local_size)
     mine = cpus[local_rank * per_rank:(local_rank + 1) * per_rank]
-    # sched_setaffinity binds one thread: bind each one the process has (the
-    # background thread among them); threads started later inherit the mask.
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(tid), mine)
-        except (ProcessLookupError, FileNotFoundError):
-            pass  # the thread ended meanwhile
+    # Every thread the process has (the background thread among them); threads
+    # started later inherit the mask. The background thread gives the binding
+    # up while other processes use these CPUs (HOROVOD_CPU_BIND_RETRY_SECONDS).
+    _lib.bind_cpus(mine, cpus, _lib.knob_values()["HOROVOD_CPU_BIND_RETRY_SECONDS"])
     return mine
 
 
@@ -151,5 +154,13 @@ def _configure_threads(local_size):
 
 
 def tf_thread_settings():
-    """What hvd.init() did to TensorFlow's thread pools (see this module)."""
-    return dict(_applied)
+    """What hvd.init() did to TensorFlow's thread pools (see this module); with a binding,
+    "binding" says whether the rank is on its own CPUs now and how often it gave them up.
+
+        >>> tf_thread_settings()["binding"]
+        {'active': True, 'bound': True, 'releases': 0, 'cpus': [1]}
+    """
+    settings = dict(_applied)
+    if "cpus" in settings:
+        settings["binding"] = _lib.cpu_binding_state()
+    return settings

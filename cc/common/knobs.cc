@@ -134,6 +134,13 @@ const std::vector<KnobSpec>& Table() {
        "binds ranks to cores, so that a rank's compute does not migrate onto the core where a "
        "peer is finishing its share of a step. Not done when `HOROVOD_THREAD_AFFINITY` is "
        "set or there are fewer CPUs than local ranks. 0: the scheduler places the threads."},
+      {"HOROVOD_CPU_BIND_RETRY_SECONDS", T::SECONDS, &P::cpu_bind_retry_s, "30", 0, kMaxSeconds,
+       "", kUser, "",
+       "A bound rank whose CPUs other processes use (a quarter of their time or more, two "
+       "seconds in a row) may run on every CPU it had before binding for this long, then binds "
+       "again; the wait doubles, up to 8x, while the contention lasts. On a shared machine "
+       "that keeps a rank from waiting for its share of one core while another sits idle. 0: "
+       "the binding is kept whatever else runs."},
       // --- Horovod's CPU knobs ---
       {"HOROVOD_THREAD_AFFINITY", T::STRING, &P::thread_affinity, "", 0, 0, "", kUser,
        "--thread-affinity",

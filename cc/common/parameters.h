@@ -110,6 +110,7 @@ struct Parameters {
   // --- read by the Python package at hvd.init() ---
   bool tf_threads = true;              // HOROVOD_TF_THREADS (tf_hvd/tf_threads.py)
   bool cpu_bind = true;                // HOROVOD_CPU_BIND (tf_hvd/tf_threads.py)
+  double cpu_bind_retry_s = 30.0;      // HOROVOD_CPU_BIND_RETRY_SECONDS (cpu_binding.h)
 
   // Parses every knob from the environment (unset or empty: the default).
   // A malformed value fails with a message naming the variable, the value

@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "cc/common/algorithms/algorithm_counts.h"
+#include "cc/common/cpu_binding.h"
 #include "cc/common/knobs.h"
 #include "cc/common/operations.h"
 #include "cc/common/parameters.h"
@@ -216,6 +217,23 @@ PYBIND11_MODULE(_hvd, m) {
   m.def("mpi_threads_supported", [] { return tfhvd::MpiThreadsSupported(); });
   m.def("background_thread_cpu", [] { return tfhvd::BackgroundThreadCpu(); },
         "The CPU the background thread is pinned to (HOROVOD_THREAD_AFFINITY), or -1.");
+  m.def(
+      "bind_cpus",
+      [](const std::vector<int>& bound, const std::vector<int>& wide, double retry_s) {
+        tfhvd::Status s = tfhvd::GlobalCpuBinding().Bind(bound, wide, retry_s);
+        if (!s.ok()) throw std::runtime_error(s.message());
+      },
+      "Binds every thread to `bound`; the background thread widens the process to `wide` "
+      "while other processes use those CPUs (cc/common/cpu_binding.h).");
+  m.def("cpu_binding_state", [] {
+    tfhvd::CpuBinding::State st = tfhvd::GlobalCpuBinding().state();
+    py::dict d;
+    d["active"] = st.active;
+    d["bound"] = st.bound;
+    d["releases"] = st.releases;
+    d["cpus"] = st.cpus;
+    return d;
+  });
   m.def("mpi_built", [] { return HAVE_MPI + 0 == 1; });
   m.def("gloo_built", [] { return HAVE_GLOO + 0 == 1; });
   m.def("nccl_built", [] { return tfhvd::NcclBuilt(); });

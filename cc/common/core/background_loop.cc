@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "cc/common/core/host_names.h"
+#include "cc/common/cpu_binding.h"
 #include "cc/common/logging.h"
 #include "cc/common/thread_affinity.h"
 #include "cc/common/timeline.h"
@@ -155,6 +156,7 @@ bool BackgroundLoop::RunCycle() {
   bool several = false;
   std::vector<std::shared_ptr<ProcessSet>> sets = parts_.sets->MemberSets(&several);
   parts_.queue->WaitForWork(wait_->Next(QueuedEntries(sets) > 0, several));
+  GlobalCpuBinding().Tick();  // gives HOROVOD_CPU_BIND's binding up while others need the CPUs
   GlobalTimeline().MarkCycle();
   bool progress = false, stop = false;
   for (const auto& set : sets) {
