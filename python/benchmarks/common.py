@@ -6,6 +6,7 @@ TensorFlow workers and the mpi4py/numpy workers.
 """
 
 import datetime
+import hashlib
 import json
 import math
 import os
@@ -245,6 +246,41 @@ def usable_cores():
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count()
+
+
+CPU_PROBE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_probe.c")
+
+
+def cpu_placement():
+    """Where the host put the first two usable CPUs (cpu_probe.c): a cache line's round
+    trip between them and the copy rate of 1 MiB one wrote for the other. A run whose
+    figures differ several-fold between jobs reads these first (docs/performance.md,
+    "The host's placement of the two vCPUs"). None with fewer than two CPUs; a dict with
+    "error" if the probe cannot be built or run.
+
+        >>> cpu_placement()
+        {'cpus': [0, 1], 'round_trip_ns': 84.1, 'peer_copy_gbps': 60.2}
+    """
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None
+    with open(CPU_PROBE_SOURCE, "rb") as f:
+        digest = hashlib.sha1(f.read()).hexdigest()[:12]
+    cache = ensure_dir(os.path.join(os.path.expanduser("~"), ".cache", "tf_hvd_bench"))
+    binary = os.path.join(cache, "cpu_probe-" + digest)
+    try:
+        if not os.path.exists(binary):
+            building = "%s.%d" % (binary, os.getpid())
+            subprocess.run(["cc", "-O2", "-pthread", CPU_PROBE_SOURCE, "-o", building],
+                           check=True, capture_output=True, timeout=60)
+            os.replace(building, binary)
+        out = subprocess.run([binary, str(cpus[0]), str(cpus[1])], check=True,
+                             capture_output=True, text=True, timeout=60).stdout
+        result = json.loads(out)
+        result.pop("check", None)
+        return result
+    except (OSError, subprocess.SubprocessError, ValueError) as e:
+        return {"error": str(e)}
 
 
 def machine_record(header, memcpy_start, memcpy_end):

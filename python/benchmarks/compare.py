@@ -49,6 +49,7 @@ one (each ratio's full median inside the quick spread).
 """
 
 import argparse
+import re
 import sys
 
 import allreduce_bench
@@ -361,6 +362,83 @@ def print_chain_table(table):
 
 
 # ---------------------------------------------------------------------------
+# The host's placement of the two CPUs (common.cpu_placement, before and after
+# each contender): this VM's host moves its two vCPUs between one chiplet and two
+# for minutes at a time, and every shared-memory allreduce slows several-fold on
+# two. A ratio of two contenders means something only where both ran on the same.
+
+FAR_FACTOR = 2.0  # a round trip this many times the run's fastest: the CPUs are apart
+
+
+def placement_labels(per_round):
+    """[{contender: "near" | "far" | "changed" | None}] per round, from the round
+    trips measured before and after each run against the fastest of the whole run."""
+    trips = [p["round_trip_ns"] for runs in per_round for run in runs.values()
+             for p in (run.get("placement") or {}).values() if p and "round_trip_ns" in p]
+    if not trips:
+        return [dict((c, None) for c in runs) for runs in per_round]
+    far = FAR_FACTOR * min(trips)
+    labels = []
+    for runs in per_round:
+        row = {}
+        for name, run in runs.items():
+            seen = [p.get("round_trip_ns") for p in (run.get("placement") or {}).values() if p]
+            seen = [t for t in seen if t is not None]
+            if len(seen) < 2:
+                row[name] = None
+            elif all(t < far for t in seen):
+                row[name] = "near"
+            elif all(t >= far for t in seen):
+                row[name] = "far"
+            else:
+                row[name] = "changed"
+        labels.append(row)
+    return labels
+
+
+PLACED_TARGETS = ("allreduce_chain_", "busbw_256MiB_vs_memcpy")
+
+
+def same_placement(targets, per_round_targets, labels):
+    """Adds to each chain target (aggregated from per_round_targets) the labels of its
+    two contenders per round and the ratio spread and verdict over the rounds where
+    both ran on the same placement ("near" or "far", the same for both)."""
+    for i, t in enumerate(targets):
+        if not t["name"].startswith(PLACED_TARGETS) or "target" not in t:
+            continue
+        pairs, kept = [], []
+        for index, row in enumerate(labels):
+            # "mpi4py[numpy_inplace]", "numpy_local copy": the contender's name first
+            alt = re.split(r"[\s\[]", str(per_round_targets[index][i]["alternative"]))[0]
+            pair = (row.get(t["tf_hvd"]), row.get(alt))
+            pairs.append(list(pair))
+            ratio = t["ratio_spread"]["values"][index]
+            if pair[0] in ("near", "far") and pair[0] == pair[1] and ratio is not None:
+                kept.append((pair[0], ratio))
+        t["placement_per_round"] = pairs
+        t["same_placement_ratio_spread"] = rounds.spread([r for _, r in kept])
+        t["same_placement_rounds"] = [p for p, _ in kept]
+        t["same_placement_verdict"] = (rounds.verdict([r for _, r in kept], t["comparison"],
+                                                      t["target"]) if kept else "no such round")
+    return targets
+
+
+def print_placement(targets):
+    rows = [[t["name"], rounds.fmt_spread(t["ratio_spread"]),
+             " ".join("%s/%s" % tuple((x or "-")[0] for x in p) for p in t["placement_per_round"]),
+             rounds.fmt_spread(t["same_placement_ratio_spread"]),
+             ",".join(t["same_placement_rounds"]) or "-", t["same_placement_verdict"]]
+            for t in targets if "placement_per_round" in t]
+    if rows:
+        common.print_table(
+            "Chain targets by the host's placement of the two CPUs (n: near, f: far, c: "
+            "changed during the run; tf_hvd/alternative per round): the ratio over the rounds "
+            "where both contenders ran on the same placement",
+            ["target", "all rounds", "placement per round", "same placement", "rounds",
+             "verdict"], rows)
+
+
+# ---------------------------------------------------------------------------
 # Combining the rounds
 
 
@@ -615,18 +693,23 @@ def main(argv=None):
         records[name] = module.report(sub, used, dict((c, last_runs[c]) for c in used
                                                       if c in last_runs),
                                       results_dir, tag="%s-%s" % (tag, name), records=merged)
-    targets = aggregate([evaluate_targets(p) for p in parts_per_round])
+    labels = placement_labels(per_round)
+    round_targets = [evaluate_targets(p) for p in parts_per_round]
+    targets = same_placement(aggregate(round_targets), round_targets, labels)
     extras = aggregate([extra_ratios(p) for p in parts_per_round])
     chain = chain_table(parts_per_round) if "allreduce" in parts else []
     if chain:
         print_chain_table(chain)
     print_summary(targets, extras, n_rounds)
+    print_placement(targets)
     common.log_machine_record(header["machine_record"])
     summary = dict(header)
     summary["contenders"] = launch.contenders_section(contenders, last_runs)
     summary["round_runs"] = [dict((c, {"status": run["status"], "seconds": run["seconds"],
-                                       "loadavg_1min": run["loadavg_1min"]})
-                                  for c, run in runs.items()) for runs in per_round]
+                                       "loadavg_1min": run["loadavg_1min"],
+                                       "placement": run.get("placement"),
+                                       "placement_label": labels[i].get(c)})
+                                  for c, run in runs.items()) for i, runs in enumerate(per_round)]
     summary["targets"] = targets
     summary["all_targets_met"] = all(t["verdict"] == "met" for t in targets
                                      if not t["stretch"])

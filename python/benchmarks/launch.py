@@ -190,6 +190,7 @@ def run_contender(contender, parts, part_configs, run_dir, log_dir, timeout, tag
     env_base.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     env_base.setdefault("PYTHONUNBUFFERED", "1")
     procs = []
+    record["placement"] = {"before": common.cpu_placement()}
     load_before = os.getloadavg()[0]
     t0 = time.time()
     try:
@@ -228,6 +229,7 @@ def run_contender(contender, parts, part_configs, run_dir, log_dir, timeout, tag
     record["seconds"] = round(time.time() - t0, 2)
     # 1-minute load average before and after: other work on the machine skews the numbers
     record["loadavg_1min"] = [load_before, os.getloadavg()[0]]
+    record["placement"]["after"] = common.cpu_placement()
     codes = [p.returncode for p in procs]
     record["returncode"] = codes if len(codes) > 1 else (codes[0] if codes else None)
     if status is None:
@@ -377,6 +379,7 @@ def contenders_section(contenders, runs):
         entry = contender.describe()
         entry.update({"status": run.get("status"), "seconds": run.get("seconds"),
                       "loadavg_1min": run.get("loadavg_1min"),
+                      "placement": run.get("placement"),
                       "error": run.get("error"), "commands": run.get("commands"),
                       "logs": [os.path.relpath(p, common.REPO_ROOT) for p in run.get("logs", [])],
                       "runtime": result.get("runtime"), "notes": result.get("notes", []),

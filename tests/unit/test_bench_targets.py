@@ -295,3 +295,47 @@ def test_chain_record_is_per_allreduce():
     plain = allreduce_bench._record(Ctx(), "function", 64 * KiB, 20, [0.004], resources,
                                     True, None, 2)
     assert "chain_length" not in plain and plain["cpu_ms_per_call"] == 8.0
+
+
+def _run(before, after):
+    return {"placement": {"before": {"round_trip_ns": before, "peer_copy_gbps": 60.0},
+                          "after": {"round_trip_ns": after, "peer_copy_gbps": 60.0}}}
+
+
+def test_placement_labels_against_the_runs_fastest_round_trip():
+    per_round = [{"tf_hvd_gloo": _run(85, 90), "mpi4py": _run(80, 400)},
+                 {"tf_hvd_gloo": _run(400, 410), "mpi4py": _run(395, 390),
+                  "numpy_local": {"placement": {"before": None, "after": None}}}]
+    labels = compare.placement_labels(per_round)
+    assert labels == [{"tf_hvd_gloo": "near", "mpi4py": "changed"},
+                      {"tf_hvd_gloo": "far", "mpi4py": "far", "numpy_local": None}]
+    # no probe at all (one CPU): no labels
+    assert compare.placement_labels([{"mpi4py": {}}]) == [{"mpi4py": None}]
+
+
+def test_chain_verdict_on_the_same_placement_uses_only_rounds_where_both_shared_it():
+    size = MiB
+    # round 1: both near, 2.0x; round 2: tf_hvd far, mpi4py near, 0.6x; round 3: both far, 1.5x
+    rounds_in = [(20.0, 10.0), (6.0, 10.0), (9.0, 6.0)]
+    round_targets = [compare.evaluate_targets(one_round({("gloo", size): g},
+                                                        {size: (best - 2.0, best)}))
+                     for g, best in rounds_in]
+    labels = [{"tf_hvd_gloo": "near", "mpi4py": "near", "numpy_local": "near"},
+              {"tf_hvd_gloo": "far", "mpi4py": "near", "numpy_local": "near"},
+              {"tf_hvd_gloo": "far", "mpi4py": "far", "numpy_local": "changed"}]
+    agg = by_name(compare.same_placement(compare.aggregate(round_targets), round_targets,
+                                         labels))
+    t = agg["allreduce_chain_1MiB_vs_mpi4py[gloo]"]
+    assert t["verdict"] == "unclear"
+    assert t["placement_per_round"] == [["near", "near"], ["far", "near"], ["far", "far"]]
+    assert t["same_placement_rounds"] == ["near", "far"]
+    assert t["same_placement_ratio_spread"]["values"] == pytest.approx([2.0, 1.5])
+    assert t["same_placement_verdict"] == "met"
+    # memcpy's alternative is numpy_local: its label counts
+    m = agg["busbw_256MiB_vs_memcpy[gloo]"]
+    assert m["placement_per_round"][2] == ["far", "changed"]
+    # no tf_hvd MPI record: nothing to compare in any round
+    t = agg["allreduce_chain_1MiB_vs_mpi4py[mpi]"]
+    assert t["same_placement_verdict"] == "no such round"
+    # not a chain target: untouched
+    assert "placement_per_round" not in agg["latency_4KiB_vs_mwms[gloo]"]

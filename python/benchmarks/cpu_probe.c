@@ -1,0 +1,88 @@
+/* Where the host put this machine's CPUs, as the shared-memory allreduce feels it: the
+ * round trip of one cache line between two CPUs, and how fast one CPU copies 1 MiB that
+ * the other just wrote. On a VM whose two vCPUs the host moves between one chiplet and
+ * two (each with its own L3), both change several-fold for minutes at a time.
+ *
+ *   cc -O2 -pthread cpu_probe.c -o cpu_probe && ./cpu_probe 0 1
+ *   {"cpus": [0, 1], "round_trip_ns": 84.1, "peer_copy_gbps": 60.2}
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { kTrips = 100000, kCopies = 200, kBytes = 1 << 20 };
+
+static _Alignas(64) atomic_int flag;
+static _Alignas(64) atomic_int turn;
+static char *shared_buf, *own_buf;
+static int other_cpu;
+
+static double now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+static void pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+/* The other CPU: answers each ping, then writes the buffer before each copy. */
+static void *peer(void *arg) {
+  (void)arg;
+  pin(other_cpu);
+  for (int i = 0; i < kTrips; ++i) {
+    while (atomic_load_explicit(&flag, memory_order_acquire) != 2 * i + 1) {
+    }
+    atomic_store_explicit(&flag, 2 * i + 2, memory_order_release);
+  }
+  for (int r = 0; r < kCopies; ++r) {
+    while (atomic_load_explicit(&turn, memory_order_acquire) != 2 * r) {
+    }
+    memset(shared_buf, r & 0xff, kBytes);
+    atomic_store_explicit(&turn, 2 * r + 1, memory_order_release);
+  }
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  const int cpu = argc > 1 ? atoi(argv[1]) : 0;
+  other_cpu = argc > 2 ? atoi(argv[2]) : 1;
+  shared_buf = aligned_alloc(4096, kBytes);
+  own_buf = aligned_alloc(4096, kBytes);
+  memset(shared_buf, 0, kBytes);
+  memset(own_buf, 0, kBytes);
+  pin(cpu);
+  pthread_t t;
+  if (pthread_create(&t, NULL, peer, NULL) != 0) return 1;
+  double start = now_ns();
+  for (int i = 0; i < kTrips; ++i) {
+    atomic_store_explicit(&flag, 2 * i + 1, memory_order_release);
+    while (atomic_load_explicit(&flag, memory_order_acquire) != 2 * i + 2) {
+    }
+  }
+  const double trip = (now_ns() - start) / kTrips;
+  double copying = 0;
+  long sink = 0;
+  for (int r = 0; r < kCopies; ++r) {
+    atomic_store_explicit(&turn, 2 * r, memory_order_release);
+    while (atomic_load_explicit(&turn, memory_order_acquire) != 2 * r + 1) {
+    }
+    const double c = now_ns();
+    memcpy(own_buf, shared_buf, kBytes);
+    copying += now_ns() - c;
+    sink += own_buf[r];
+  }
+  pthread_join(t, NULL);
+  printf("{\"cpus\": [%d, %d], \"round_trip_ns\": %.1f, \"peer_copy_gbps\": %.1f, \"check\": %ld}\n",
+         cpu, other_cpu, trip, (double)kCopies * kBytes / copying, sink);
+  return 0;
+}
