@@ -339,3 +339,16 @@ def test_chain_verdict_on_the_same_placement_uses_only_rounds_where_both_shared_
     assert t["same_placement_verdict"] == "no such round"
     # not a chain target: untouched
     assert "placement_per_round" not in agg["latency_4KiB_vs_mwms[gloo]"]
+
+
+def test_cpu_placement_probe_builds_and_measures_the_first_two_cpus(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # a fresh build of the probe
+    cpus = sorted(os.sched_getaffinity(0))
+    got = common.cpu_placement()
+    if len(cpus) < 2:
+        assert got is None
+        return
+    assert "error" not in got, got
+    assert got["cpus"] == cpus[:2]
+    assert 0 < got["round_trip_ns"] < 1e6 and 0 < got["peer_copy_gbps"] < 1e4, got
+    assert len(list((tmp_path / ".cache" / "tf_hvd_bench").iterdir())) == 1
