@@ -6,6 +6,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
 
 namespace tfhvd {
@@ -102,31 +103,27 @@ TEST(ProcessTicks, AddsUtimeAndStimeAfterTheCommandName) {
 }
 
 TEST(ForeignShareMeter, CountsTheCpusBusyTimeLessThisProcesssOverAllTheirTime) {
+  // /proc/stat with cpu0's and cpu1's user and idle ticks (the other fields fixed), and
+  // /proc/self/stat with this process's utime (stime 30 once it runs).
+  auto stat = [](int user0, int idle0, int user1, int idle1) {
+    return "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 " + std::to_string(user0) + " 1 20 " +
+           std::to_string(idle0) + " 5 1 1 2 0 0\ncpu1 " + std::to_string(user1) + " 0 5 " +
+           std::to_string(idle1) + " 0 0 1 4 9 0\n";
+  };
+  auto self = [](int utime, int stime = 30) {
+    return "7 (x) S 1 2 3 0 -1 0 0 0 0 0 " + std::to_string(utime) + " " +
+           std::to_string(stime) + " 0";
+  };
   ForeignShareMeter meter;
   double share = -1;
-  const char kSelf0[] = "7 (x) S 1 2 3 0 -1 0 0 0 0 0 100 20 0";
-  const char kSelf1[] = "7 (x) S 1 2 3 0 -1 0 0 0 0 0 150 30 0";
-  EXPECT_FALSE(meter.Update(kStat, kSelf0, {0, 1}, &share));  // the first starts the window
+  EXPECT_FALSE(meter.Update(kStat, self(100, 20), {0, 1}, &share));  // the first starts the window
   // 130 more ticks, 60 of them busy, all 60 this process's.
-  const char kStat1[] =
-      "cpu  0 0 0 0 0 0 0 0 0 0\n"
-      "cpu0 30 1 20 530 5 1 1 2 0 0\n"
-      "cpu1 80 0 5 340 0 0 1 4 9 0\n";
-  ASSERT_TRUE(meter.Update(kStat1, kSelf1, {0, 1}, &share));
+  ASSERT_TRUE(meter.Update(stat(30, 530, 80, 340), self(150), {0, 1}, &share));
   EXPECT_DOUBLE_EQ(share, 0.0);  // 60 busy, all this process's
-  const char kSelf2[] = "7 (x) S 1 2 3 0 -1 0 0 0 0 0 160 30 0";
-  const char kStat2[] =
-      "cpu  0 0 0 0 0 0 0 0 0 0\n"
-      "cpu0 90 1 20 570 5 1 1 2 0 0\n"
-      "cpu1 140 0 5 380 0 0 1 4 9 0\n";
-  ASSERT_TRUE(meter.Update(kStat2, kSelf2, {0, 1}, &share));
+  ASSERT_TRUE(meter.Update(stat(90, 570, 140, 380), self(160), {0, 1}, &share));
   EXPECT_DOUBLE_EQ(share, (120.0 - 10.0) / 200.0);
   // A process's time is precise, a CPU's sampled per tick: never below 0.
-  const char kSelf3[] = "7 (x) S 1 2 3 0 -1 0 0 0 0 0 400 30 0";
-  const char kStat3[] =
-      "cpu  0 0 0 0 0 0 0 0 0 0\n"
-      "cpu0 100 1 20 660 5 1 1 2 0 0\n"
-      "cpu1 150 0 5 470 0 0 1 4 9 0\n";
+  const std::string kStat3 = stat(100, 660, 150, 470), kSelf3 = self(400);
   ASSERT_TRUE(meter.Update(kStat3, kSelf3, {0, 1}, &share));
   EXPECT_DOUBLE_EQ(share, 0.0);
   EXPECT_FALSE(meter.Update("garbage", kSelf3, {0, 1}, &share));
