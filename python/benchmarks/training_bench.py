@@ -21,9 +21,12 @@ batch (64 x N) as the reference, and N processes that train without any allreduc
 N-process data parallelism here, which no communication library can pass. Each tf_hvd
 contender also measures that bound in its own processes (same_processes_bound in its
 records: the same steps without any allreduce, right before or after its own run,
-alternating), which keeps the machine's drift between separate jobs out of the ratio. Throughput counts all workers' samples: global
-batch x timed steps / wall time of those steps on rank 0; for the bound, whose ranks do
-not keep in step, the sum of every rank's own rate (rank_samples_per_s in the JSON).
+alternating), which keeps the machine's drift between separate jobs out of the ratio.
+Throughput counts all workers' samples: global batch x timed steps / wall time of those
+steps on rank 0; for the bound, whose ranks do not keep in step, the sum of every
+rank's rate over the time all ranks were in their timed windows (rank_samples_per_s
+and bound_window in the JSON): a rank that finishes first frees its core, and its
+peer's steps after that are not what the two could compute together.
 Writes <results>/training.json and training.png.
 """
 
@@ -113,14 +116,35 @@ class _StepTimes(object):
     def mark(self):
         self.stamps.append(time.perf_counter())
 
-    def summary(self, warmup, steps, global_batch):
+    def window(self, warmup, steps):
         # the timed window starts at the end of the last warm-up step
         window = self.stamps[warmup - 1:warmup + steps] if warmup > 0 else None
-        if not window or len(window) < 2:
+        return window if window and len(window) >= 2 else None
+
+    def summary(self, warmup, steps, global_batch):
+        window = self.window(warmup, steps)
+        if not window:
             return None, None
         durations = [b - a for a, b in zip(window, window[1:])]
         elapsed = window[-1] - window[0]
         return len(durations) * global_batch / elapsed, durations
+
+
+def common_window(bounds, min_share=0.5):
+    """[(first, last) stamp of every rank's window] -> (start, end) of the time all
+    ranks were in their windows, or None where that is under min_share of the
+    shortest window (clocks of separate hosts, or ranks that hardly overlapped)."""
+    start, end = max(b[0] for b in bounds), min(b[1] for b in bounds)
+    shortest = min(b[1] - b[0] for b in bounds)
+    return (start, end) if shortest > 0 and end - start >= min_share * shortest else None
+
+
+def rate_within(window, start, end, batch):
+    """Samples/s of one rank over its steps that ran wholly inside [start, end]."""
+    inside = [t for t in window if start <= t <= end]
+    if len(inside) < 2:
+        return None
+    return (len(inside) - 1) * batch / (inside[-1] - inside[0])
 
 
 def _keras_timer(keras, times):
@@ -237,14 +261,31 @@ def _run_hvd(ctx, cfg, model_name, mode, communicate=None):
     rec = _record(ctx, cfg, model_name, mode, times, ctx.size, batch, final_loss,
                   label="" if communicate or ctx.kind != "hvd" else "no allreduce")
     if not communicate and rec["samples_per_s"]:
-        # Ranks that never communicate do not keep in step: a busy core slows
-        # only the rank on it. The bound is the sum of every rank's own rate
-        # (batch x steps / its own time), not N x rank 0's.
-        own = rec["samples_per_s"] / ctx.size
-        rates = hvd.allgather(tf.constant([own], tf.float64), name="bound_rates").numpy()
-        rec["rank_samples_per_s"] = [float(v) for v in rates]
-        rec["samples_per_s"] = float(sum(rates))
+        _bound_rates(ctx, rec, times.window(cfg["warmup"], cfg["steps"]), batch)
     return rec
+
+
+def _bound_rates(ctx, rec, window, batch):
+    """Ranks that never communicate do not keep in step: a busy core slows only the
+    rank on it, and a rank that finishes first frees its core for the others. The
+    bound is the sum of every rank's rate over the time all of them were still in
+    their timed windows (perf_counter is the host's monotonic clock, shared by the
+    ranks of one host), not N x rank 0's, nor the sum over windows that did not
+    overlap. Where the windows overlap too little (separate hosts' clocks), each
+    rank's whole window (bound_window: "own")."""
+    tf, hvd = ctx.tf, ctx.hvd
+    bounds = hvd.allgather(tf.constant([[window[0], window[-1]]], tf.float64),
+                           name="bound_windows").numpy().tolist()
+    shared = common_window(bounds)
+    own = rec["samples_per_s"] / ctx.size
+    mine = rate_within(window, shared[0], shared[1], batch) if shared else own
+    rates = hvd.allgather(tf.constant([mine if mine else own], tf.float64),
+                          name="bound_rates").numpy()
+    rec["rank_samples_per_s"] = [float(v) for v in rates]
+    rec["samples_per_s"] = float(sum(rates))
+    rec["bound_window"] = ({"kind": "shared", "seconds": shared[1] - shared[0],
+                            "rank_seconds": [b[1] - b[0] for b in bounds]}
+                           if shared else {"kind": "own"})
 
 
 def _run_mwms(ctx, cfg, model_name, mode):

@@ -1,5 +1,6 @@
 """The statistics behind compare.py's rounds: spreads, verdicts, the median round
-of each figure, per-round ratios and the busy process of the contention mode."""
+of each figure, per-round ratios, the busy process of the contention mode, and the
+bound's ranks counted over the time they all ran."""
 
 import os
 import sys
@@ -12,7 +13,9 @@ BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abs
 sys.path.insert(0, BENCH)
 
 import compare  # noqa: E402
+import contention  # noqa: E402
 import rounds  # noqa: E402
+import training_bench  # noqa: E402
 
 
 def test_spread_leaves_out_missing_rounds():
@@ -90,3 +93,65 @@ def test_busy_process_runs_and_is_stopped():
     assert info["busy_process"] == "while True: pass"
     assert info["seconds"] >= 1.0
     assert info["cpu_seconds"] is not None and info["cpu_seconds"] > 0
+
+
+def _stamps(start, periods):
+    """Step-end stamps from start: [(steps, seconds per step), ...] in turn."""
+    out, t = [start], start
+    for steps, period in periods:
+        for _ in range(steps):
+            t += period
+            out.append(t)
+    return out
+
+
+def test_bound_counts_ranks_over_the_time_they_all_ran():
+    # rank 0 runs 100 steps of 1 ms and ends at 0.1 s; rank 1 shares its core with a
+    # busy process (2 ms steps) until then and runs alone (1 ms) after it: its steps
+    # after 0.1 s are not what the two computed together
+    fast, slow = _stamps(0.0, [(100, 1e-3)]), _stamps(0.0, [(50, 2e-3), (50, 1e-3)])
+    window = training_bench.common_window([(fast[0], fast[-1]), (slow[0], slow[-1])])
+    assert window == pytest.approx((0.0, 0.1))
+    rates = [training_bench.rate_within(w, window[0], window[1], 64) for w in (fast, slow)]
+    assert rates == pytest.approx([64000.0, 32000.0])
+    own_slow = 100 * 64 / (slow[-1] - slow[0])  # its whole window: 42667 samples/s
+    assert rates[1] < 0.8 * own_slow
+
+
+def test_bound_window_needs_overlap():
+    # windows that hardly overlap (separate hosts' clocks): no shared window
+    assert training_bench.common_window([(0.0, 1.0), (0.8, 1.8)]) is None
+    assert training_bench.common_window([(0.0, 1.0), (0.4, 1.4)]) == (0.4, 1.0)
+    assert training_bench.rate_within([0.0, 0.5, 1.0], 0.6, 0.9, 64) is None
+
+
+def _contention_runs(fit, own_bound, separate):
+    def rec(contender, value, bound=None):
+        r = {"contender": contender, "model": "mlp", "mode": "fit", "samples_per_s": value,
+             "finite_loss": True}
+        if bound is not None:
+            r["same_processes_bound"] = {"samples_per_s": bound, "finite_loss": True}
+        return {"result": {"parts": {"training": [r]}}}
+    runs = {hvd: rec(hvd, fit, own_bound) for hvd in ("tf_hvd_gloo", "tf_hvd_mpi")}
+    runs["no_allreduce"] = rec("no_allreduce", separate)
+    return runs
+
+
+def test_contention_uses_each_contenders_own_bound():
+    # quiet: fit 700 of its own bound 1000; busy: 450 of 600 (the busy loop took the
+    # bound's share too); the separate job, whose ranks never meet, kept 950
+    per_round = [{"quiet": _contention_runs(700.0, 1000.0, 1000.0),
+                  "busy": _contention_runs(450.0, 600.0, 950.0)}] * 3
+    rows, extras = contention.evaluate(per_round)
+    row = [r for r in rows if r["tf_hvd"] == "tf_hvd_gloo"][0]
+    assert row["fit_vs_bound_quiet"]["median"] == pytest.approx(0.7)
+    assert row["fit_vs_bound_busy"]["median"] == pytest.approx(0.75)
+    assert row["ratio"] == pytest.approx(0.75 / 0.7)
+    assert row["verdict"] == "met"
+    assert row["own_bound_busy_vs_quiet"]["median"] == pytest.approx(0.6)
+    assert row["fit_vs_separate_bound_busy"]["median"] == pytest.approx(450.0 / 950.0)
+    assert extras["bound_busy_vs_quiet"]["median"] == pytest.approx(0.95)
+    # no own bound, no ratio
+    bare = _contention_runs(700.0, None, 1000.0)
+    rows, _ = contention.evaluate([{"quiet": bare, "busy": bare}])
+    assert rows[0]["ratio"] is None and rows[0]["verdict"] is None
