@@ -511,6 +511,19 @@ def agreement(quick, full):
     return rows
 
 
+def agreement_record(quick, full, rows, paths):
+    """What --agreement writes: the two runs (file, commit, rounds, machine) and the rows."""
+    def run(data, path):
+        return {"file": path, "command": data.get("command"), "commit": data.get("tf_hvd_git"),
+                "rounds": data.get("rounds"), "created": data.get("created"),
+                "machine_record": data.get("machine_record")}
+    measured = [r for r in rows if r["agrees"] is not None]
+    return {"benchmark": "compare-agreement", "quick": run(quick, paths[0]),
+            "full": run(full, paths[1]), "rule": "the full run's median lies inside the "
+            "quick run's spread [min-max]", "ratios": len(measured),
+            "agree": sum(1 for r in measured if r["agrees"]), "rows": rows}
+
+
 def print_agreement(rows):
     measured = [r for r in rows if r["agrees"] is not None]
     common.print_table(
@@ -647,9 +660,13 @@ def main(argv=None):
                              "spread); runs nothing")
     args = parser.parse_args(argv)
     if args.agreement:
-        rows = agreement(common.read_json(args.agreement[0]),
-                         common.read_json(args.agreement[1]))
+        quick, full = (common.read_json(path) for path in args.agreement)
+        rows = agreement(quick, full)
         print_agreement(rows)
+        path = "%s/%s-agreement.json" % (common.ensure_dir(args.results_dir),
+                                         args.tag or "compare")
+        common.write_json(path, agreement_record(quick, full, rows, args.agreement))
+        common.log("wrote %s" % path)
         return 0 if all(r["agrees"] is not False for r in rows) else 1
     least = QUICK_ROUNDS if args.quick else ROUNDS
     n_rounds = args.rounds or least

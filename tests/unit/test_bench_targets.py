@@ -270,12 +270,17 @@ def test_agreement_of_quick_and_full_runs(tmp_path, capsys):
     qpath, fpath = tmp_path / "q.json", tmp_path / "f.json"
     common.write_json(str(qpath), quick)
     common.write_json(str(fpath), full)
-    assert compare.main(["--agreement", str(qpath), str(fpath)]) == 1
+    check = ["--agreement", str(qpath), str(fpath), "--results-dir", str(tmp_path)]
+    assert compare.main(check) == 1
     out = capsys.readouterr().out
     assert "1 of 2 ratios agree" in out
+    written = common.read_json(str(tmp_path / "compare-agreement.json"))
+    assert (written["ratios"], written["agree"]) == (2, 1)
+    assert (written["quick"]["file"], written["full"]["file"]) == (str(qpath), str(fpath))
+    assert [r["name"] for r in written["rows"]] == ["a", "b", "c"]
     full["targets"][1]["ratio_spread"] = compare.rounds.spread([0.52, 0.6])
     common.write_json(str(fpath), full)
-    assert compare.main(["--agreement", str(qpath), str(fpath)]) == 0
+    assert compare.main(check) == 0
 
 
 def test_chain_record_is_per_allreduce():
