@@ -357,3 +357,40 @@ def test_cpu_placement_probe_builds_and_measures_the_first_two_cpus(tmp_path, mo
     assert got["cpus"] == cpus[:2]
     assert 0 < got["round_trip_ns"] < 1e6 and 0 < got["peer_copy_gbps"] < 1e4, got
     assert len(list((tmp_path / ".cache" / "tf_hvd_bench").iterdir())) == 1
+
+
+def test_spreads_agree_either_way():
+    spread = compare.rounds.spread
+    # the full median (0.99) lies above all 3 quick rounds, the quick median inside the
+    # full spread: the same figure measured twice, so they agree
+    assert compare.spreads_agree(spread([0.90, 0.92, 0.95]), spread([0.9, 0.95, 0.99, 1.0, 1.1]))
+    assert compare.spreads_agree(spread([0.5, 0.55, 0.6]), spread([0.7, 0.8, 1.0])) is False
+    assert compare.spreads_agree(spread([None]), spread([1.0])) is None
+
+
+def test_agreement_compares_chain_targets_placement_by_placement():
+    def target(values, places, verdict):
+        return {"name": "allreduce_chain_1MiB_vs_mpi4py[gloo]", "verdict": "unclear",
+                "ratio_spread": compare.rounds.spread(values),
+                "placement_per_round": [[p, p2] for p, p2 in places],
+                "same_placement_verdict": verdict}
+    # the quick run caught "far" for tf_hvd in two rounds, the full run in none
+    quick = {"targets": [target([2.2, 0.65, 0.64], [("near", "near"), ("far", "near"),
+                                                    ("far", "near")], "met")],
+             "other_ratios": []}
+    near = [("near", "near")] * 2 + [("changed", "far")] + [("near", "near")] * 2
+    full = {"targets": [target([2.4, 2.3, 1.9, 2.5, 2.35], near, "met")], "other_ratios": []}
+    row = compare.agreement(quick, full)[0]
+    assert row["agrees"] is False
+    assert row["placement"] == "near"
+    assert row["quick_same_placement"]["values"] == [2.2]
+    assert row["full_same_placement"]["median"] == pytest.approx(2.375)
+    assert row["same_placement_difference"] == pytest.approx(2.2 / 2.375 - 1)
+    assert row["same_placement_verdicts"] == ["met", "met"]
+    assert row["agrees_same_placement"] is None  # one quick round: no spread to judge
+    quick["targets"][0]["ratio_spread"] = compare.rounds.spread([2.3, 2.35, 2.4])
+    quick["targets"][0]["placement_per_round"] = [["near", "near"]] * 3
+    assert compare.agreement(quick, full)[0]["agrees_same_placement"] is True
+    # a ratio without placements (training, fusion) has no such comparison
+    del quick["targets"][0]["placement_per_round"]
+    assert "placement" not in compare.agreement(quick, full)[0]
