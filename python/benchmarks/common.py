@@ -253,13 +253,15 @@ CPU_PROBE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu
 
 def cpu_placement():
     """Where the host put the first two usable CPUs (cpu_probe.c): a cache line's round
-    trip between them and the copy rate of 1 MiB one wrote for the other. A run whose
+    trip between them, the copy rate of 1 MiB one wrote for the other, and the rates of
+    overwriting 1 MiB the other just read and 1 MiB it never touched. A run whose
     figures differ several-fold between jobs reads these first (docs/performance.md,
     "The host's placement of the two vCPUs"). None with fewer than two CPUs; a dict with
     "error" if the probe cannot be built or run.
 
         >>> cpu_placement()
-        {'cpus': [0, 1], 'round_trip_ns': 84.1, 'peer_copy_gbps': 60.2}
+        {'cpus': [0, 1], 'round_trip_ns': 84.1, 'peer_copy_gbps': 60.2,
+         'overwrite_read_gbps': 55.5, 'overwrite_own_gbps': 62.0}
     """
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:

@@ -356,6 +356,7 @@ def test_cpu_placement_probe_builds_and_measures_the_first_two_cpus(tmp_path, mo
     assert "error" not in got, got
     assert got["cpus"] == cpus[:2]
     assert 0 < got["round_trip_ns"] < 1e6 and 0 < got["peer_copy_gbps"] < 1e4, got
+    assert 0 < got["overwrite_read_gbps"] < 1e4 and 0 < got["overwrite_own_gbps"] < 1e4, got
     assert len(list((tmp_path / ".cache" / "tf_hvd_bench").iterdir())) == 1
 
 
