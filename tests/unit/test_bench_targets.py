@@ -3,7 +3,9 @@ allreduce against the best mpi4py way at every size, against memcpy at 256 MiB,
 training against the compute bound, the per-size chain table, and the plan of
 allreduce_bench.py's chain mode (every size; the same warm-up with --quick)."""
 
+import json
 import os
+import platform
 import subprocess
 import sys
 
@@ -395,3 +397,19 @@ def test_agreement_compares_chain_targets_placement_by_placement():
     # a ratio without placements (training, fusion) has no such comparison
     del quick["targets"][0]["placement_per_round"]
     assert "placement" not in compare.agreement(quick, full)[0]
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or len(os.sched_getaffinity(0)) < 2,
+                    reason="an x86-64 probe of two CPUs")
+def test_overwrite_probe_builds_and_measures_three_ways(tmp_path):
+    binary = str(tmp_path / "overwrite_probe")
+    subprocess.run(["cc", "-O2", "-mclflushopt", "-pthread",
+                    os.path.join(BENCH, "overwrite_probe.c"), "-o", binary], check=True,
+                   timeout=60)
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    got = json.loads(subprocess.run([binary] + [str(c) for c in cpus], check=True,
+                                    capture_output=True, text=True, timeout=60).stdout)
+    assert got["cpus"] == cpus
+    rates = [got["untouched"]["overwrite"], got["read"]["overwrite"], got["read"]["reader"],
+             got["read_flush"]["overwrite"], got["read_flush"]["reader"]]
+    assert all(0 < r < 1e4 for r in rates), got
