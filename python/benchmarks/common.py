@@ -249,6 +249,7 @@ def usable_cores():
 
 
 CPU_PROBE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_probe.c")
+PROBE_UTIL_HEADER = os.path.join(os.path.dirname(CPU_PROBE_SOURCE), "probe_util.h")
 
 
 def cpu_placement():
@@ -266,8 +267,11 @@ def cpu_placement():
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         return None
-    with open(CPU_PROBE_SOURCE, "rb") as f:
-        digest = hashlib.sha1(f.read()).hexdigest()[:12]
+    sha = hashlib.sha1()
+    for path in (CPU_PROBE_SOURCE, PROBE_UTIL_HEADER):
+        with open(path, "rb") as f:
+            sha.update(f.read())
+    digest = sha.hexdigest()[:12]
     cache = ensure_dir(os.path.join(os.path.expanduser("~"), ".cache", "tf_hvd_bench"))
     binary = os.path.join(cache, "cpu_probe-" + digest)
     try:

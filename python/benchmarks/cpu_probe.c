@@ -18,25 +18,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "probe_util.h"
+
 enum { kTrips = 100000, kCopies = 200, kBytes = 1 << 20 };
 
 static _Alignas(64) atomic_int flag;
 static _Alignas(64) atomic_int turn;
 static char *shared_buf, *own_buf, *peer_buf;
 static int other_cpu;
-
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static void pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
 
 /* The other CPU: answers each ping, then writes the buffer before each copy. */
 static void *peer(void *arg) {

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "probe_util.h"
+
 enum { kRounds = 200, kBytes = 1 << 20 };
 enum Mode { kUntouched = 0, kRead = 1, kReadFlush = 2, kModes = 3 };
 
@@ -27,19 +29,6 @@ static _Alignas(64) atomic_int turn;
 static char *shared_buf, *reader_buf, *source;
 static int other_cpu, mode;
 static double reader_ns;
-
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static void pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
 
 static void *reader(void *arg) {
   (void)arg;
