@@ -43,9 +43,16 @@ else
   cudart="$( (ls "${NV}"/cuda_runtime/lib/libcudart.so.* "${NV}"/cu13/lib/libcudart.so.* 2>/dev/null || true) | head -1)"
   libs+=(-l:"$(basename "${cudart}")" -l:libnccl.so.2)
 fi
+# One object per source, compiled JOBS at a time (every core by default), then one link.
 srcs=()
-while read -r f; do srcs+=("${ROOT}/${f}"); done < <(core_sources)
-srcs+=("${ROOT}/tests/gpu/core_gpu_test.cc")
-"${CXX:-g++}" -std=c++17 -O2 -pthread -DHAVE_GLOO=0 -DHAVE_MPI=0 -I"${ROOT}" "${inc[@]}" \
-  "${srcs[@]}" -o "${OUT}/core_gpu_test" "${libs[@]}" -lrt -ldl
+while read -r f; do srcs+=("${f}"); done < <(core_sources)
+srcs+=("tests/gpu/core_gpu_test.cc")
+export ROOT OUT CXX="${CXX:-g++}" INC="${inc[*]}"
+printf '%s\n' "${srcs[@]}" | xargs -P "${JOBS:-$(nproc)}" -I{} bash -c \
+  'o="${OUT}/obj/$(echo {} | tr / _).o"; mkdir -p "${OUT}/obj";
+   ${CXX} -std=c++17 -O2 -pthread -DHAVE_GLOO=0 -DHAVE_MPI=0 -I"${ROOT}" ${INC} \
+     -c "${ROOT}/{}" -o "${o}"'
+objs=()
+for f in "${srcs[@]}"; do objs+=("${OUT}/obj/$(echo "${f}" | tr / _).o"); done
+"${CXX}" -pthread "${objs[@]}" -o "${OUT}/core_gpu_test" "${libs[@]}" -lrt -ldl
 echo "built ${OUT}/core_gpu_test" >&2

@@ -6,10 +6,12 @@
 //
 //   ./core_gpu_test             # every scenario, prints PASS/FAIL per scenario
 //   ./core_gpu_test nccl        # one of: nccl, ordering, staging, failure
+//   ./core_gpu_test bench       # figures: per-op time against a device copy (not a check)
 #include <cuda_runtime.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -227,6 +229,129 @@ void ScenarioFailure() {
   CHECK(!s.ok(), "an op after the abort succeeded");
 }
 
+// Figures, not checks: per-op time from enqueue until the framework's stream has the result
+// (Run, then a stream sync), median of `reps`, against the same bytes copied device to device
+// on the framework's stream (what an np=1 allreduce must at least cost). Prints one row per
+// size; HOROVOD_GPU_OPERATIONS=gloo in the environment measures host staging instead.
+double MedianUs(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void ScenarioBench() {
+  std::printf("%-10s %12s %12s %12s %12s\n", "bytes", "op_us", "op_GB/s", "copy_us", "copy_GB/s");
+  for (size_t bytes : {size_t(4) << 10, size_t(64) << 10, size_t(256) << 10, size_t(1) << 20,
+                       size_t(4) << 20, size_t(16) << 20, size_t(64) << 20, size_t(256) << 20}) {
+    const size_t n = bytes / sizeof(float);
+    float* in = ToDevice(std::vector<float>(n, 1.0f));
+    float* out = nullptr;
+    CUDA(cudaMalloc(&out, bytes));
+    CUDA(cudaStreamSynchronize(g_stream));
+    const int reps = bytes >= (size_t(16) << 20) ? 20 : 200;
+    std::vector<double> op_us, copy_us;
+    for (int r = 0; r < reps + 5; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto e = GpuEntry("bench_" + std::to_string(bytes), OpType::ALLREDUCE, DataType::FLOAT32,
+                        {static_cast<int64_t>(n)}, in, out);
+      e.request.reduce_op = ReduceOp::SUM;
+      CHECK(Run(std::move(e)).ok(), "bench allreduce");
+      CUDA(cudaStreamSynchronize(g_stream));
+      auto t1 = std::chrono::steady_clock::now();
+      CUDA(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, g_stream));
+      CUDA(cudaStreamSynchronize(g_stream));
+      auto t2 = std::chrono::steady_clock::now();
+      if (r < 5) continue;  // warm-up: communicator, fusion buffer, caches
+      op_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      copy_us.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+    }
+    const double op = MedianUs(op_us), copy = MedianUs(copy_us);
+    std::printf("%-10zu %12.1f %12.2f %12.1f %12.2f\n", bytes, op, bytes / op / 1e3, copy,
+                bytes / copy / 1e3);
+    std::vector<float> got = ToHost<float>(out, 1);
+    CHECK(got[0] == 1.0f, "bench result %f", got[0]);
+    CUDA(cudaFree(in));
+    CUDA(cudaFree(out));
+  }
+  // A group of 32 tensors of 256 KiB (8 MiB, one fused response) against one 8 MiB copy.
+  const int k = 32;
+  const size_t n = (size_t(256) << 10) / sizeof(float);
+  float* in = ToDevice(std::vector<float>(n * k, 1.0f));
+  float* out = nullptr;
+  CUDA(cudaMalloc(&out, n * k * sizeof(float)));
+  CUDA(cudaStreamSynchronize(g_stream));
+  std::vector<double> op_us, copy_us, copies_us, build_us;
+  for (int r = 0; r < 105; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<TensorTableEntry> group;
+    auto pending = std::make_shared<std::vector<std::promise<Status>>>(k);
+    for (int i = 0; i < k; ++i) {
+      auto g = GpuEntry("fused_" + std::to_string(i), OpType::ALLREDUCE, DataType::FLOAT32,
+                        {static_cast<int64_t>(n)}, in + i * n, out + i * n);
+      g.request.reduce_op = ReduceOp::SUM;
+      g.callback = [pending, i](const Status& s) { (*pending)[i].set_value(s); };
+      group.push_back(std::move(g));
+    }
+    auto built = std::chrono::steady_clock::now();
+    CHECK(EnqueueGroup("fused", std::move(group)).ok(), "fused enqueue");
+    for (int i = 0; i < k; ++i) CHECK((*pending)[i].get_future().get().ok(), "fused %d", i);
+    CUDA(cudaStreamSynchronize(g_stream));
+    auto t1 = std::chrono::steady_clock::now();
+    CUDA(cudaMemcpyAsync(out, in, n * k * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
+    CUDA(cudaStreamSynchronize(g_stream));
+    auto t2 = std::chrono::steady_clock::now();
+    for (int i = 0; i < k; ++i) {  // what k separate copies cost (launches)
+      CUDA(cudaMemcpyAsync(out + i * n, in + i * n, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                           g_stream));
+    }
+    CUDA(cudaStreamSynchronize(g_stream));
+    auto t3 = std::chrono::steady_clock::now();
+    if (r < 5) continue;
+    copies_us.push_back(std::chrono::duration<double, std::micro>(t3 - t2).count());
+    build_us.push_back(std::chrono::duration<double, std::micro>(built - t0).count());
+    op_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    copy_us.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+  }
+  const double op = MedianUs(op_us), copy = MedianUs(copy_us);
+  const size_t bytes = n * k * sizeof(float);
+  std::printf("%-10s %12.1f %12.2f %12.1f %12.2f\n", "32x256KiB", op, bytes / op / 1e3, copy,
+              bytes / copy / 1e3);
+  std::printf("%-10s %12s %12s %12.1f %12.2f   (32 separate copies)\n", "32x256KiB", "", "",
+              MedianUs(copies_us), bytes / MedianUs(copies_us) / 1e3);
+  std::printf("%-10s %12.1f   (of op_us: the 32 entries and their ready events made)\n",
+              "32x256KiB", MedianUs(build_us));
+  // What the background thread's CUDA calls for such a group cost on this machine: 32 waits
+  // for ready events, and 32 copies in one batched call (host time of the calls only).
+  std::vector<double> wait_us, batch_us;
+  std::vector<cudaEvent_t> events(k);
+  for (auto& ev : events) CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  cudaStream_t side;
+  CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  for (int r = 0; r < 105; ++r) {
+    for (auto& ev : events) CUDA(cudaEventRecord(ev, g_stream));
+    auto t0 = std::chrono::steady_clock::now();
+    for (auto& ev : events) CUDA(cudaStreamWaitEvent(side, ev, 0));
+    auto t1 = std::chrono::steady_clock::now();
+#if CUDART_VERSION >= 13000
+    std::vector<void*> d(k), src(k);
+    std::vector<size_t> sz(k, n * sizeof(float)), idx(1, 0);
+    for (int i = 0; i < k; ++i) { d[i] = out + i * n; src[i] = in + i * n; }
+    cudaMemcpyAttributes attr = {};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    auto t2 = std::chrono::steady_clock::now();
+    CUDA(cudaMemcpyBatchAsync(d.data(), src.data(), sz.data(), k, &attr, idx.data(), 1, side));
+    auto t3 = std::chrono::steady_clock::now();
+    if (r >= 5) batch_us.push_back(std::chrono::duration<double, std::micro>(t3 - t2).count());
+#endif
+    CUDA(cudaStreamSynchronize(side));
+    if (r >= 5) wait_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  std::printf("%-10s %12.1f   (32 cudaStreamWaitEvent calls)\n", "32x256KiB", MedianUs(wait_us));
+  if (!batch_us.empty()) {
+    std::printf("%-10s %12.1f   (one cudaMemcpyBatchAsync of 32, the call)\n", "32x256KiB",
+                MedianUs(batch_us));
+  }
+}
+
 int RunScenario(const std::string& name) {
   CUDA(cudaSetDevice(0));
   CUDA(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
@@ -237,6 +362,7 @@ int RunScenario(const std::string& name) {
   if (name == "nccl" || name == "staging") ScenarioCollectives();
   else if (name == "ordering") ScenarioOrdering();
   else if (name == "failure") ScenarioFailure();
+  else if (name == "bench") ScenarioBench();
   else CHECK(false, "unknown scenario %s", name.c_str());
   Shutdown();
   return 0;

@@ -1,18 +1,20 @@
 #include "cc/common/gpu/host_staging.h"
 
+#include <algorithm>
 #include <memory>
-#include <vector>
 
 #include "cc/common/gpu/cuda_context.h"
+#include "cc/common/gpu/pinned_pool.h"
 
 namespace tfhvd {
 
 namespace {
 
-// The host side of one staged tensor; lives until its callback has run.
+// The host side of one staged tensor (pinned blocks from PinnedPool); lives
+// until its callback has run.
 struct Staged {
-  std::vector<char> input;
-  std::vector<char> output;     // empty: the output is `input` (in place)
+  std::shared_ptr<void> input;
+  std::shared_ptr<void> output;  // null: the output is `input` (in place)
   void* device_output = nullptr;
   size_t output_bytes = 0;
   // Recorded on the framework's stream after an output allocated late (from
@@ -31,9 +33,9 @@ Status StageThroughHost(TensorTableEntry* e, double timeout_s) {
   const size_t elem = DataTypeSize(e->request.dtype);
   const size_t in_bytes = static_cast<size_t>(NumElements(e->request.shape)) * elem;
   auto staged = std::make_shared<Staged>();
-  staged->input.resize(in_bytes + 1);
-  s = ctx->WaitReady(e->gpu);
-  if (s.ok()) s = ctx->Copy(staged->input.data(), e->input, in_bytes);
+  s = PinnedPool::Get(std::max<size_t>(in_bytes, 1), &staged->input);
+  if (s.ok()) s = ctx->WaitReady(e->gpu);
+  if (s.ok()) s = ctx->Copy(staged->input.get(), e->input, in_bytes);
   if (s.ok()) s = ctx->Finish(timeout_s, nullptr, "copying tensor '" + name + "' to the host");
   if (!s.ok()) return s;
 
@@ -42,11 +44,14 @@ Status StageThroughHost(TensorTableEntry* e, double timeout_s) {
   if (e->output != nullptr) {
     staged->device_output = e->output;
     staged->output_bytes = in_bytes;
-    if (e->output != e->input) staged->output.resize(in_bytes + 1);
+    if (e->output != e->input) {
+      s = PinnedPool::Get(std::max<size_t>(in_bytes, 1), &staged->output);
+      if (!s.ok()) return s;
+    }
   }
-  e->input = staged->input.data();
+  e->input = staged->input.get();
   if (e->output != nullptr) {
-    e->output = staged->output.empty() ? staged->input.data() : staged->output.data();
+    e->output = staged->output ? staged->output.get() : staged->input.get();
   }
   if (e->allocate_output) {
     auto allocate = std::move(e->allocate_output);
@@ -59,8 +64,9 @@ Status StageThroughHost(TensorTableEntry* e, double timeout_s) {
       if (!st.ok()) return st;
       staged->device_output = device;
       staged->output_bytes = static_cast<size_t>(NumElements(shape)) * elem;
-      staged->output.resize(staged->output_bytes + 1);
-      *data = staged->output.data();
+      st = PinnedPool::Get(std::max<size_t>(staged->output_bytes, 1), &staged->output);
+      if (!st.ok()) return st;
+      *data = staged->output.get();
       return Status();
     };
   }
@@ -69,7 +75,7 @@ Status StageThroughHost(TensorTableEntry* e, double timeout_s) {
   e->callback = [staged, callback, ctx, placement, name, timeout_s](const Status& result) {
     Status st = result;
     if (st.ok() && staged->device_output != nullptr && staged->output_bytes > 0) {
-      const void* host = staged->output.empty() ? staged->input.data() : staged->output.data();
+      const void* host = staged->output ? staged->output.get() : staged->input.get();
       st = ctx->Activate();
       if (st.ok() && staged->allocated) {
         GpuPlacement after = placement;
