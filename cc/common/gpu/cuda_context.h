@@ -17,7 +17,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "cc/common/common.h"
 #include "cc/common/gpu_backend.h"
@@ -27,19 +26,15 @@ namespace tfhvd {
 // OK, or an error quoting CUDA's message, what failed and on which device.
 Status CudaStatus(cudaError_t e, const std::string& what, int device);
 
-// A cudaEvent_t (timing disabled) from a per-device pool, returned to it with
-// its owner: creating an event costs microseconds, and every op records two
-// (its ready event and the collective's end).
+// A cudaEvent_t (timing disabled), destroyed with its owner.
 class CudaEvent : public GpuEvent {
  public:
-  // An unrecorded event of `device` (the caller's current device).
-  static Status Acquire(int device, std::unique_ptr<CudaEvent>* out);
+  CudaEvent(int device, cudaEvent_t event) : device_(device), event_(event) {}
   ~CudaEvent() override;
   cudaEvent_t get() const { return event_; }
   int device() const { return device_; }
 
  private:
-  CudaEvent(int device, cudaEvent_t event) : device_(device), event_(event) {}
   int device_;
   cudaEvent_t event_;
 };
@@ -71,10 +66,6 @@ class CudaContext {
   Status WaitReady(const GpuPlacement& placement);
   // cudaMemcpyAsync on our stream (any direction; cudaMemcpyDefault).
   Status Copy(void* dst, const void* src, size_t bytes);
-  // Device-to-device copies dsts[i] <- srcs[i] in one call where the runtime
-  // has cudaMemcpyBatchAsync (CUDA 12.8 and later; a copy call costs several
-  // microseconds, and fusing 32 tensors took 64 of them), else one by one.
-  Status CopyBatch(std::vector<void*> dsts, std::vector<void*> srcs, std::vector<size_t> sizes);
   // Records an event on our stream and waits until it completes, calling
   // poll (e.g. ncclCommGetAsyncError) while it waits; past timeout_s the
   // result is DEADLINE_EXCEEDED. The host waits for this event only, never
@@ -84,6 +75,7 @@ class CudaContext {
  private:
   explicit CudaContext(int device) : device_(device) {}
   Status Start();
+  Status NewEvent(cudaEvent_t* out) const;
 
   int device_;
   cudaStream_t stream_ = nullptr;
