@@ -12,9 +12,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # Every .cc of the core's layers (a new folder is picked up by itself) but the Gloo and MPI
 # backends and the CPU library's stand-in for the GPU backend; relative to ROOT, sorted.
+# MPI=1 adds the MPI backend (for `mpiexec -n 2 core_gpu_test np2`): mpi.h and libmpi from
+# MPI_HOME, else from the python3's mpich wheel.
 core_sources() {
+  local skip_mpi=(! -path 'cc/common/mpi/*')
+  [[ "${MPI:-0}" == 1 ]] && skip_mpi=()
   (cd "${ROOT}" && find cc/common -name '*.cc' ! -path 'cc/common/gloo/*' \
-     ! -path 'cc/common/mpi/*' ! -name gpu_backend_none.cc | LC_ALL=C sort)
+     "${skip_mpi[@]}" ! -name gpu_backend_none.cc | LC_ALL=C sort)
 }
 if [[ "${1:-}" == "--list-sources" ]]; then core_sources; exit 0; fi
 OUT="${OUT_DIR:-${ROOT}/tests/gpu/out}"
@@ -44,15 +48,23 @@ else
   libs+=(-l:"$(basename "${cudart}")" -l:libnccl.so.2)
 fi
 # One object per source, compiled JOBS at a time (every core by default), then one link.
+defs="-DHAVE_GLOO=0 -DHAVE_MPI=0"
+if [[ "${MPI:-0}" == 1 ]]; then
+  MPI_HOME="${MPI_HOME:-$("${PYTHON:-python3}" -c 'import sys; print(sys.prefix)')}"
+  inc+=(-isystem "${MPI_HOME}/include")
+  libs+=(-L"${MPI_HOME}/lib" -Wl,-rpath,"${MPI_HOME}/lib" -lmpi)
+  defs="-DHAVE_GLOO=0 -DHAVE_MPI=1"
+fi
 srcs=()
 while read -r f; do srcs+=("${f}"); done < <(core_sources)
 srcs+=("tests/gpu/core_gpu_test.cc")
-export ROOT OUT CXX="${CXX:-g++}" INC="${inc[*]}"
+name=core_gpu_test; [[ "${MPI:-0}" == 1 ]] && name=core_gpu_test_mpi
+export ROOT OUT CXX="${CXX:-g++}" INC="${inc[*]}" DEFS="${defs}" OBJ="${OUT}/obj-${name}"
 printf '%s\n' "${srcs[@]}" | xargs -P "${JOBS:-$(nproc)}" -I{} bash -c \
-  'o="${OUT}/obj/$(echo {} | tr / _).o"; mkdir -p "${OUT}/obj";
-   ${CXX} -std=c++17 -O2 -pthread -DHAVE_GLOO=0 -DHAVE_MPI=0 -I"${ROOT}" ${INC} \
+  'o="${OBJ}/$(echo {} | tr / _).o"; mkdir -p "${OBJ}";
+   ${CXX} -std=c++17 -O2 -pthread ${DEFS} -I"${ROOT}" ${INC} \
      -c "${ROOT}/{}" -o "${o}"'
 objs=()
-for f in "${srcs[@]}"; do objs+=("${OUT}/obj/$(echo "${f}" | tr / _).o"); done
-"${CXX}" -pthread "${objs[@]}" -o "${OUT}/core_gpu_test" "${libs[@]}" -lrt -ldl
-echo "built ${OUT}/core_gpu_test" >&2
+for f in "${srcs[@]}"; do objs+=("${OBJ}/$(echo "${f}" | tr / _).o"); done
+"${CXX}" -pthread "${objs[@]}" -o "${OUT}/${name}" "${libs[@]}" -lrt -ldl
+echo "built ${OUT}/${name}" >&2

@@ -7,6 +7,7 @@
 //   ./core_gpu_test             # every scenario, prints PASS/FAIL per scenario
 //   ./core_gpu_test nccl        # one of: nccl, ordering, staging, failure
 //   ./core_gpu_test bench       # figures: per-op time against a device copy (not a check)
+//   mpiexec -n 2 ./core_gpu_test np2   # built with MPI=1: host staging at np=2 over MPI
 #include <cuda_runtime.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -229,6 +230,71 @@ void ScenarioFailure() {
   CHECK(!s.ok(), "an op after the abort succeeded");
 }
 
+// np=2 under `mpiexec -n 2` (a build with MPI=1 tests/gpu/build.sh): both ranks' tensors on
+// device 0, staged through the host over the MPI transport (HOROVOD_GPU_OPERATIONS=mpi; NCCL
+// takes one GPU per rank). Exact results on both ranks.
+void ScenarioTwoRanks() {
+  const Topology t = GetTopology();
+  CHECK(t.size == 2, "np2 needs two ranks (mpiexec -n 2), got %d", t.size);
+  CHECK(std::string(TransportName()) == "mpi", "transport %s", TransportName());
+  const float r = static_cast<float>(t.rank);
+  // Sum, then Average with a prescale: every element of every shape.
+  for (int64_t n : {1, 7, 4096, 1 << 20}) {
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 1000) * (r + 1);
+    float* in = ToDevice(v);
+    float* out = ToDevice(std::vector<float>(n, -1));
+    auto e = GpuEntry("sum_" + std::to_string(n), OpType::ALLREDUCE, DataType::FLOAT32, {n}, in,
+                      out);
+    e.request.reduce_op = ReduceOp::SUM;
+    Status s = Run(std::move(e));
+    CHECK(s.ok(), "sum: %s", s.message().c_str());
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i) want[i] = static_cast<float>(i % 1000) * 3;
+    ExpectNear(ToHost<float>(out, n), want, "np2 sum");
+    e = GpuEntry("avg_" + std::to_string(n), OpType::ALLREDUCE, DataType::FLOAT32, {n}, in, in);
+    e.request.reduce_op = ReduceOp::AVERAGE;
+    e.request.prescale = 2.0;
+    s = Run(std::move(e));
+    CHECK(s.ok(), "average: %s", s.message().c_str());
+    for (auto& x : want) x = x / 2 * 2;  // (a + b) * 2 / 2
+    ExpectNear(ToHost<float>(in, n), want, "np2 average in place");
+    CUDA(cudaFree(in));
+    CUDA(cudaFree(out));
+  }
+  // Allgather with a ragged first dimension: rank r gives r + 1 rows of 2.
+  const int64_t rows = t.rank + 1;
+  std::vector<float> mine(rows * 2);
+  for (int64_t i = 0; i < rows * 2; ++i) mine[i] = 10 * r + static_cast<float>(i);
+  float* in = ToDevice(mine);
+  void* gathered = nullptr;
+  auto e = GpuEntry("gather", OpType::ALLGATHER, DataType::FLOAT32, {rows, 2}, in, nullptr);
+  e.allocate_output = [&gathered](const Shape& shape, void** data) {
+    CHECK(shape[0] == 3 && shape[1] == 2, "allgather shape %lld", (long long)shape[0]);
+    CUDA(cudaMalloc(data, 6 * sizeof(float)));
+    gathered = *data;
+    return Status();
+  };
+  Status s = Run(std::move(e));
+  CHECK(s.ok(), "allgather: %s", s.message().c_str());
+  ExpectNear(ToHost<float>(gathered, 6), {0, 1, 10, 11, 12, 13}, "np2 ragged allgather");
+  // Broadcast from rank 1.
+  float* b = ToDevice(std::vector<float>(5, r + 1));
+  e = GpuEntry("bcast", OpType::BROADCAST, DataType::FLOAT32, {5}, b, b);
+  e.request.root_rank = 1;
+  s = Run(std::move(e));
+  CHECK(s.ok(), "broadcast: %s", s.message().c_str());
+  ExpectNear(ToHost<float>(b, 5), std::vector<float>(5, 2), "np2 broadcast from rank 1");
+  // Mismatched shapes: an error on both ranks naming the tensor, not a hang.
+  const int64_t m = t.rank == 0 ? 4 : 5;
+  float* odd = ToDevice(std::vector<float>(m, 1));
+  e = GpuEntry("mismatched", OpType::ALLREDUCE, DataType::FLOAT32, {m}, odd, odd);
+  s = Run(std::move(e));
+  CHECK(!s.ok() && s.message().find("mismatched") != std::string::npos,
+        "a shape mismatch gave: %s", s.ok() ? "OK" : s.message().c_str());
+  std::printf("rank %d: np2 passed (mismatch: %s)\n", t.rank, s.message().c_str());
+}
+
 // Figures, not checks: per-op time from enqueue until the framework's stream has the result
 // (Run, then a stream sync), median of `reps`, against the same bytes copied device to device
 // on the framework's stream (what an np=1 allreduce must at least cost). Prints one row per
@@ -257,6 +323,11 @@ void ScenarioBench() {
       CHECK(Run(std::move(e)).ok(), "bench allreduce");
       CUDA(cudaStreamSynchronize(g_stream));
       auto t1 = std::chrono::steady_clock::now();
+      if (r == 0) {  // the sum of the ranks' ones, before the copy below overwrites it
+        std::vector<float> got = ToHost<float>(out, 1);
+        CHECK(got[0] == static_cast<float>(GetTopology().size), "bench result %f", got[0]);
+        t1 = std::chrono::steady_clock::now();
+      }
       CUDA(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, g_stream));
       CUDA(cudaStreamSynchronize(g_stream));
       auto t2 = std::chrono::steady_clock::now();
@@ -267,8 +338,6 @@ void ScenarioBench() {
     const double op = MedianUs(op_us), copy = MedianUs(copy_us);
     std::printf("%-10zu %12.1f %12.2f %12.1f %12.2f\n", bytes, op, bytes / op / 1e3, copy,
                 bytes / copy / 1e3);
-    std::vector<float> got = ToHost<float>(out, 1);
-    CHECK(got[0] == 1.0f, "bench result %f", got[0]);
     CUDA(cudaFree(in));
     CUDA(cudaFree(out));
   }
@@ -357,12 +426,14 @@ int RunScenario(const std::string& name) {
   CUDA(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
   if (name == "staging") setenv("HOROVOD_GPU_OPERATIONS", "gloo", 1);
   if (name == "failure") setenv("HOROVOD_NCCL_TIMEOUT_SECONDS", "1", 1);
+  if (name == "np2") setenv("HOROVOD_GPU_OPERATIONS", "mpi", 1);
   Status s = Initialize();
   CHECK(s.ok(), "init: %s", s.message().c_str());
   if (name == "nccl" || name == "staging") ScenarioCollectives();
   else if (name == "ordering") ScenarioOrdering();
   else if (name == "failure") ScenarioFailure();
   else if (name == "bench") ScenarioBench();
+  else if (name == "np2") ScenarioTwoRanks();
   else CHECK(false, "unknown scenario %s", name.c_str());
   Shutdown();
   return 0;

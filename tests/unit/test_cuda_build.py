@@ -119,3 +119,23 @@ def test_the_tf_free_gpu_test_builds_from_the_cores_libraries():
                              "--list-sources"], capture_output=True, text=True, check=True)
     assert listed.stdout.split() == bazel_sources
     assert "cc/common/autotune/parameter_manager.cc" in bazel_sources
+
+
+def test_the_fallback_script_builds_the_np2_variant_with_mpi(tmp_path):
+    """`MPI=1 tests/gpu/build.sh` (the `mpiexec -n 2 core_gpu_test_mpi np2` program that ran
+    host staging at np=2 on an H100) compiles the MPI backend in and links the mpich wheel's
+    libmpi; the default listing stays without it."""
+    assert _wheels_installed(), "the CUDA wheels are missing (tools/setup.sh installs them)"
+    script = os.path.join(REPO, "tests", "gpu", "build.sh")
+    env = dict(os.environ, MPI="1", OUT_DIR=str(tmp_path), PYTHON=sys.executable)
+    listed = subprocess.run(["bash", script, "--list-sources"], capture_output=True, text=True,
+                            check=True, env=env).stdout.split()
+    assert "cc/common/mpi/mpi_transport.cc" in listed
+    built = subprocess.run(["bash", script], capture_output=True, text=True, env=env,
+                           timeout=900)
+    assert built.returncode == 0, built.stderr[-4000:]
+    binary = tmp_path / "core_gpu_test_mpi"
+    ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
+    for lib in ("libmpi.so", "libnccl.so.2", "libcudart.so.12"):
+        line = [l for l in ldd.splitlines() if lib in l]
+        assert line and "not found" not in line[0], ldd
