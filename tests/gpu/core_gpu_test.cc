@@ -7,7 +7,8 @@
 //   ./core_gpu_test             # every scenario, prints PASS/FAIL per scenario
 //   ./core_gpu_test nccl        # one of: nccl, ordering, staging, failure
 //   ./core_gpu_test bench       # figures: per-op time against a device copy (not a check)
-//   mpiexec -n 2 ./core_gpu_test np2   # built with MPI=1: host staging at np=2 over MPI
+//   mpiexec -n 2 ./core_gpu_test_mpi np2       # built with MPI=1: host staging at np=2 over MPI
+//   mpiexec -n 2 ./core_gpu_test_mpi np2nccl   # NCCL at np=2 on one GPU: exact, or refused cleanly
 #include <cuda_runtime.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -295,6 +296,31 @@ void ScenarioTwoRanks() {
   std::printf("rank %d: np2 passed (mismatch: %s)\n", t.rank, s.message().c_str());
 }
 
+// NCCL at np=2 with both ranks on device 0 (what one lent GPU allows): NCCL takes one GPU
+// per rank, so the communicator's creation may be refused. Either way the op ends on both
+// ranks within the bound: exact, or an error naming NCCL's reason and the rank, and the op
+// after it fails too instead of hanging.
+void ScenarioTwoRanksNccl() {
+  const Topology t = GetTopology();
+  CHECK(t.size == 2, "np2nccl needs two ranks (mpiexec -n 2), got %d", t.size);
+  float* in = ToDevice(std::vector<float>(8, static_cast<float>(t.rank + 1)));
+  float* out = ToDevice(std::vector<float>(8, 0));
+  auto e = GpuEntry("nccl_np2", OpType::ALLREDUCE, DataType::FLOAT32, {8}, in, out);
+  e.request.reduce_op = ReduceOp::SUM;
+  Status s = Run(std::move(e));
+  if (s.ok()) {
+    ExpectNear(ToHost<float>(out, 8), std::vector<float>(8, 3), "np2 NCCL sum");
+    std::printf("rank %d: NCCL ran two ranks on one GPU; exact\n", t.rank);
+    return;
+  }
+  CHECK(s.message().find("on rank " + std::to_string(t.rank)) != std::string::npos,
+        "the error names no rank: %s", s.message().c_str());
+  std::printf("rank %d: refused as expected: %s\n", t.rank, s.message().c_str());
+  s = Run(GpuEntry("after", OpType::ALLREDUCE, DataType::FLOAT32, {8}, in, out));
+  CHECK(!s.ok(), "an op after the refusal succeeded");
+  std::printf("rank %d: the next op: %s\n", t.rank, s.message().c_str());
+}
+
 // Figures, not checks: per-op time from enqueue until the framework's stream has the result
 // (Run, then a stream sync), median of `reps`, against the same bytes copied device to device
 // on the framework's stream (what an np=1 allreduce must at least cost). Prints one row per
@@ -434,6 +460,7 @@ int RunScenario(const std::string& name) {
   else if (name == "failure") ScenarioFailure();
   else if (name == "bench") ScenarioBench();
   else if (name == "np2") ScenarioTwoRanks();
+  else if (name == "np2nccl") ScenarioTwoRanksNccl();
   else CHECK(false, "unknown scenario %s", name.c_str());
   Shutdown();
   return 0;
