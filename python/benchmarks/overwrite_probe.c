@@ -23,7 +23,9 @@
 #include "probe_util.h"
 
 enum { kRounds = 200, kBytes = 1 << 20 };
-enum Mode { kUntouched = 0, kRead = 1, kReadFlush = 2, kModes = 3 };
+enum Mode { kUntouched = 0, kRead = 1, kReadFlush = 2, kWriterFlush = 3, kPrefetchW = 4, kModes = 5 };
+static const char *kModeNames[kModes] = {"untouched", "read", "read_flush", "writer_flush",
+                                          "prefetchw"};
 
 static _Alignas(64) atomic_int turn;
 static char *shared_buf, *reader_buf, *source;
@@ -70,16 +72,34 @@ int main(int argc, char **argv) {
       while (atomic_load_explicit(&turn, memory_order_acquire) != 2 * r + 1) {
       }
       const double c = now_ns();
-      memcpy(shared_buf, source, kBytes);
+      if (mode == kWriterFlush) {  // evict the reader's copies in bulk, then write
+        for (size_t i = 0; i < kBytes; i += 64) _mm_clflushopt(shared_buf + i);
+        _mm_sfence();
+        memcpy(shared_buf, source, kBytes);
+      } else if (mode == kPrefetchW) {  // ask for ownership 16 KiB ahead of the stores
+        enum { kChunk = 4096, kAhead = 16384 };
+        for (size_t i = 0; i < kAhead; i += 64) _m_prefetchw(shared_buf + i);
+        for (size_t at = 0; at < kBytes; at += kChunk) {
+          if (at + kAhead < kBytes) {
+            for (size_t i = 0; i < kChunk; i += 64) _m_prefetchw(shared_buf + at + kAhead + i);
+          }
+          memcpy(shared_buf + at, source + at, kChunk);
+        }
+      } else {
+        memcpy(shared_buf, source, kBytes);
+      }
       writing += now_ns() - c;
     }
     pthread_join(t, NULL);
     overwrite[mode] = (double)kRounds * kBytes / writing;
     read[mode] = (double)kRounds * kBytes / reader_ns;
   }
-  printf("{\"cpus\": [%d, %d], \"untouched\": {\"overwrite\": %.1f}, \"read\": {\"overwrite\": "
-         "%.1f, \"reader\": %.1f}, \"read_flush\": {\"overwrite\": %.1f, \"reader\": %.1f}, "
-         "\"check\": %d}\n", cpu, other_cpu, overwrite[kUntouched], overwrite[kRead],
-         read[kRead], overwrite[kReadFlush], read[kReadFlush], reader_buf[kBytes - 1]);
+  printf("{\"cpus\": [%d, %d]", cpu, other_cpu);
+  for (int m = 0; m < kModes; ++m) {
+    printf(", \"%s\": {\"overwrite\": %.1f, \"reader\": %.1f, \"round_us\": %.1f}",
+           kModeNames[m], overwrite[m], m == kUntouched ? 0.0 : read[m],
+           kRounds ? ((double)kBytes / overwrite[m] + (m == kUntouched ? 0.0 : (double)kBytes / read[m])) / 1e3 : 0.0);
+  }
+  printf(", \"check\": %d}\n", reader_buf[kBytes - 1]);
   return 0;
 }

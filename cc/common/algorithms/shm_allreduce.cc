@@ -21,6 +21,7 @@
 #include "cc/common/reduce_last_step.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -90,6 +91,29 @@ size_t StreamingThreshold() {
   long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
   return l3 > 0 ? static_cast<size_t>(l3) / 2 : size_t{16} << 20;
 }
+
+// Flushes the cache lines of [p, p + n) from every cache (clflushopt: weakly
+// ordered, so the flushes of a piece overlap). Never changes what memory holds.
+#if defined(__x86_64__)
+__attribute__((target("clflushopt"))) void FlushLines(const char* p, size_t n) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  for (uintptr_t line = first; line < end; line += 64) {
+    _mm_clflushopt(reinterpret_cast<void*>(line));
+  }
+}
+
+bool CpuCanFlushOpt() {
+  __builtin_cpu_init();
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_max(0, nullptr) < 7) return false;
+  __cpuid_count(7, 0, a, b, c, d);
+  return (b & (1u << 23)) != 0;  // CPUID.(EAX=7,ECX=0):EBX[23] = CLFLUSHOPT
+}
+#else
+void FlushLines(const char*, size_t) {}
+bool CpuCanFlushOpt() { return false; }
+#endif
 
 inline void CpuRelax() {
 #if defined(__x86_64__)
@@ -168,6 +192,8 @@ struct ShmAllreduce::Header {
   // many of them do (the publisher wakes them only then).
   alignas(64) std::atomic<uint32_t> events;
   std::atomic<uint32_t> sleepers;
+  // Rank 0's choice for the current block: peers flush the lines they read.
+  alignas(64) std::atomic<uint32_t> readers_flush;
 };
 
 ShmAllreduce::Header* ShmAllreduce::header(size_t r) const {
@@ -193,6 +219,7 @@ Status ShmAllreduce::Open(int rank, int size, size_t slot_bytes,
   slot_bytes_ = slot_bytes;
   blocks_done_ = 0;
   rounds_done_ = 0;
+  SetReaderFlush(ShmFlushPolicy::Mode::kAuto);  // OpenIfSingleHost applies the knob after
   regions_.assign(static_cast<size_t>(size_), nullptr);
 
   std::string error;
@@ -246,11 +273,17 @@ Status ShmAllreduce::OpenIfSingleHost(int rank, int size, int local_size,
   std::string reason;
   Status s = Open(rank, size, static_cast<size_t>(params.shm_slot_bytes), allgather, &reason);
   spin_ = std::chrono::microseconds(std::min<int64_t>(params.spin_us, kMaxSpinUs));
+  SetReaderFlush(ShmFlushPolicy::ParseMode(params.shm_reader_flush));
   if (s.ok() && !reason.empty()) {
     TFHVD_LOG(WARNING) << "shared-memory allreduce unavailable, using " << fallback << ": "
                        << reason;
   }
   return s;
+}
+
+void ShmAllreduce::SetReaderFlush(ShmFlushPolicy::Mode mode) {
+  static const bool can_flush = CpuCanFlushOpt();
+  flush_policy_ = ShmFlushPolicy(can_flush ? mode : ShmFlushPolicy::Mode::kNever);
 }
 
 void ShmAllreduce::Close() {
@@ -425,6 +458,17 @@ Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataTyp
   // Byte offset of chunk c within the block (and within every slot).
   auto begin = [&](size_t c) { return count * c / n * elem; };
   auto publish = [&](Counter which) { Publish(which, block + 1); };
+  // Rank 0 decides whether readers flush this block; the others follow what it
+  // last published (a block late at worst: it changes speed, never results).
+  const auto began = Clock::now();
+  Header* chooser = header(0);
+  bool flush;
+  if (rank_ == 0) {
+    flush = flush_policy_.Choose(block);
+    chooser->readers_flush.store(flush ? 1 : 0, std::memory_order_relaxed);
+  } else {
+    flush = chooser->readers_flush.load(std::memory_order_relaxed) != 0;
+  }
 
   // 1. This slot last served block - kSlots: every peer must be done reading
   // it. Other ranks read only slots, never this rank's input, so an output
@@ -465,6 +509,11 @@ Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataTyp
                  ReduceScaleStore(dtype, op, acc, streaming ? nullptr : out + done, left,
                                   source(n - 1), part / elem, postscale);
                  if (streaming) CopyOut(out + done, acc, part, streaming);
+                 if (flush) {
+                   for (size_t r = 0; r < n; ++r) {
+                     if (r != me) FlushLines(source(r), part);
+                   }
+                 }
                }
              });
   publish(kReduced);
@@ -478,9 +527,14 @@ Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataTyp
     span.Visit(start + begin(c), start + begin(c + 1),
                [&](const char*, char* out, size_t at, size_t len) {
                  CopyOut(out, theirs + (at - start), len, streaming);
+                 if (flush) FlushLines(theirs + (at - start), len);
                });
   }
   publish(kConsumed);
+  if (rank_ == 0) {
+    flush_policy_.Record(block, flush, bytes,
+                         std::chrono::duration<double, std::nano>(Clock::now() - began).count());
+  }
   return Status();
 }
 

@@ -32,6 +32,10 @@
 // again soon and does not fit in the cache, and the stores skip reading every
 // output line first.
 //
+// On hosts that place the two CPUs "far" apart, rewriting a slot's lines that
+// a peer just read is slow; readers then flush what they read (clflushopt),
+// chosen by rank 0 block by block from its timings (shm_flush_policy.h).
+//
 // Passes over memory, per rank, for D bytes on n ranks (what it costs: the
 // copies are the allreduce's whole work on one host):
 //   main memory: the input read once (D) and the output written once (D),
@@ -58,6 +62,7 @@
 #include <string>
 #include <vector>
 
+#include "cc/common/algorithms/shm_flush_policy.h"
 #include "cc/common/common.h"
 #include "cc/common/parameters.h"
 
@@ -87,6 +92,9 @@ class ShmAllreduce {
                           const AllgatherStrings& allgather, const char* fallback);
   void Close();
   bool active() const { return active_; }
+  // Whether readers flush the slot lines they read (shm_flush_policy.h; rank 0
+  // decides for every rank). kAuto without clflushopt on this CPU: never.
+  void SetReaderFlush(ShmFlushPolicy::Mode mode);
 
   // input may equal output.
   Status Allreduce(const void* input, void* output, int64_t count, DataType dtype, ReduceOp op);
@@ -135,6 +143,7 @@ class ShmAllreduce {
   std::string my_name_;
   uint64_t blocks_done_ = 0;  // the same on every rank; picks the slot, counts progress
   uint64_t rounds_done_ = 0;  // negotiation rounds through OrWords, the same on every rank
+  ShmFlushPolicy flush_policy_;  // rank 0's
   bool active_ = false;
 };
 

@@ -282,6 +282,79 @@ TEST(ShmAllreduce, OrWordsRefusesMoreWordsThanItsBuffer) {
   });
 }
 
+// Readers flushing what they read (forced on) changes speed only: exact sums and maxima
+// over many blocks, at 2 and 3 ranks, in place and not.
+TEST(ShmAllreduce, ReadersFlushingGiveTheSameResults) {
+  for (int size : {2, 3}) {
+    for (size_t count : {size_t{7}, size_t{100003}}) {
+      RunRanks(size, 4096, [&](int r, ShmAllreduce& shm) {
+        shm.SetReaderFlush(ShmFlushPolicy::Mode::kAlways);
+        std::vector<float> in(count), out(count, -1);
+        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i % 13) + r);
+        const float rank_sum = size * (size - 1) / 2.0f;
+        ASSERT_TRUE(shm.Allreduce(in.data(), out.data(), static_cast<int64_t>(count),
+                                  DataType::FLOAT32, ReduceOp::SUM).ok());
+        ASSERT_TRUE(shm.Allreduce(in.data(), in.data(), static_cast<int64_t>(count),
+                                  DataType::FLOAT32, ReduceOp::MAX).ok());
+        int bad = 0;
+        for (size_t i = 0; i < count; ++i) {
+          bad += out[i] != static_cast<float>(i % 13) * size + rank_sum;
+          bad += in[i] != static_cast<float>(i % 13) + size - 1;
+        }
+        EXPECT_EQ(bad, 0) << size << " ranks, " << count << " elements, rank " << r;
+      });
+    }
+  }
+}
+
+TEST(ShmFlushPolicy, FixedModesNeverChange) {
+  ShmFlushPolicy always(ShmFlushPolicy::ParseMode("on"));
+  ShmFlushPolicy never(ShmFlushPolicy::ParseMode("off"));
+  for (uint64_t b = 0; b < 600; ++b) {
+    EXPECT_TRUE(always.Choose(b));
+    EXPECT_FALSE(never.Choose(b));
+    always.Record(b, true, 1 << 20, 1e9);  // however slow, it stays
+    never.Record(b, false, 1 << 20, 1e9);
+  }
+  EXPECT_EQ(ShmFlushPolicy::ParseMode("auto"), ShmFlushPolicy::Mode::kAuto);
+}
+
+// Runs `periods` periods of blocks whose cost per byte is plain_ns or flush_ns; returns how
+// many blocks flushed in the last period.
+int RunPolicy(ShmFlushPolicy* p, uint64_t* block, int periods, double plain_ns,
+              double flush_ns, size_t bytes = size_t(1) << 20) {
+  int flushed = 0;
+  for (uint64_t end = *block + periods * ShmFlushPolicy::kPeriod; *block < end; ++*block) {
+    const bool f = p->Choose(*block);
+    if (end - *block <= ShmFlushPolicy::kPeriod) flushed += f;
+    p->Record(*block, f, bytes, static_cast<double>(bytes) * (f ? flush_ns : plain_ns));
+  }
+  return flushed;
+}
+
+TEST(ShmFlushPolicy, AutoKeepsTheCheaperWayAndTriesTheOther) {
+  ShmFlushPolicy p;
+  uint64_t block = 0;
+  const int trial = static_cast<int>(ShmFlushPolicy::kTrial);
+  const int period = static_cast<int>(ShmFlushPolicy::kPeriod);
+  // Near: flushing costs twice as much; only the trial blocks flush.
+  EXPECT_EQ(RunPolicy(&p, &block, 3, 1.0, 2.0), trial);
+  EXPECT_FALSE(p.preferred());
+  // Far: plain costs twice flushing; after one trial the blocks flush, trying plain.
+  RunPolicy(&p, &block, 2, 4.0, 2.0);
+  EXPECT_TRUE(p.preferred());
+  EXPECT_EQ(RunPolicy(&p, &block, 1, 4.0, 2.0), period - trial);
+  // A difference inside the margin does not switch back.
+  RunPolicy(&p, &block, 3, 1.9, 2.0);
+  EXPECT_TRUE(p.preferred());
+  // Near again: back to plain.
+  RunPolicy(&p, &block, 3, 1.0, 2.0);
+  EXPECT_FALSE(p.preferred());
+  // Blocks too small to time change nothing.
+  RunPolicy(&p, &block, 3, 9.0, 1.0, ShmFlushPolicy::kMinBytes - 1);
+  EXPECT_FALSE(p.preferred());
+}
+
 TEST(ShmAllreduce, ExactSumsAndMaximaForEveryDtype) {
   TestExact<float>(DataType::FLOAT32, [](double d) { return static_cast<float>(d); }, F32);
   TestExact<double>(DataType::FLOAT64, [](double d) { return d; }, F64);
