@@ -83,7 +83,7 @@ const std::vector<KnobSpec>& Table() {
        "slot's owner rewrites them from memory instead of taking each one back from the "
        "reader's cache: 2x faster where the host places the two CPUs far apart, 2x slower "
        "near. auto: rank 0 times its blocks both ways and keeps the cheaper, trying the "
-       "other for 8 blocks in 256. Without clflushopt: off."},
+       "other for 8 blocks in 512. Without clflushopt: off."},
       {"HOROVOD_DYNAMIC_PROCESS_SETS", T::BOOL, &P::dynamic_process_sets, "0", 0, 0, "", kUser,
        "", "Allows `hvd.add_process_set`/`hvd.remove_process_set` after `hvd.init()` (every "
        "rank adds and removes the same sets in the same order); `hvd.init(process_sets="

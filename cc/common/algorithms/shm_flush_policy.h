@@ -33,7 +33,7 @@ class ShmFlushPolicy {
   // Every kPeriod blocks, kTrial blocks run the other way; the first kSettle
   // blocks after a switch are not counted (the lines of the block before were
   // read the old way). Blocks under kMinBytes are too short to time.
-  static constexpr uint64_t kPeriod = 256;
+  static constexpr uint64_t kPeriod = 512;
   static constexpr uint64_t kTrial = 8;
   static constexpr uint64_t kSettle = 2;
   static constexpr size_t kMinBytes = size_t(256) << 10;
