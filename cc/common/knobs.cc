@@ -81,7 +81,7 @@ const std::vector<KnobSpec>& Table() {
        kUser, "",
        "Whether ranks flush (clflushopt) the shared-memory slot lines they read, so that the "
        "slot's owner rewrites them from memory instead of taking each one back from the "
-       "reader's cache: 2x faster where the host places the two CPUs far apart, 2x slower "
+       "reader's cache: 1.3-1.5x faster where the host places the two CPUs far apart, 2.2x slower "
        "near. auto: rank 0 times its blocks both ways and keeps the cheaper, trying the "
        "other for 8 blocks in 512. Without clflushopt: off."},
       {"HOROVOD_DYNAMIC_PROCESS_SETS", T::BOOL, &P::dynamic_process_sets, "0", 0, 0, "", kUser,
