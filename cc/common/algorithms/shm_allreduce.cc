@@ -104,7 +104,6 @@ __attribute__((target("clflushopt"))) void FlushLines(const char* p, size_t n) {
 }
 
 bool CpuCanFlushOpt() {
-  __builtin_cpu_init();
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid_max(0, nullptr) < 7) return false;
   __cpuid_count(7, 0, a, b, c, d);
@@ -460,7 +459,7 @@ Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataTyp
   auto publish = [&](Counter which) { Publish(which, block + 1); };
   // Rank 0 decides whether readers flush this block; the others follow what it
   // last published (a block late at worst: it changes speed, never results).
-  const auto began = Clock::now();
+  const auto began = rank_ == 0 ? Clock::now() : Clock::time_point();  // only rank 0 times
   Header* chooser = header(0);
   bool flush;
   if (rank_ == 0) {
