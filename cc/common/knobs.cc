@@ -212,6 +212,11 @@ const std::vector<KnobSpec>& Table() {
        kMaxSeconds, "", kUser, "",
        "Bounds each NCCL operation and communicator set-up: past it (or on an NCCL error) the "
        "communicator is aborted and every pending GPU op fails, naming the rank."},
+      {"HOROVOD_BATCH_D2D_MEMCOPIES", T::BOOL, &P::batch_d2d_memcopies, "1", 0, 0, "", kUser, "",
+       "A fused GPU allreduce copies its tensors into and out of the fusion buffer with one "
+       "kernel launch (compiled at first use with NVRTC, from TensorFlow's "
+       "nvidia-cuda-nvrtc-cu12) instead of one `cudaMemcpyAsync` per tensor; 0 keeps the "
+       "separate copies. Without NVRTC the copies are separate, with a warning."},
       // --- set by the launcher ---
       {"HOROVOD_RANK", T::INT, &P::rank, "(unset)", 0, 1 << 24, "", kLauncher, "",
        "This process's rank; set: the job runs on Gloo."},

@@ -104,6 +104,9 @@ struct Parameters {
   // How long one NCCL operation (or communicator set-up) may take before the
   // communicator is aborted and its ops fail.
   double nccl_timeout_s = 300.0;  // HOROVOD_NCCL_TIMEOUT_SECONDS
+  // A fused response's copies into and out of the device fusion buffer as one
+  // kernel launch (cc/common/gpu/batched_copy.h) instead of one copy per tensor.
+  bool batch_d2d_memcopies = true;  // HOROVOD_BATCH_D2D_MEMCOPIES
 
   // The knobs set (non-empty) in the environment: autotune leaves these fixed.
   std::set<std::string> set_knobs;

@@ -7,6 +7,7 @@
 //   ./core_gpu_test             # every scenario, prints PASS/FAIL per scenario
 //   ./core_gpu_test nccl        # one of: nccl, ordering, staging, failure
 //   ./core_gpu_test bench       # figures: per-op time against a device copy (not a check)
+//   ./core_gpu_test compile     # no GPU needed: NVRTC compiles the batched-copy kernel
 //   mpiexec -n 2 ./core_gpu_test_mpi np2       # built with MPI=1: host staging at np=2 over MPI
 //   mpiexec -n 2 ./core_gpu_test_mpi np2nccl   # NCCL at np=2 on one GPU: exact, or refused cleanly
 #include <cuda_runtime.h>
@@ -26,6 +27,12 @@
 
 #include "cc/common/gpu_backend.h"
 #include "cc/common/operations.h"
+// A baseline of python/benchmarks/gpu_core_bench.sh may predate the batched copy.
+#if __has_include("cc/common/gpu/batched_copy.h")
+#include "cc/common/gpu/batched_copy.h"
+#include "cc/common/gpu/runtime_compiler.h"
+#define TFHVD_HAS_BATCHED_COPY 1
+#endif
 
 using namespace tfhvd;
 
@@ -96,7 +103,65 @@ void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, c
     CHECK(std::fabs(got[i] - want[i]) < 1e-5, "%s[%zu]: %f != %f", what, i, got[i], want[i]);
 }
 
-// Every collective through NCCL at np=1, with scaling and a fused (grouped) allreduce.
+// A fused group (one response through the device fusion buffer) of tensors whose sizes put
+// their offsets in the buffer at every alignment, and, with more than 64 of them, more than
+// one launch of the batched copy (cc/common/gpu/batched_copy.h). The inputs and outputs
+// are slices of two allocations at offsets of `skew` elements, so their addresses vary too.
+// At np=1 a Sum returns each input's exact bits.
+template <typename T>
+void CheckFusedGroup(const std::string& what, DataType dtype, const std::vector<int64_t>& sizes,
+                     int64_t skew) {
+  int64_t total = 0;
+  for (int64_t n : sizes) total += n + skew;
+  std::vector<T> host(static_cast<size_t>(total));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<T>(static_cast<int>(i % 97) - 48);
+  T* in = ToDevice(host);
+  T* out = ToDevice(std::vector<T>(host.size(), T(0)));
+  std::vector<TensorTableEntry> group;
+  std::vector<int64_t> offsets;
+  auto pending = std::make_shared<std::vector<std::promise<Status>>>(sizes.size());
+  int64_t offset = skew;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    offsets.push_back(offset);
+    auto g = GpuEntry(what + "_" + std::to_string(k), OpType::ALLREDUCE, dtype, {sizes[k]},
+                      in + offset, out + offset);
+    g.request.reduce_op = ReduceOp::SUM;
+    g.callback = [pending, k](const Status& st) { (*pending)[k].set_value(st); };
+    group.push_back(std::move(g));
+    offset += sizes[k] + skew;
+  }
+  Status s = EnqueueGroup(what, std::move(group));
+  CHECK(s.ok(), "%s: %s", what.c_str(), s.message().c_str());
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    auto f = (*pending)[k].get_future();
+    CHECK(f.wait_for(std::chrono::seconds(60)) == std::future_status::ready, "%s: hung",
+          what.c_str());
+    Status st = f.get();
+    CHECK(st.ok(), "%s %zu: %s", what.c_str(), k, st.message().c_str());
+  }
+  std::vector<T> got = ToHost<T>(out, host.size());
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    for (int64_t i = 0; i < sizes[k]; ++i) {
+      size_t at = static_cast<size_t>(offsets[k] + i);
+      CHECK(std::memcmp(&got[at], &host[at], sizeof(T)) == 0, "%s: tensor %zu element %lld",
+            what.c_str(), k, static_cast<long long>(i));
+    }
+  }
+  CUDA(cudaFree(in));
+  CUDA(cudaFree(out));
+}
+
+void CheckFusedGroups() {
+  std::vector<int64_t> many;  // 70 float32 tensors of 1-129 elements, and three large ones
+  for (int k = 0; k < 70; ++k) many.push_back((k * 37) % 129 + 1);
+  many.insert(many.begin() + 10, {4097, 100003, 262144});
+  CheckFusedGroup<float>("fused_f32", DataType::FLOAT32, many, 0);
+  CheckFusedGroup<float>("fused_f32_skewed", DataType::FLOAT32, many, 1);
+  CheckFusedGroup<int8_t>("fused_i8", DataType::INT8, {1, 2, 3, 15, 16, 17, 1000, 65537, 33}, 3);
+  CheckFusedGroup<double>("fused_f64", DataType::FLOAT64, {2, 1, 3, 8, 1025, 70000}, 0);
+}
+
+// Every collective through NCCL at np=1, with scaling and fused (grouped) allreduces.
 void ScenarioCollectives() {
   std::vector<float> v = {1, 2, 3, 4, 5, 6};
   float* in = ToDevice(v);
@@ -144,6 +209,8 @@ void ScenarioCollectives() {
     for (auto& x : want) x *= static_cast<float>(k + 1);
     ExpectNear(ToHost<float>(outs[k], 6), want, "grouped");
   }
+
+  CheckFusedGroups();
 
   // Allgather (output allocated after negotiation), broadcast, alltoall, reducescatter.
   void* gathered = nullptr;
@@ -330,46 +397,11 @@ double MedianUs(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-void ScenarioBench() {
-  std::printf("%-10s %12s %12s %12s %12s\n", "bytes", "op_us", "op_GB/s", "copy_us", "copy_GB/s");
-  for (size_t bytes : {size_t(4) << 10, size_t(64) << 10, size_t(256) << 10, size_t(1) << 20,
-                       size_t(4) << 20, size_t(16) << 20, size_t(64) << 20, size_t(256) << 20}) {
-    const size_t n = bytes / sizeof(float);
-    float* in = ToDevice(std::vector<float>(n, 1.0f));
-    float* out = nullptr;
-    CUDA(cudaMalloc(&out, bytes));
-    CUDA(cudaStreamSynchronize(g_stream));
-    const int reps = bytes >= (size_t(16) << 20) ? 20 : 200;
-    std::vector<double> op_us, copy_us;
-    for (int r = 0; r < reps + 5; ++r) {
-      auto t0 = std::chrono::steady_clock::now();
-      auto e = GpuEntry("bench_" + std::to_string(bytes), OpType::ALLREDUCE, DataType::FLOAT32,
-                        {static_cast<int64_t>(n)}, in, out);
-      e.request.reduce_op = ReduceOp::SUM;
-      CHECK(Run(std::move(e)).ok(), "bench allreduce");
-      CUDA(cudaStreamSynchronize(g_stream));
-      auto t1 = std::chrono::steady_clock::now();
-      if (r == 0) {  // the sum of the ranks' ones, before the copy below overwrites it
-        std::vector<float> got = ToHost<float>(out, 1);
-        CHECK(got[0] == static_cast<float>(GetTopology().size), "bench result %f", got[0]);
-        t1 = std::chrono::steady_clock::now();
-      }
-      CUDA(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, g_stream));
-      CUDA(cudaStreamSynchronize(g_stream));
-      auto t2 = std::chrono::steady_clock::now();
-      if (r < 5) continue;  // warm-up: communicator, fusion buffer, caches
-      op_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-      copy_us.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
-    }
-    const double op = MedianUs(op_us), copy = MedianUs(copy_us);
-    std::printf("%-10zu %12.1f %12.2f %12.1f %12.2f\n", bytes, op, bytes / op / 1e3, copy,
-                bytes / copy / 1e3);
-    CUDA(cudaFree(in));
-    CUDA(cudaFree(out));
-  }
-  // A group of 32 tensors of 256 KiB (8 MiB, one fused response) against one 8 MiB copy.
-  const int k = 32;
-  const size_t n = (size_t(256) << 10) / sizeof(float);
+// A group of k tensors of `each` bytes (one fused response) against one copy of all their
+// bytes and against k separate copies. Prints rows labelled e.g. 32x256KiB.
+void BenchGroup(int k, size_t each) {
+  const size_t n = each / sizeof(float);
+  const std::string label = std::to_string(k) + "x" + std::to_string(each >> 10) + "KiB";
   float* in = ToDevice(std::vector<float>(n * k, 1.0f));
   float* out = nullptr;
   CUDA(cudaMalloc(&out, n * k * sizeof(float)));
@@ -408,12 +440,61 @@ void ScenarioBench() {
   }
   const double op = MedianUs(op_us), copy = MedianUs(copy_us);
   const size_t bytes = n * k * sizeof(float);
-  std::printf("%-10s %12.1f %12.2f %12.1f %12.2f\n", "32x256KiB", op, bytes / op / 1e3, copy,
+  std::printf("%-10s %12.1f %12.2f %12.1f %12.2f\n", label.c_str(), op, bytes / op / 1e3, copy,
               bytes / copy / 1e3);
-  std::printf("%-10s %12s %12s %12.1f %12.2f   (32 separate copies)\n", "32x256KiB", "", "",
-              MedianUs(copies_us), bytes / MedianUs(copies_us) / 1e3);
-  std::printf("%-10s %12.1f   (of op_us: the 32 entries and their ready events made)\n",
-              "32x256KiB", MedianUs(build_us));
+  std::printf("%-10s %12s %12s %12.1f %12.2f   (%d separate copies)\n", label.c_str(), "", "",
+              MedianUs(copies_us), bytes / MedianUs(copies_us) / 1e3, k);
+  std::printf("%-10s %12.1f   (of op_us: the %d entries and their ready events made)\n",
+              label.c_str(), MedianUs(build_us), k);
+  CUDA(cudaFree(in));
+  CUDA(cudaFree(out));
+}
+
+void ScenarioBench() {
+  std::printf("%-10s %12s %12s %12s %12s\n", "bytes", "op_us", "op_GB/s", "copy_us", "copy_GB/s");
+  for (size_t bytes : {size_t(4) << 10, size_t(64) << 10, size_t(256) << 10, size_t(1) << 20,
+                       size_t(4) << 20, size_t(16) << 20, size_t(64) << 20, size_t(256) << 20}) {
+    const size_t n = bytes / sizeof(float);
+    float* in = ToDevice(std::vector<float>(n, 1.0f));
+    float* out = nullptr;
+    CUDA(cudaMalloc(&out, bytes));
+    CUDA(cudaStreamSynchronize(g_stream));
+    const int reps = bytes >= (size_t(16) << 20) ? 20 : 200;
+    std::vector<double> op_us, copy_us;
+    for (int r = 0; r < reps + 5; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto e = GpuEntry("bench_" + std::to_string(bytes), OpType::ALLREDUCE, DataType::FLOAT32,
+                        {static_cast<int64_t>(n)}, in, out);
+      e.request.reduce_op = ReduceOp::SUM;
+      CHECK(Run(std::move(e)).ok(), "bench allreduce");
+      CUDA(cudaStreamSynchronize(g_stream));
+      auto t1 = std::chrono::steady_clock::now();
+      if (r == 0) {  // the sum of the ranks' ones, before the copy below overwrites it
+        std::vector<float> got = ToHost<float>(out, 1);
+        CHECK(got[0] == static_cast<float>(GetTopology().size), "bench result %f", got[0]);
+        t1 = std::chrono::steady_clock::now();
+      }
+      CUDA(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, g_stream));
+      CUDA(cudaStreamSynchronize(g_stream));
+      auto t2 = std::chrono::steady_clock::now();
+      if (r < 5) continue;  // warm-up: communicator, fusion buffer, caches
+      op_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      copy_us.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+    }
+    const double op = MedianUs(op_us), copy = MedianUs(copy_us);
+    std::printf("%-10zu %12.1f %12.2f %12.1f %12.2f\n", bytes, op, bytes / op / 1e3, copy,
+                bytes / copy / 1e3);
+    CUDA(cudaFree(in));
+    CUDA(cudaFree(out));
+  }
+  BenchGroup(32, size_t(256) << 10);
+  BenchGroup(128, size_t(16) << 10);
+  const int k = 32;
+  const size_t n = (size_t(256) << 10) / sizeof(float);
+  float* in = ToDevice(std::vector<float>(n * k, 1.0f));
+  float* out = nullptr;
+  CUDA(cudaMalloc(&out, n * k * sizeof(float)));
+  (void)in;  // used by the batched call, CUDA 13 only
   // What the background thread's CUDA calls for such a group cost on this machine: 32 waits
   // for ready events, and 32 copies in one batched call (host time of the calls only).
   std::vector<double> wait_us, batch_us;
@@ -447,7 +528,25 @@ void ScenarioBench() {
   }
 }
 
+// No GPU needed: NVRTC compiles the batched-copy kernel to PTX (the development machine runs
+// this in the suite, tests/unit/test_cuda_build.py; the GPU scenarios load and run it).
+int ScenarioCompile() {
+#ifdef TFHVD_HAS_BATCHED_COPY
+  std::string ptx;
+  Status s = CompileToPtx(BatchedCopy::Source(), "tfhvd_batched_copy.cu", &ptx);
+  CHECK(s.ok(), "%s", s.message().c_str());
+  CHECK(ptx.find(".entry tfhvd_batched_copy") != std::string::npos, "no kernel in the PTX");
+  const size_t target = ptx.find(".target");
+  std::printf("NVRTC %s: %zu bytes of PTX, %s\n", RuntimeCompilerPath().c_str(), ptx.size(),
+              ptx.substr(target, ptx.find('\n', target) - target).c_str());
+  return 0;
+#else
+  CHECK(false, "built without the batched copy");
+#endif
+}
+
 int RunScenario(const std::string& name) {
+  if (name == "compile") return ScenarioCompile();
   CUDA(cudaSetDevice(0));
   CUDA(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
   if (name == "staging") setenv("HOROVOD_GPU_OPERATIONS", "gloo", 1);

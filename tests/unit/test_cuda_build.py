@@ -56,7 +56,8 @@ hvd.shutdown()
 
 def _wheels_installed():
     code = ("import importlib\n"
-            "for m in ['nvidia.nccl', 'nvidia.cuda_runtime', 'nvidia.cuda_nvcc']:\n"
+            "for m in ['nvidia.nccl', 'nvidia.cuda_runtime', 'nvidia.cuda_nvcc', "
+            "'nvidia.cuda_nvrtc']:\n"
             "    importlib.import_module(m)\n")
     return subprocess.run([PYTHON, "-c", code], capture_output=True).returncode == 0
 
@@ -119,6 +120,23 @@ def test_the_tf_free_gpu_test_builds_from_the_cores_libraries():
                              "--list-sources"], capture_output=True, text=True, check=True)
     assert listed.stdout.split() == bazel_sources
     assert "cc/common/autotune/parameter_manager.cc" in bazel_sources
+
+
+def test_nvrtc_compiles_the_batched_copy_kernel_without_a_gpu():
+    """The fusion buffer's batched-copy kernel (cc/common/gpu/batched_copy.h) is compiled at
+    run time by NVRTC; the core finds libnvrtc.so.12 beside the wheel's libcudart (no
+    LD_LIBRARY_PATH) and turns the source into PTX here, where no GPU is. On a GPU the `nccl`
+    scenario loads and runs it (tests/gpu/README.md)."""
+    assert _wheels_installed(), "the CUDA wheels are missing (tools/setup.sh installs them)"
+    build = _bazel(["build", "//tests/gpu:core_gpu_test"], 1500)
+    assert build.ok, build.describe(text=build.output[-6000:])
+    binary = os.path.join(REPO, "bazel-bin", "tests", "gpu", "core_gpu_test")
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    res = subprocess.run([binary, "compile"], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "cuda_nvrtc/lib/libnvrtc.so.12" in res.stdout, res.stdout
+    assert ".target sm_" in res.stdout, res.stdout
 
 
 def test_the_fallback_script_builds_the_np2_variant_with_mpi(tmp_path):

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cc/common/gpu/batched_copy.h"
 #include "cc/common/gpu/host_staging.h"
 #include "cc/common/half.h"
 #include "cc/common/logging.h"
@@ -234,18 +235,33 @@ Status NcclBackend::Allreduce(const Response& r, std::vector<TensorTableEntry>& 
     return s;
   }
   char* fused = static_cast<char*>(buffer);
+  std::vector<CopyRange> in(entries.size()), out(entries.size());
   size_t offset = 0;
-  for (size_t i = 0; i < entries.size() && s.ok(); ++i) {
+  for (size_t i = 0; i < entries.size(); ++i) {
     size_t bytes = static_cast<size_t>(r.sizes[i]) * elem;
-    s = ctx_->Copy(fused + offset, entries[i].input, bytes);
+    in[i] = {fused + offset, entries[i].input, bytes};
+    out[i] = {entries[i].output, fused + offset, bytes};
     offset += bytes;
   }
+  s = CopyAll(in);
   if (s.ok()) s = AllreduceOne(r, fused, fused, static_cast<size_t>(total));
-  offset = 0;
-  for (size_t i = 0; i < entries.size() && s.ok(); ++i) {
-    size_t bytes = static_cast<size_t>(r.sizes[i]) * elem;
-    s = ctx_->Copy(entries[i].output, fused + offset, bytes);
-    offset += bytes;
+  if (s.ok()) s = CopyAll(out);
+  return s;
+}
+
+Status NcclBackend::CopyAll(const std::vector<CopyRange>& ranges) {
+  if (params_.batch_d2d_memcopies && !batched_failed_) {
+    const BatchedCopy* batched = nullptr;
+    Status s = BatchedCopy::Get(device_, &batched);
+    if (s.ok()) return batched->Run(ranges, ctx_->stream());
+    TFHVD_LOG(WARNING) << "fused GPU allreduces copy tensor by tensor (one cudaMemcpyAsync "
+                          "each): the batched-copy kernel is unavailable: "
+                       << s.message();
+    batched_failed_ = true;
+  }
+  Status s;
+  for (size_t i = 0; i < ranges.size() && s.ok(); ++i) {
+    s = ctx_->Copy(ranges[i].dst, ranges[i].src, ranges[i].bytes);
   }
   return s;
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cc/common/gpu/batched_copy.h"
 #include "cc/common/gpu/cuda_context.h"
 #include "cc/common/gpu_backend.h"
 #include "cc/common/message.h"
@@ -46,6 +47,9 @@ class NcclBackend : public GpuBackend {
   // scaling factors into one PreMulSum operator.
   Status AllreduceOne(const Response& r, const void* in, void* out, size_t n);
   Status Allreduce(const Response& r, std::vector<TensorTableEntry>& entries);
+  // The fusion buffer's copies on our stream: one batched kernel launch
+  // (HOROVOD_BATCH_D2D_MEMCOPIES), else one cudaMemcpyAsync per range.
+  Status CopyAll(const std::vector<CopyRange>& ranges);
   Status Allgather(const Response& r, TensorTableEntry& e, size_t index);
   Status Broadcast(const Response& r, TensorTableEntry& e);
   Status Alltoall(const Response& r, TensorTableEntry& e);
@@ -64,6 +68,7 @@ class NcclBackend : public GpuBackend {
   std::unique_ptr<NcclCommunicator> self_;
   DeviceBuffer fusion_;
   bool fusion_warned_ = false;
+  bool batched_failed_ = false;  // warned once; copies go range by range
 };
 
 }  // namespace tfhvd
