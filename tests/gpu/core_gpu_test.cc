@@ -489,6 +489,7 @@ void ScenarioBench() {
   }
   BenchGroup(32, size_t(256) << 10);
   BenchGroup(128, size_t(16) << 10);
+  BenchGroup(4, size_t(64) << 20);  // large tensors: the kernel against the copy engine
   const int k = 32;
   const size_t n = (size_t(256) << 10) / sizeof(float);
   float* in = ToDevice(std::vector<float>(n * k, 1.0f));

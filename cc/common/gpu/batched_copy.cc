@@ -47,6 +47,7 @@ struct Batch {
   CopyRange r[BatchedCopy::kMaxRanges];
 };
 static_assert(sizeof(CopyRange) == 24 && sizeof(Batch) <= 4096, "kernel parameter layout");
+static_assert(BatchedCopy::kMaxRanges == 64, "the kernel's Batch holds 64 ranges");
 
 // Blocks per range: enough for the largest to have ~4 words of 16 bytes per
 // thread, at most 256 (with up to 64 rows, 16384 blocks: the GPU is full).
