@@ -42,9 +42,9 @@ def bare_noise():
     res = run([PYTHON, "-c", PROGRAM], 180, env=_env(), cwd=REPO).check_finished()
     assert res.returncode == 0, res.describe()
     found = _noise_in(res.output)
-    # At least absl's preamble and oneDNN's notice appear on every machine this runs on;
-    # the others depend on the CPU and the GPU.
-    assert NOISE[0] in found and NOISE[1] in found, res.describe()
+    # absl's preamble appears on every machine; the others depend on the CPU (oneDNN's
+    # notice only where TensorFlow turns oneDNN on by default, e.g. with AVX-512) and the GPU.
+    assert NOISE[0] in found, res.describe()
     return found
 
 
@@ -68,5 +68,5 @@ def test_verbose_or_the_users_variable_shows_everything(bare_noise, how):
     assert res.returncode == 0, res.describe()
     assert _noise_in(res.output) == bare_noise, res.describe()
     for rank in (0, 1):  # on every rank, as a bare process prints them
-        assert re.search(r"^\[%d\]<stderr>:.*oneDNN custom operations are on" % rank,
-                         res.output, re.M), res.describe()
+        assert re.search(r"^\[%d\]<stderr>:.*%s" % (rank, NOISE[0]), res.output, re.M), \
+            res.describe()
