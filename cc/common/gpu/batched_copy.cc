@@ -1,7 +1,6 @@
 #include "cc/common/gpu/batched_copy.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <utility>

@@ -251,9 +251,9 @@ Status NcclBackend::Allreduce(const Response& r, std::vector<TensorTableEntry>& 
 
 Status NcclBackend::CopyAll(const std::vector<CopyRange>& ranges) {
   if (params_.batch_d2d_memcopies && !batched_failed_) {
-    const BatchedCopy* batched = nullptr;
-    Status s = BatchedCopy::Get(device_, &batched);
-    if (s.ok()) return batched->Run(ranges, ctx_->stream());
+    // Looked up once: Get takes a process-wide lock.
+    Status s = batched_ ? Status() : BatchedCopy::Get(device_, &batched_);
+    if (s.ok()) return batched_->Run(ranges, ctx_->stream());
     TFHVD_LOG(WARNING) << "fused GPU allreduces copy tensor by tensor (one cudaMemcpyAsync "
                           "each): the batched-copy kernel is unavailable: "
                        << s.message();

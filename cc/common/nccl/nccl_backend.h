@@ -68,7 +68,8 @@ class NcclBackend : public GpuBackend {
   std::unique_ptr<NcclCommunicator> self_;
   DeviceBuffer fusion_;
   bool fusion_warned_ = false;
-  bool batched_failed_ = false;  // warned once; copies go range by range
+  const BatchedCopy* batched_ = nullptr;  // the device's copier, once found
+  bool batched_failed_ = false;           // warned once; copies go range by range
 };
 
 }  // namespace tfhvd
