@@ -8,6 +8,7 @@
 #   tests/gpu/build.sh                  # NVIDIA_ROOT = <python site-packages>/nvidia
 #   NVIDIA_ROOT=/path/to/site-packages/nvidia tests/gpu/build.sh
 #   CUDA_HOME=/usr/local/cuda NCCL_HOME=/usr tests/gpu/build.sh   # system CUDA / NCCL
+#   OPT=-O0 tests/gpu/build.sh          # optimisation flags (default -O2; -O0 to check a build)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # Every .cc of the core's layers (a new folder is picked up by itself) but the Gloo and MPI
@@ -59,10 +60,10 @@ srcs=()
 while read -r f; do srcs+=("${f}"); done < <(core_sources)
 srcs+=("tests/gpu/core_gpu_test.cc")
 name=core_gpu_test; [[ "${MPI:-0}" == 1 ]] && name=core_gpu_test_mpi
-export ROOT OUT CXX="${CXX:-g++}" INC="${inc[*]}" DEFS="${defs}" OBJ="${OUT}/obj-${name}"
+export ROOT OUT CXX="${CXX:-g++}" OPT="${OPT:--O2}" INC="${inc[*]}" DEFS="${defs}" OBJ="${OUT}/obj-${name}"
 printf '%s\n' "${srcs[@]}" | xargs -P "${JOBS:-$(nproc)}" -I{} bash -c \
   'o="${OBJ}/$(echo {} | tr / _).o"; mkdir -p "${OBJ}";
-   ${CXX} -std=c++17 -O2 -pthread ${DEFS} -I"${ROOT}" ${INC} \
+   ${CXX} -std=c++17 ${OPT} -pthread ${DEFS} -I"${ROOT}" ${INC} \
      -c "${ROOT}/{}" -o "${o}"'
 objs=()
 for f in "${srcs[@]}"; do objs+=("${OBJ}/$(echo "${f}" | tr / _).o"); done

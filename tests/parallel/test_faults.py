@@ -268,8 +268,10 @@ def test_survivors_init_again_as_a_smaller_job_in_the_same_process(tmp_path):
 STALL_ENV = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "2"}
 
 
-@pytest.mark.parametrize("np_,transport,victim", [(2, "gloo", 1), (3, "gloo", 0),
-                                                   (3, "gloo", 2), (2, "mpi", 1)])
+# np=3 on Gloo with the coordinator and another rank stalling, np=2 on MPI (np=2 on Gloo
+# runs no path these do not).
+@pytest.mark.parametrize("np_,transport,victim", [(3, "gloo", 0), (3, "gloo", 2),
+                                                   (2, "mpi", 1)])
 def test_stall_warning_names_tensor_and_missing_ranks(tmp_path, np_, transport, victim):
     _needs_mpi(transport)
     job = run_job(tmp_path, np_, transport, "stall",
@@ -288,8 +290,8 @@ def test_stall_warning_names_tensor_and_missing_ranks(tmp_path, np_, transport, 
         assert job.require(r, "after_stall")["value"] == np_
 
 
-@pytest.mark.parametrize("np_,transport,victim", [(2, "gloo", 1), (3, "gloo", 2),
-                                                   (3, "gloo", 0), (2, "mpi", 1)])
+@pytest.mark.parametrize("np_,transport,victim", [(3, "gloo", 2), (3, "gloo", 0),
+                                                   (2, "mpi", 1)])
 def test_stall_shutdown_fails_every_rank_and_ends_the_job(tmp_path, np_, transport, victim):
     _needs_mpi(transport)
     # the shutdown time alone, below the (default, 60 s) warning time: it still applies

@@ -9,7 +9,13 @@ one layer reaching for what it may not use) must fail to build with Bazel's own 
 import os
 import re
 
+import pytest
+
 from jobrunner import REPO, clean_env, run
+
+# Bazel runs one command at a time per workspace: the modules that call it share one
+# pytest-xdist worker (tools/run_tests.sh runs tests/unit with --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("bazel")
 
 # Same interpreter-finding environment as tools/build_lib.sh: the repository rules must
 # see the real venv, not a test-modified path.

@@ -24,6 +24,10 @@ import pytest
 
 from jobrunner import PYTHON, REPO, base_env, run, tfhvdrun_cmd
 
+# Bazel runs one command at a time per workspace: the modules that call it share one
+# pytest-xdist worker (tools/run_tests.sh runs tests/unit with --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("bazel")
+
 REQUIREMENTS = os.path.join(REPO, "tools", "requirements-cuda.txt")
 
 # Runs on every rank of the job, importing the CUDA package.
@@ -145,7 +149,8 @@ def test_the_fallback_script_builds_the_np2_variant_with_mpi(tmp_path):
     libmpi; the default listing stays without it."""
     assert _wheels_installed(), "the CUDA wheels are missing (tools/setup.sh installs them)"
     script = os.path.join(REPO, "tests", "gpu", "build.sh")
-    env = dict(os.environ, MPI="1", OUT_DIR=str(tmp_path), PYTHON=sys.executable)
+    # -O0: what is checked is that it compiles and links (the GPU machine builds with -O2).
+    env = dict(os.environ, MPI="1", OPT="-O0", OUT_DIR=str(tmp_path), PYTHON=sys.executable)
     listed = subprocess.run(["bash", script, "--list-sources"], capture_output=True, text=True,
                             check=True, env=env).stdout.split()
     assert "cc/common/mpi/mpi_transport.cc" in listed

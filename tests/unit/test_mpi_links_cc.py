@@ -13,6 +13,10 @@ import pytest
 
 from jobrunner import REPO, clean_env, mpiexec_cmd, run
 
+# Bazel runs one command at a time per workspace: the modules that call it share one
+# pytest-xdist worker (tools/run_tests.sh runs tests/unit with --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("bazel")
+
 # The tests of tests/unit/cc/mpi_links_test.cc; every rank must report each one passed.
 TESTS = {"PipelinedAndPlainExchangesMoveTheSameBytes", "PreconditionErrors",
          "RingAllreduceExactSums"}
