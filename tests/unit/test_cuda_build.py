@@ -24,9 +24,10 @@ import pytest
 
 from jobrunner import PYTHON, REPO, base_env, run, tfhvdrun_cmd
 
-# Bazel runs one command at a time per workspace: the modules that call it share one
-# pytest-xdist worker (tools/run_tests.sh runs tests/unit with --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("bazel")
+# Bazel runs one command at a time per workspace: the tests that call it share one
+# pytest-xdist worker (tools/run_tests.sh runs tests/unit with --dist loadgroup); the
+# fallback script's build (g++ alone) runs beside them.
+BAZEL = pytest.mark.xdist_group("bazel")
 
 REQUIREMENTS = os.path.join(REPO, "tools", "requirements-cuda.txt")
 
@@ -66,6 +67,7 @@ def _wheels_installed():
     return subprocess.run([PYTHON, "-c", code], capture_output=True).returncode == 0
 
 
+@BAZEL
 def test_cuda_variant_builds_imports_and_runs_cpu_collectives(tmp_path):
     assert _wheels_installed(), (
         "the CUDA wheels are missing: pip install -r tools/requirements-cuda.txt "
@@ -101,6 +103,7 @@ def _bazel(args, timeout):
     return run([os.path.join(REPO, "tools", "bazel")] + args, timeout=timeout, env=env, cwd=REPO)
 
 
+@BAZEL
 def test_the_tf_free_gpu_test_builds_from_the_cores_libraries():
     assert _wheels_installed(), "the CUDA wheels are missing (tools/setup.sh installs them)"
     build = _bazel(["build", "//tests/gpu:core_gpu_test"], 1500)
@@ -126,6 +129,7 @@ def test_the_tf_free_gpu_test_builds_from_the_cores_libraries():
     assert "cc/common/autotune/parameter_manager.cc" in bazel_sources
 
 
+@BAZEL
 def test_nvrtc_compiles_the_batched_copy_kernel_without_a_gpu():
     """The fusion buffer's batched-copy kernel (cc/common/gpu/batched_copy.h) is compiled at
     run time by NVRTC; the core finds libnvrtc.so.12 beside the wheel's libcudart (no
