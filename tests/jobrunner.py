@@ -58,14 +58,27 @@ def clean_env(extra=None, scrub=SCRUB_PREFIXES):
     return env
 
 
-def base_env(extra=None, scrub=SCRUB_PREFIXES):
+# Keras imports scikit-learn, pandas and matplotlib when it is imported, if they are
+# installed (its scikit-learn wrappers, DataFrame adapter and image-gallery plot): about 3 s
+# of the ~8 s of CPU that `import tensorflow` takes on this project's 2-core VM, in every
+# rank of every job, for modules no rank under test uses. base_env() puts stand-ins first on
+# the jobs' PYTHONPATH that raise ModuleNotFoundError, as if the three were not installed;
+# a job whose ranks use them (the digits examples load their data with scikit-learn) passes
+# hide_optional=False.
+OPTIONAL_HIDDEN = os.path.join(REPO, "tests", "optional_hidden")
+
+
+def base_env(extra=None, scrub=SCRUB_PREFIXES, hide_optional=True):
     """The environment of a job's processes: clean_env(), unbuffered output, small
-    TensorFlow thread pools.
+    TensorFlow thread pools, Keras's optional imports hidden (OPTIONAL_HIDDEN).
 
     >>> base_env({"HOROVOD_CYCLE_TIME": "1"})["HOROVOD_CYCLE_TIME"]
     '1'
     """
     env = clean_env(scrub=scrub)
+    if hide_optional:
+        paths = env["PYTHONPATH"].split(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join(paths[:1] + [OPTIONAL_HIDDEN] + paths[1:])
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"
     # Two cores are shared by all ranks: keep TensorFlow's own thread pools small.

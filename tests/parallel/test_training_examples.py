@@ -27,7 +27,8 @@ CASES = [
 def test_example_converges(example, transport, epochs, bar, tmp_path):
     ckpt = tmp_path / "checkpoints"
     rc, out = run(2, transport, os.path.join(EXAMPLES, example),
-                  ["--epochs", epochs, "--checkpoint-dir", ckpt], timeout=270)
+                  ["--epochs", epochs, "--checkpoint-dir", ckpt], timeout=270,
+                  hide_optional=False)  # the digits data come from scikit-learn
     assert rc == 0, out[-8000:]
     found = re.findall(r"\[(\d+)\]<stdout>:test accuracy: ([0-9.]+)", out)
     assert [r for r, _ in found] == ["0"], (

@@ -15,9 +15,9 @@ from jobrunner import PYTHON, REPO, base_env, tfhvdrun_cmd  # noqa: F401
 from jobrunner import run as run_command
 
 
-def run(np_, transport, script, args=(), timeout=240, env=None):
+def run(np_, transport, script, args=(), timeout=240, env=None, hide_optional=True):
     cmd = tfhvdrun_cmd(np_, mpi=transport == "mpi") + [PYTHON, script] + [str(a) for a in args]
-    res = run_command(cmd, timeout, env=base_env(env))
+    res = run_command(cmd, timeout, env=base_env(env, hide_optional=hide_optional))
     if res.timed_out:
         pytest.fail(res.describe(text=res.output[-20000:]))
     sys.stdout.write("%s: exit %d after %.1fs\n" % (" ".join(cmd), res.returncode, res.seconds))
