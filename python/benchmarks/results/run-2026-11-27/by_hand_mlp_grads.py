@@ -1,7 +1,12 @@
+"""The MLP's six gradient shapes: six allreduces, one grouped allreduce, one small one.
+
+    tfhvdrun -np 2 python python/benchmarks/results/run-2026-11-27/by_hand_mlp_grads.py
+"""
 import time, numpy as np, tensorflow as tf, tf_hvd as hvd
 hvd.init()
 # the MLP's gradient shapes (training_bench): take the sizes from the model
-import sys; sys.path.insert(0, "/work/main/python/benchmarks")
+import os, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import training_bench, keras
 m = training_bench.build_model("mlp")
 shapes = [v.shape for v in m.trainable_variables]
