@@ -35,7 +35,7 @@ struct Parameters {
   // go through shared memory (shm_allreduce.h) in blocks of shm_slot_bytes.
   bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
   int64_t shm_min_bytes = 0;                           // HOROVOD_SHM_MIN_BYTES
-  int64_t shm_slot_bytes = 1024 * 1024;                // HOROVOD_SHM_SLOT_BYTES (>= 4096)
+  int64_t shm_slot_bytes = 128 * 1024;                 // HOROVOD_SHM_SLOT_BYTES (>= 4096)
   std::string shm_reader_flush = "auto";               // HOROVOD_SHM_READER_FLUSH
   // Horovod's CPU knobs (docs/knobs.md):
   // CPU ids for the background thread, one per local rank ("0,2") or one base id
