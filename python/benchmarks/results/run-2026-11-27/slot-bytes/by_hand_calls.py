@@ -1,4 +1,8 @@
-"""mode single: 300 single-allreduce tf.function calls; chain: one tf.function of 50 dependent allreduces, 6 calls."""
+"""One 2.68 MB allreduce per tf.function call (single, 300 calls) against 50 dependent
+ones in one tf.function (chain, 6 calls).
+
+    tfhvdrun -np 2 python by_hand_calls.py single|chain
+"""
 import sys, time, numpy as np, tensorflow as tf, tf_hvd as hvd
 hvd.init()
 mode = sys.argv[1]
