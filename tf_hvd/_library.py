@@ -16,6 +16,7 @@ Every other TensorFlow-backed module of tf_hvd sits above this one.
 import glob
 import importlib
 import os
+import sys
 from importlib import machinery, util
 
 import tensorflow as tf
@@ -64,6 +65,12 @@ def _load():
 # op_lib: the generated TF op wrappers (horovod_allreduce, ...);
 # lib: the pybind11 module (init, size, ...).
 op_lib, lib = _load()
+
+# MPI is loaded at run time, not linked (cc/common/mpi/mpi_library.h): besides
+# HOROVOD_MPI_LIBRARY and the loader's path, the core looks where a pip-installed
+# MPI (the mpich or impi-rt wheel) puts libmpi.so.12 in this environment.
+lib._set_mpi_search_dirs(sorted({os.path.join(p, "lib") for p in (sys.prefix, sys.base_prefix)},
+                                key=lambda d: d != os.path.join(sys.prefix, "lib")))
 
 # The collective ops are stateful, so that TensorFlow never constant-folds
 # them (their result depends on the other ranks). Inside tf.function,

@@ -162,6 +162,12 @@ const std::vector<KnobSpec>& Table() {
        "calls MPI) instead of `MPI_THREAD_MULTIPLE`, which other MPI users of the process "
        "(mpi4py) need (`hvd.mpi_threads_supported()`). Has no effect when MPI was "
        "initialised before `hvd.init()`."},
+      {"HOROVOD_MPI_LIBRARY", T::STRING, &P::mpi_library, "(search)", 0, 0, "", kUser, "",
+       "MPI jobs: the MPICH-ABI MPI library to load (a path, or a file name the loader "
+       "finds), e.g. your site's `libmpi.so.12` (MPICH, Intel MPI, MVAPICH, Cray MPICH). "
+       "Unset: the Python environment's `lib/` (the `mpich` wheel), then `libmpi.so.12` and "
+       "`libmpich.so.12` on the loader's path (`LD_LIBRARY_PATH`). tf_hvd links no MPI: "
+       "Gloo jobs need none."},
       {"HOROVOD_CPU_OPERATIONS", T::ENUM, &P::cpu_operations, "(HOROVOD_CONTROLLER)", 0, 0,
        "gloo,mpi,ccl", kUser, "",
        "Library for collectives on CPU tensors. tf_hvd runs negotiation and CPU collectives "

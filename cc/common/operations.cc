@@ -221,6 +221,19 @@ bool MpiThreadsSupported() {
   return st.running && MpiThreadsMultiple(*st.transport);
 }
 
+void SetMpiSearchDirs(std::vector<std::string> dirs) {
+  SetMpiLibrarySearchDirs(std::move(dirs));
+}
+
+Status MpiAvailable() {
+  Parameters params;
+  Status s = Parameters::FromEnvironment(&params);
+  if (!s.ok()) return s;
+  return LoadMpiLibrary(params.mpi_library);
+}
+
+std::string MpiLibraryFound() { return MpiLibraryDescription(); }
+
 Status StartTimeline(const std::string& path, bool mark_cycles) {
   Status s = CheckInitialized();
   if (!s.ok()) return s;

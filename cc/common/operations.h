@@ -44,6 +44,13 @@ Status StartTimeline(const std::string& path, bool mark_cycles);
 Status StopTimeline();
 // MPI job whose MPI provides MPI_THREAD_MULTIPLE (HOROVOD_MPI_THREADS_DISABLE).
 bool MpiThreadsSupported();
+// The MPI library (loaded at run time, never linked): SetMpiSearchDirs adds the Python
+// environment's lib/ to where it is looked for; MpiAvailable loads it (once per process,
+// HOROVOD_MPI_LIBRARY's choice) and is OK or says every place tried; MpiLibraryFound is
+// its path and version, "" before a load.
+void SetMpiSearchDirs(std::vector<std::string> dirs);
+Status MpiAvailable();
+std::string MpiLibraryFound();
 // The CPU the background thread is pinned to (HOROVOD_THREAD_AFFINITY), or -1.
 int BackgroundThreadCpu();
 

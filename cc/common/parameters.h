@@ -42,6 +42,7 @@ struct Parameters {
   // (local rank r: base + r); "" = not pinned. Checked at init (thread_affinity.h).
   std::string thread_affinity;                         // HOROVOD_THREAD_AFFINITY
   bool mpi_threads_disable = false;                    // HOROVOD_MPI_THREADS_DISABLE
+  std::string mpi_library;                             // HOROVOD_MPI_LIBRARY; "" = search
   std::string cpu_operations;                          // HOROVOD_CPU_OPERATIONS; "" = auto
   bool disable_group_fusion = false;                   // HOROVOD_DISABLE_GROUP_FUSION
   bool log_hide_time = false;                          // HOROVOD_LOG_HIDE_TIME

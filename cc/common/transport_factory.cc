@@ -10,6 +10,7 @@
 #include "cc/common/gloo/rendezvous_fault_channel.h"
 #endif
 #if HAVE_MPI
+#include "cc/common/mpi/mpi_library.h"
 #include "cc/common/mpi/mpi_transport.h"
 #endif
 
@@ -60,6 +61,31 @@ std::vector<std::unique_ptr<FaultChannel>> CreateFaultChannels(const Transport& 
   const char* path = std::getenv("TF_HVD_FAULT_FILE");
   if (path != nullptr && *path != '\0') channels.emplace_back(new FaultFileChannel(path));
   return channels;
+}
+
+Status LoadMpiLibrary(const std::string& library) {
+#if HAVE_MPI
+  return MpiLibrary::Load(library);
+#else
+  (void)library;
+  return Status::Precondition("this tf_hvd build has no MPI support");
+#endif
+}
+
+void SetMpiLibrarySearchDirs(std::vector<std::string> dirs) {
+#if HAVE_MPI
+  MpiLibrary::SetSearchDirs(std::move(dirs));
+#else
+  (void)dirs;
+#endif
+}
+
+std::string MpiLibraryDescription() {
+#if HAVE_MPI
+  return MpiLibrary::Describe();
+#else
+  return "";
+#endif
 }
 
 bool MpiThreadsMultiple(const Transport& transport) {

@@ -4,6 +4,7 @@
 #define TFHVD_COMMON_TRANSPORT_FACTORY_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cc/common/core/transport_choice.h"
@@ -21,6 +22,14 @@ Status CreateTransport(const Parameters& params, const JobCommunicator& comm,
 std::vector<std::unique_ptr<FaultChannel>> CreateFaultChannels(const Transport& transport,
                                                                const Parameters& params,
                                                                const Topology& topology);
+
+// Whether an MPI library can be loaded (mpi/mpi_library.h; loads it, once per process):
+// OK, or the error naming every place tried. `library` is HOROVOD_MPI_LIBRARY's value.
+Status LoadMpiLibrary(const std::string& library);
+
+// Where LoadMpiLibrary also looks (the Python environment's lib/), and what it loaded.
+void SetMpiLibrarySearchDirs(std::vector<std::string> dirs);
+std::string MpiLibraryDescription();
 
 // An MPI transport whose MPI provides MPI_THREAD_MULTIPLE.
 bool MpiThreadsMultiple(const Transport& transport);

@@ -234,7 +234,16 @@ PYBIND11_MODULE(_hvd, m) {
     d["cpus"] = st.cpus;
     return d;
   });
-  m.def("mpi_built", [] { return HAVE_MPI + 0 == 1; });
+  // MPI is loaded at run time: "built" means an MPICH-ABI library was found (Horovod:
+  // compiled in). _mpi_library says which, or why none (every place tried).
+  m.def("mpi_built", [] { return HAVE_MPI + 0 == 1 && tfhvd::MpiAvailable().ok(); });
+  m.def("_mpi_library", [] {
+    tfhvd::Status s = tfhvd::MpiAvailable();
+    return s.ok() ? tfhvd::MpiLibraryFound() : s.message();
+  });
+  m.def("_set_mpi_search_dirs", [](std::vector<std::string> dirs) {
+    tfhvd::SetMpiSearchDirs(std::move(dirs));
+  });
   m.def("gloo_built", [] { return HAVE_GLOO + 0 == 1; });
   m.def("nccl_built", [] { return tfhvd::NcclBuilt(); });
   m.def("cuda_built", [] { return tfhvd::CudaBuilt(); });

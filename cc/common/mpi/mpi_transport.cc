@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cc/common/mpi/mpi_library.h"
 #include "cc/common/mpi/mpi_link_set.h"
 #include "cc/common/reduce_kernels.h"
 
@@ -62,6 +63,7 @@ constexpr int64_t kMaxChunk = INT_MAX / 8;
 }  // namespace
 
 bool MpiTransport::ThreadsMultiple() {
+  if (!MpiLibrary::Loaded()) return false;
   int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -71,6 +73,8 @@ bool MpiTransport::ThreadsMultiple() {
 }
 
 Status MpiTransport::Init(Topology* topology) {
+  Status loaded = MpiLibrary::Load(params_.mpi_library);
+  if (!loaded.ok()) return loaded;
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {

@@ -10,11 +10,13 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 
+#include "cc/common/mpi/mpi_library.h"
 #include "cc/common/mpi/mpi_links.h"
 #include "tests/unit/cc/exchange_script.h"
 
@@ -59,6 +61,13 @@ TEST_F(MpiLinksTest, RingAllreduceExactSums) { CheckRingSumsEveryDtype(links_); 
 // --xml_dir=DIR: each rank writes its results to DIR/rank<r>.xml (the ranks'
 // console output interleaves, so a checker reads these instead).
 int main(int argc, char** argv) {
+  // The backend's MPI calls go to the library tf_hvd loads at run time (the one this test
+  // links, found again by its name).
+  tfhvd::Status loaded = tfhvd::MpiLibrary::Load("");
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s\n", loaded.message().c_str());
+    return 1;
+  }
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
