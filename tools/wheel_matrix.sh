@@ -1,0 +1,26 @@
+# The release matrix, sourced by tools/build_wheels.sh and tools/try_wheel.sh.
+# Pythons: CPython 3.10-3.13. TensorFlow minors, each built against one release (2.22: its
+# release candidate until 2.22.0 is out); a wheel serves every patch release of its minor.
+WHEEL_PYTHONS="3.10,3.11,3.12,3.13"
+WHEEL_TFS="2.20,2.21,2.22"
+# What a build venv holds besides TensorFlow (tools/requirements.txt's pins).
+WHEEL_BUILD_PINS=(pybind11==3.1.0 mpich==5.0.2 setuptools wheel)
+
+tf_pin() {  # tf_pin 2.21 -> 2.21.0
+  case "$1" in
+    2.20) echo 2.20.0 ;;
+    2.21) echo 2.21.0 ;;
+    2.22) echo 2.22.0rc0 ;;
+    *) echo "unsupported TensorFlow minor $1 (supported: ${WHEEL_TFS})" >&2; return 2 ;;
+  esac
+}
+
+find_python() {  # find_python 3.X: an interpreter of that version (pyenv's, else on PATH)
+  local v="$1" p
+  for p in "${HOME:-/root}"/.pyenv/versions/"${v}".*/bin/python"${v}" "$(command -v "python${v}" || true)"; do
+    if [[ -x "${p}" ]] && "${p}" -c 'import sys; sys.exit(0)' >/dev/null 2>&1; then
+      echo "${p}"; return 0
+    fi
+  done
+  echo "no python${v} found (pyenv install ${v}, or put python${v} on PATH)" >&2; return 1
+}
