@@ -99,7 +99,15 @@ def is_homogeneous():
 
 
 def mpi_built():
-    """True if the library was built with MPI support."""
+    """True if an MPI library can be used: tf_hvd loads an MPICH-ABI ``libmpi.so.12`` at
+    run time instead of linking one (Horovod: "built with MPI support"), so this is True
+    where one is found (``HOROVOD_MPI_LIBRARY``, this environment's ``lib/`` where
+    ``pip install mpich`` puts it, or the loader's path) and False on a machine without MPI,
+    where Gloo still works.
+
+        >>> hvd.mpi_built()   # doctest: +SKIP
+        True
+    """
     return bool(_lib.mpi_built())
 
 

@@ -36,12 +36,13 @@ def test_topology():
     assert hvd.is_homogeneous()
     assert hvd.mpi_enabled() is False and hvd.gloo_enabled() is False
     assert isinstance(hvd.mpi_built(), bool) and isinstance(hvd.gloo_built(), bool)
-    # The library says it has NCCL (MPI) exactly when it calls NCCL (MPI): False
-    # (True) for the default build, True for --config=cuda (tests/unit/test_cuda_build.py).
+    # The library says it has NCCL exactly when it calls NCCL: False for the default
+    # build, True for --config=cuda (tests/unit/test_cuda_build.py). MPI is loaded at run
+    # time: found here (the development venv has the mpich wheel).
     with open(_library._find_library(), "rb") as f:
         library = f.read()
     assert hvd.nccl_built() is (b"ncclCommInitRank\0" in library)
-    assert hvd.mpi_built() is (b"MPI_Init_thread\0" in library)
+    assert hvd.mpi_built() is True
     assert hvd.rocm_built() is False
     hvd.init()  # idempotent
     assert hvd.size() == 1
