@@ -71,6 +71,12 @@ op_lib, lib = _load()
 # MPI (the mpich or impi-rt wheel) puts libmpi.so.12 in this environment.
 lib._set_mpi_search_dirs(sorted({os.path.join(p, "lib") for p in (sys.prefix, sys.base_prefix)},
                                 key=lambda d: d != os.path.join(sys.prefix, "lib")))
+# Likewise the CUDA variant's CUDA runtime and NCCL, at the first GPU tensor: where the
+# nvidia-* wheels of `tensorflow[and-cuda]` put them.
+lib._set_gpu_search_dirs([
+    os.path.join(site, "nvidia", package, "lib")
+    for site in sys.path if site and os.path.isdir(os.path.join(site, "nvidia"))
+    for package in ("cuda_runtime", "nccl", "cu13")])
 
 # The collective ops are stateful, so that TensorFlow never constant-folds
 # them (their result depends on the other ranks). Inside tf.function,

@@ -1,25 +1,28 @@
 #!/usr/bin/env bash
-# One release wheel: tf_hvd built with Bazel against the TensorFlow of PYTHON, then repaired
+# One release wheel: tf_hvd built with Bazel against the TensorFlow of PYTHON (the CUDA
+# variant: GPU kernels and NCCL, whose libraries are loaded at the first GPU tensor), then repaired
 # with auditwheel, which copies every library _hvd.so needs beyond glibc, libstdc++/libgcc
 # (Gloo, cpp-httplib, OpenSSL, hiredis, ibverbs, ...) into the wheel and tags it manylinux.
 # TensorFlow's own libraries are left to the installed TensorFlow (--exclude), and MPI and
 # CUDA are never linked (found at run time). The source tree is left as it was.
 #
-#   tools/build_wheel.sh --python ~/.venvs/tf_hvd/bin/python [--out dist] [--bazel-cache DIR]
+#   tools/build_wheel.sh --python ~/.venvs/tf_hvd/bin/python [--out dist] [--bazel-cache DIR] [--cpu]
 #
-# PYTHON needs tensorflow, pybind11, mpich (mpi.h), setuptools and wheel; the auditwheel that
+# PYTHON needs tensorflow, pybind11, mpich (mpi.h), setuptools, wheel and (but with --cpu,
+# which builds the CPU variant) tools/requirements-cuda.txt's headers; the auditwheel that
 # runs is the one next to PYTHON, else the development venv's. --bazel-cache: a Bazel output
 # base of its own under DIR, plus a disk cache there (tools/build_wheels.sh shares them across
 # the matrix); without it the development build's cache is used.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PY="" OUT="${ROOT}/dist" CACHE=""
+PY="" OUT="${ROOT}/dist" CACHE="" CUDA=1
 while (( $# )); do
   case "$1" in
     --python) PY="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --bazel-cache) CACHE="$2"; shift 2 ;;
-    *) sed -n '2,13p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+    --cpu) CUDA=0; shift ;;
+    *) sed -n '2,15p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
   esac
 done
 [[ -x "${PY}" ]] || { echo "build_wheel: --python must name an interpreter" >&2; exit 2; }
@@ -34,7 +37,7 @@ trap 'rm -rf "${work}"' EXIT
 printf '[build]\nbuild_base = %s/build\n[egg_info]\negg_base = %s\n' "${work}" "${work}" \
   > "${work}/setuptools.cfg"
 mkdir -p "${OUT}"
-env_args=(DIST_EXTRA_CONFIG="${work}/setuptools.cfg" PIP_NO_INPUT=1)
+env_args=(DIST_EXTRA_CONFIG="${work}/setuptools.cfg" PIP_NO_INPUT=1 TF_HVD_CUDA="${CUDA}")
 if [[ "$(realpath "${PY}")" != "$(realpath "${DEV_VENV}/bin/python" 2>/dev/null)" ]]; then
   env_args+=(PYTHON_BIN_PATH="${PY}")
 fi
@@ -46,7 +49,8 @@ fi
 (cd "${work}" && env "${env_args[@]}" "${PY}" -m pip wheel --no-build-isolation --no-deps \
    --no-index -q -w "${work}/raw" "${ROOT}")
 raw="$(ls "${work}"/raw/tf_hvd-*.whl)"
-# TensorFlow's libraries come with the user's TensorFlow (rpath $ORIGIN/../tensorflow).
+# TensorFlow's libraries come with the user's TensorFlow (rpath $ORIGIN/../tensorflow); the
+# CUDA runtime and NCCL are not linked, so auditwheel finds nothing of them to copy.
 "${AUDITWHEEL}" repair --exclude libtensorflow_framework.so.2 --exclude libtensorflow_cc.so.2 \
   -w "${OUT}" "${raw}" >&2
 echo "${OUT}/$(basename "${raw}" | sed 's/-linux_x86_64\.whl$//')"-*.whl

@@ -46,12 +46,16 @@ build_venv() {  # build_venv PY TF: path of the build venv (created or updated)
 import sys
 from importlib import metadata
 assert metadata.version("tensorflow") == sys.argv[1]
-for name in ("pybind11", "mpich", "setuptools", "wheel"):
+for name in ("pybind11", "mpich", "setuptools", "wheel", "nvidia-nccl-cu12",
+             "nvidia-cuda-runtime-cu12", "nvidia-cuda-nvcc-cu12"):
     metadata.version(name)
 EOF
   then
     log "pip install tensorflow==${pin} into ${venv}"
     "${venv}/bin/python" -m pip install -q "tensorflow==${pin}" "${WHEEL_BUILD_PINS[@]}" >&2
+    # The CUDA runtime's and NCCL's headers (the GPU code compiles against them; the
+    # libraries are loaded at run time).
+    "${venv}/bin/python" -m pip install -q --no-deps -r "${ROOT}/tools/requirements-cuda.txt" >&2
   fi
   echo "${venv}"
 }

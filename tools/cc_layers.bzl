@@ -28,8 +28,8 @@ PROBES = "//tests/unit/cc/layering:__pkg__"
 
 # The GPU code (cc/common/gpu, cc/common/nccl, cc/tensorflow's GPU kernels) compiles
 # against the CUDA runtime and NCCL headers of the PyPI wheels (tools/local_deps.bzl):
-# headers as sources with private -isystem flags (not `includes`), libcudart/libnccl
-# through linkopts only (@local_cuda//:link), so nothing of CUDA reaches other targets.
+# headers as sources with private -isystem flags (not `includes`), so nothing of CUDA
+# reaches other targets; libcudart/libnccl are loaded at run time, not linked.
 CUDA_COPTS = TF_HVD_COPTS + [
     "-isystem",
     "external/local_cuda/runtime/include",
@@ -49,10 +49,9 @@ CUDA_DEFINES = [
     "HAVE_NCCL=1",
 ]
 
-CUDA_LINK = [
-    "@local_cuda//:link",
-    "@local_nccl//:link",
-]
+# The CUDA runtime and NCCL are loaded at run time (cc/common/gpu/gpu_libraries.h), not
+# linked: the GPU layers need their headers only.
+CUDA_LINK = []
 
 def tf_hvd_layer(name, deps, visibility, cuda = False, folder = ""):
     """One layer of the core: every .cc and .h of the folder as one library.

@@ -7,8 +7,8 @@
 For each wheel:
   - auditwheel show: a manylinux tag, and no library needed from the machine beyond glibc,
     libstdc++/libgcc and TensorFlow's own (tf_hvd.libs/ holds the rest);
-  - the native library: no MPI, CUDA or NCCL among its needed libraries and no undefined
-    MPI_* symbol (they are loaded at run time), and the TensorFlow it records is the minor
+  - the native library: no MPI, CUDA or NCCL among its needed libraries and no unbound
+    MPI_*, cuda* or nccl* call (they are loaded at run time), and the TensorFlow it records is the minor
     that the wheel's version label (+tf2.21) and its extras name;
   - metadata: the extras tensorflow, tensorflow-cpu and and-cuda pin that minor;
   - size: under 25 MB.
@@ -44,18 +44,20 @@ def library_problems(path, bundled=None):
         elf = ELFFile(f)
         needed = [t.needed for s in elf.iter_sections() if isinstance(s, DynamicSection)
                   for t in s.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
-        undefined_mpi = sorted({
+        unbound = sorted({
             sym.name for s in elf.iter_sections() if s.name == ".dynsym"
             for sym in s.iter_symbols()
-            if sym.name.startswith(("MPI_", "PMPI_")) and sym["st_shndx"] == "SHN_UNDEF"})
+            if re.match(r"(P?MPI_|cuda[A-Z]|nccl[A-Z])", sym.name)
+            and sym["st_shndx"] == "SHN_UNDEF"})
     for lib in needed:
         if NEVER_LINKED.search(lib):
             problems.append("links %s (MPI, CUDA and NCCL are loaded at run time)" % lib)
         elif bundled is not None and not ALLOWED_NEEDED.match(lib) and lib not in bundled:
             problems.append("needs %s from the machine" % lib)
-    if undefined_mpi:
-        problems.append("undefined MPI symbols (add them to cc/common/mpi/mpi_symbols.h): " +
-                        ", ".join(undefined_mpi))
+    if unbound:
+        problems.append("unbound MPI/CUDA/NCCL calls (add them to cc/common/mpi/mpi_symbols.h, "
+                        "cc/common/gpu/cuda_symbols.h or cc/common/nccl/nccl_symbols.h): " +
+                        ", ".join(unbound))
     return problems
 
 
@@ -93,6 +95,7 @@ def check_wheel(path, auditwheel):
         problems += library_problems(lib, bundled)
         recorded = _recorded_tensorflow(lib)
         row["built against"] = recorded or "?"
+        row["GPU"] = "yes" if b"ncclCommInitRankConfig" in open(lib, "rb").read() else "no"
         meta_name = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")][0]
         meta = email.parser.Parser().parsestr(z.read(meta_name).decode())
     label = re.search(r"\+tf(\d+\.\d+)$", meta["Version"] or "")
@@ -131,7 +134,7 @@ def main():
             print("%s: %s" % (row["wheel"], p), file=sys.stderr)
         failed += bool(problems)
     if rows:
-        cols = ["wheel", "tag", "built against", "bundled", "MB", "verdict"]
+        cols = ["wheel", "tag", "built against", "GPU", "bundled", "MB", "verdict"]
         widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
         print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
         for r in rows:

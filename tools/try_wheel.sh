@@ -4,12 +4,14 @@
 # mount namespace that hides the build machine's compilers, headers, Bazel and the libraries
 # _hvd.so is built with (Gloo, cpp-httplib, OpenSSL, hiredis, ibverbs, libnl, brotli). Then
 #   pip install tensorflow==<the wheel's> scikit-learn; pip install "<wheel>[tensorflow]"
+#   (a GPU build: the CUDA runtime and NCCL are absent, and saying so is checked)
 #   tfhvdrun -np 2 python keras_digits.py               (Gloo; no MPI on the machine)
 #   pip install mpich; tfhvdrun --mpi -np 2 python keras_digits.py
 # and checks each job's test accuracy.
 #
 #   tools/try_wheel.sh dist/tf_hvd-0.1.0+tf2.21-cp311-cp311-manylinux_2_35_x86_64.whl
 #   tools/try_wheel.sh WHEEL --epochs 5 --min-accuracy 0.9 --no-mpi
+#   tools/try_wheel.sh WHEEL --tf-dist tensorflow-cpu  # with tensorflow-cpu and [tensorflow-cpu]
 #
 # Needs root (the namespace and the user, tfhvd-try, made if missing) and the network once per
 # (Python, TensorFlow): TensorFlow and the rest are downloaded into a wheelhouse under
@@ -19,13 +21,14 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "${ROOT}/tools/wheel_matrix.sh"
 log() { echo "[try_wheel] $*" >&2; }
-WHEEL="" EPOCHS=15 MIN_ACC=0.95 MPI=1
+WHEEL="" EPOCHS=15 MIN_ACC=0.95 MPI=1 DIST=tensorflow
 while (( $# )); do
   case "$1" in
     --epochs) EPOCHS="$2"; shift 2 ;;
     --min-accuracy) MIN_ACC="$2"; shift 2 ;;
     --no-mpi) MPI=0; shift ;;
-    -*) sed -n '2,17p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+    --tf-dist) DIST="$2"; shift 2 ;;
+    -*) sed -n '2,19p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
     *) WHEEL="$(realpath "$1")"; shift ;;
   esac
 done
@@ -44,11 +47,11 @@ if ! id "${user}" >/dev/null 2>&1; then
   useradd --system --create-home --home-dir "/var/lib/${user}" --shell /bin/bash "${user}"
 fi
 
-house="${TF_HVD_WHEELHOUSE:-/var/cache/tf_hvd/wheelhouse}/cp${py/./}-tf${tf}"
+house="${TF_HVD_WHEELHOUSE:-/var/cache/tf_hvd/wheelhouse}/cp${py/./}-${DIST}${tf}"
 if [[ ! -f "${house}/.complete" ]]; then
-  log "downloading TensorFlow ${pin} and the example's packages into ${house}"
+  log "downloading ${DIST} ${pin} and the example's packages into ${house}"
   mkdir -p "${house}"
-  "${python}" -m pip download -q -d "${house}" "tensorflow==${pin}" scikit-learn cloudpickle \
+  "${python}" -m pip download -q -d "${house}" "${DIST}==${pin}" scikit-learn cloudpickle \
     mpich==5.0.2 >&2
   touch "${house}/.complete"
 fi
@@ -72,7 +75,7 @@ for p in "${hidden_packages[@]}"; do
     if [[ -f "${f}" && ! -L "${f}" && "${f}" != /usr/share/* ]]; then echo "${f}"; fi
   done
 done > "${hidden_files}"
-log "hiding $(wc -l < "${hidden_files}") files of ${#hidden_packages[@]} packages, /usr/include and /usr/lib/gcc"
+log "hiding $(wc -l < "${hidden_files}") files of ${#hidden_packages[@]} packages, /usr/include, /usr/lib/gcc and a system CUDA"
 
 cat > "${work}/job/run.sh" <<EOF
 set -euo pipefail
@@ -85,18 +88,27 @@ hidden_ok() {
     ! bazel --version >/dev/null 2>&1 && [[ ! -e /usr/include/gloo/config.h ]] &&
     ! "\${py}" -c "import ctypes; ctypes.CDLL('libgloo.so.0')" 2>/dev/null &&
     ! "\${py}" -c "import ctypes; ctypes.CDLL('libcpp-httplib.so.0.11')" 2>/dev/null &&
-    ! "\${py}" -c "import ctypes; ctypes.CDLL('libssl.so.3')" 2>/dev/null
+    ! "\${py}" -c "import ctypes; ctypes.CDLL('libssl.so.3')" 2>/dev/null &&
+    ! "\${py}" -c "import ctypes; ctypes.CDLL('libcudart.so.13')" 2>/dev/null
 }
 hidden_ok || { echo "[try_wheel] the namespace does not hide the build machine's tools"; exit 1; }
 t=\$SECONDS
 "\${py}" -m venv venv
-venv/bin/pip install -q --no-index --find-links "${house}" "tensorflow==${pin}" scikit-learn
-echo "[try_wheel] venv + TensorFlow ${pin}: \$((SECONDS - t)) s"
+venv/bin/pip install -q --no-index --find-links "${house}" "${DIST}==${pin}" scikit-learn
+echo "[try_wheel] venv + ${DIST} ${pin}: \$((SECONDS - t)) s"
 t=\$SECONDS
-venv/bin/pip install -q --no-index --find-links "${house}" "${work}/${name}[tensorflow]"
+venv/bin/pip install -q --no-index --find-links "${house}" "${work}/${name}[${DIST}]"
 echo "[try_wheel] pip install of the wheel: \$((SECONDS - t)) s"
 export PATH="\${PWD}/venv/bin:\${PATH}"
 python -c 'import tf_hvd as hvd; print("[try_wheel] mpi_built:", hvd.mpi_built())'
+python - <<'PY'
+import tf_hvd as hvd
+from tf_hvd._library import lib
+if hvd.cuda_built():
+    why = " ".join(lib._gpu_libraries().split())
+    assert 'pip install "tensorflow[and-cuda]"' in why, why
+    print("[try_wheel] GPU build without the CUDA runtime: %s" % why[:160])
+PY
 train() {
   t=\$SECONDS
   tfhvdrun "\$@" -np 2 python keras_digits.py --epochs ${EPOCHS} --checkpoint-dir ckpt > train.log 2>&1 || { cat train.log; exit 1; }
@@ -117,6 +129,9 @@ unshare --mount --propagation private bash -euo pipefail -c '
   mount --bind -o ro "$1" "$2/python"
   mount -t tmpfs -o ro tmpfs /usr/include
   mount -t tmpfs -o ro tmpfs /usr/lib/gcc
-  while read -r f; do [[ -e "$f" ]] && mount --bind /dev/null "$f"; done < "$3"
+  for d in /usr/local/cuda*; do
+    if [[ -d "$d" && ! -L "$d" ]]; then mount -t tmpfs -o ro tmpfs "$d"; fi
+  done
+  while read -r f; do if [[ -e "$f" ]]; then mount --bind /dev/null "$f"; fi; done < "$3"
   exec runuser -u "$4" -- bash "$2/job/run.sh"' _ "${pyhome}" "${work}" "${hidden_files}" "${user}"
 log "${name}: ok"

@@ -13,6 +13,7 @@
 #define TFHVD_COMMON_GPU_BACKEND_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cc/common/common.h"
@@ -69,6 +70,11 @@ std::unique_ptr<GpuBackend> CreateGpuBackend();
 // What this build was compiled with (hvd.cuda_built(), hvd.nccl_built()).
 bool CudaBuilt();
 bool NcclBuilt();
+// Where the CUDA variant looks for libcudart.so.12 and libnccl.so.2 (loaded at the first
+// GPU tensor, not linked) before the loader's path; nothing in the CPU variant.
+void SetGpuLibraryDirs(std::vector<std::string> dirs);
+// Loads them now (once per process): OK, or what was tried and what to install.
+Status LoadGpuLibraries();
 // Records an event on `stream` (a cudaStream_t of device `device`) that the
 // background thread waits for before it reads the tensor. Called on the
 // framework's thread. PRECONDITION in the CPU variant.

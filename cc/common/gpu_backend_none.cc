@@ -7,6 +7,10 @@ namespace tfhvd {
 std::unique_ptr<GpuBackend> CreateGpuBackend() { return nullptr; }
 bool CudaBuilt() { return false; }
 bool NcclBuilt() { return false; }
+void SetGpuLibraryDirs(std::vector<std::string>) {}
+Status LoadGpuLibraries() {
+  return Status::Precondition("this tf_hvd build has no CUDA support");
+}
 
 Status RecordReadyEvent(int, void*, std::shared_ptr<GpuEvent>*) {
   return Status::Precondition(

@@ -12,6 +12,7 @@
 #include <unistd.h>  // environ
 
 #include "cc/common/core/background_loop.h"
+#include "cc/common/gpu_backend.h"
 #include "cc/common/core/process_set_table.h"
 #include "cc/common/negotiation/entry_checks.h"
 #include "cc/common/knobs.h"
@@ -233,6 +234,10 @@ Status MpiAvailable() {
 }
 
 std::string MpiLibraryFound() { return MpiLibraryDescription(); }
+
+void SetGpuSearchDirs(std::vector<std::string> dirs) { SetGpuLibraryDirs(std::move(dirs)); }
+
+Status GpuLibrariesAvailable() { return LoadGpuLibraries(); }
 
 Status StartTimeline(const std::string& path, bool mark_cycles) {
   Status s = CheckInitialized();

@@ -50,6 +50,10 @@ bool MpiThreadsSupported();
 // its path and version, "" before a load.
 void SetMpiSearchDirs(std::vector<std::string> dirs);
 Status MpiAvailable();
+// The folders where the CUDA variant looks for libcudart.so.12 and libnccl.so.2 (the
+// nvidia-* wheels' lib/), loaded at the first GPU tensor.
+void SetGpuSearchDirs(std::vector<std::string> dirs);
+Status GpuLibrariesAvailable();
 std::string MpiLibraryFound();
 // The CPU the background thread is pinned to (HOROVOD_THREAD_AFFINITY), or -1.
 int BackgroundThreadCpu();

@@ -244,6 +244,11 @@ PYBIND11_MODULE(_hvd, m) {
   m.def("_set_mpi_search_dirs", [](std::vector<std::string> dirs) {
     tfhvd::SetMpiSearchDirs(std::move(dirs));
   });
+  m.def("_set_gpu_search_dirs", [](std::vector<std::string> dirs) {
+    tfhvd::SetGpuSearchDirs(std::move(dirs));
+  });
+  // The CUDA variant: loads the CUDA runtime and NCCL now; "" or why they cannot be.
+  m.def("_gpu_libraries", [] { return tfhvd::GpuLibrariesAvailable().message(); });
   m.def("gloo_built", [] { return HAVE_GLOO + 0 == 1; });
   m.def("nccl_built", [] { return tfhvd::NcclBuilt(); });
   m.def("cuda_built", [] { return tfhvd::CudaBuilt(); });

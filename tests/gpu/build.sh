@@ -67,5 +67,8 @@ printf '%s\n' "${srcs[@]}" | xargs -P "${JOBS:-$(nproc)}" -I{} bash -c \
      -c "${ROOT}/{}" -o "${o}"'
 objs=()
 for f in "${srcs[@]}"; do objs+=("${OBJ}/$(echo "${f}" | tr / _).o"); done
-"${CXX}" -pthread "${objs[@]}" -o "${OUT}/${name}" "${libs[@]}" -lrt -ldl
+# --no-as-needed: the core defines the CUDA, NCCL and MPI functions it calls itself
+# (forwarders into the libraries it loads at run time, cc/common/*/*_symbols.h), so the
+# linker would drop the libraries; kept, they are loaded at start and found there.
+"${CXX}" -pthread "${objs[@]}" -o "${OUT}/${name}" -Wl,--no-as-needed "${libs[@]}" -lrt -ldl
 echo "built ${OUT}/${name}" >&2

@@ -1,5 +1,7 @@
 #include "cc/common/gpu/cuda_context.h"
 
+#include "cc/common/gpu/gpu_libraries.h"
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -136,7 +138,11 @@ Status CudaContext::Finish(double timeout_s, const std::function<Status()>& poll
 }
 
 Status RecordReadyEvent(int device, void* stream, std::shared_ptr<GpuEvent>* out) {
-  Status s = CudaStatus(cudaSetDevice(device), "cudaSetDevice", device);
+  // Every GPU tensor passes here first: the CUDA runtime and NCCL are loaded now, and a
+  // machine without them gets the error on the tensor's op, naming what to install.
+  Status s = GpuLibraries::Load();
+  if (!s.ok()) return s;
+  s = CudaStatus(cudaSetDevice(device), "cudaSetDevice", device);
   cudaEvent_t event = nullptr;
   if (s.ok()) {
     s = CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate",
@@ -151,5 +157,11 @@ Status RecordReadyEvent(int device, void* stream, std::shared_ptr<GpuEvent>* out
 }
 
 bool CudaBuilt() { return true; }
+
+void SetGpuLibraryDirs(std::vector<std::string> dirs) {
+  GpuLibraries::SetSearchDirs(std::move(dirs));
+}
+
+Status LoadGpuLibraries() { return GpuLibraries::Load(); }
 
 }  // namespace tfhvd
