@@ -1,15 +1,10 @@
 #include "cc/common/mpi/mpi_symbols.h"
 
+#include "cc/common/forwarder.h"
 #include "cc/common/mpi/mpi_library.h"
 
-// Hidden: the definitions serve this library's own calls only, and never stand
-// in for the MPI functions of another library in the process (mpi4py's).
-#define TFHVD_MPI_FORWARD(name, params, args)                                 \
-  extern "C" __attribute__((visibility("hidden"))) int name params {          \
-    static auto fn = reinterpret_cast<decltype(&name)>(                      \
-        tfhvd::MpiLibrary::Symbol(#name));                                    \
-    return fn args;                                                           \
-  }
+#define TFHVD_MPI_FORWARD(name, params, args) \
+  TFHVD_FORWARD(tfhvd::MpiLibrary::Symbol, int, name, params, args)
 
 TFHVD_MPI_FUNCTIONS(TFHVD_MPI_FORWARD)
 

@@ -1,8 +1,8 @@
-// The MPI functions tf_hvd's MPI backend calls, each defined here to call
+// The MPI functions tf_hvd's MPI backend calls, each defined in mpi_symbols.cc to call
 // the same function of the library MpiLibrary loaded (mpi_library.h): the
 // backend keeps calling MPI_Isend(...) as written, and _hvd.so has no link-time
 // dependency on libmpi. A new MPI call in the backend needs its row below
-// (the build's undefined-symbol check, tests/unit/test_wheel_contents.py, finds
+// (tools/check_wheels.py --library, run by tests/unit/test_library_links.py, finds
 // a missing one).
 #ifndef TFHVD_COMMON_MPI_MPI_SYMBOLS_H_
 #define TFHVD_COMMON_MPI_MPI_SYMBOLS_H_
