@@ -39,7 +39,9 @@ name="$(basename "${WHEEL}")"
 tf="${BASH_REMATCH[1]}" py="${BASH_REMATCH[2]}.${BASH_REMATCH[3]}"
 pin="$(tf_pin "${tf}")"
 python="$(find_python "${py}")"
-# The interpreter's installation, mounted where the user can reach it (pyenv's lives in /root).
+# The interpreter's installation. pyenv's lives in /root, which the namespace replaces with an
+# empty folder (root's venvs and caches out of sight) holding just that installation, at its
+# own path: its rpath to libpython still works, and the user can reach it.
 pyhome="$(cd "$(dirname "${python}")/.." && pwd)"
 
 user="${TF_HVD_TRY_USER:-tfhvd-try}"
@@ -81,7 +83,7 @@ cat > "${work}/job/run.sh" <<EOF
 set -euo pipefail
 cd "${work}/job"
 export HOME="${work}/job" PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 TF_CPP_MIN_LOG_LEVEL=2
-py="${work}/python/bin/python${py}"
+py="${pyhome}/bin/python${py}"
 echo "[try_wheel] as \$(id -un), with no compiler, Bazel, dev headers or the build's libraries"
 hidden_ok() {
   ! echo 'int main(void) { return 0; }' | gcc -x c - -o /dev/null 2>/dev/null &&
@@ -127,6 +129,8 @@ chown "${user}:" "${work}/job/run.sh"
 
 unshare --mount --propagation private bash -euo pipefail -c '
   mount --bind -o ro "$1" "$2/python"
+  mount -t tmpfs -o mode=755 tmpfs /root
+  if [[ "$1" == /root/* ]]; then mkdir -p "$1"; mount --bind -o ro "$2/python" "$1"; fi
   mount -t tmpfs -o ro tmpfs /usr/include
   mount -t tmpfs -o ro tmpfs /usr/lib/gcc
   for d in /usr/local/cuda*; do

@@ -1,10 +1,11 @@
 """Packaging end to end, the quick form of the release check: the release wheel of the
-development Python (tools/build_wheel.sh: Bazel, then auditwheel repair) passes
-tools/check_wheels.py (manylinux tag, nothing needed from the machine beyond glibc, the C++
-runtime and TensorFlow, no MPI linked, TensorFlow pinned in its metadata), then
-tools/try_wheel.sh installs it as a non-root user into a fresh venv in a mount namespace
-that hides the compiler, Bazel and the libraries it was built with, and trains the digits
-example at np=2 on Gloo and, after `pip install mpich`, with --mpi.
+development Python (tools/build_wheel.sh: the CUDA variant built with Bazel, then auditwheel
+repair) passes tools/check_wheels.py (manylinux tag, nothing needed from the machine beyond
+glibc, the C++ runtime and TensorFlow, no MPI, CUDA or NCCL linked, TensorFlow pinned in its
+metadata), then tools/try_wheel.sh installs it as a non-root user into a fresh venv in a
+mount namespace that hides the compiler, Bazel, a system CUDA and the libraries it was built
+with, checks that the missing CUDA runtime is reported with what to install, and trains the
+digits example at np=2 on Gloo and, after `pip install mpich`, with --mpi.
 
 The wheel is built into a temporary directory (setuptools' build and egg-info directories
 too), so the editable install's files in the tree are left as they were.
@@ -57,8 +58,8 @@ def test_release_wheel_is_self_contained_and_trains_in_a_bare_venv_as_a_user(tmp
 
     res = _ok(run([PYTHON, os.path.join(REPO, "tools", "check_wheels.py"), wheel], 120,
                   env=env), "check_wheels.py")
-    assert re.search(r"manylinux_2_\d+_x86_64\s+%s\.\d+\S*\s+\d+\s+[\d.]+\s+ok" % re.escape(minor),
-                     res.output), res.output
+    assert re.search(r"manylinux_2_\d+_x86_64\s+%s\.\d+\S*\s+yes\s+\d+\s+[\d.]+\s+ok"
+                     % re.escape(minor), res.output), res.output
 
     # 2. Installed and trained as a user would, on a machine without the build's files.
     res = _ok(run([os.path.join(REPO, "tools", "try_wheel.sh"), wheel, "--epochs", "15",
@@ -66,6 +67,8 @@ def test_release_wheel_is_self_contained_and_trains_in_a_bare_venv_as_a_user(tmp
     out = res.output
     assert "[try_wheel] as tfhvd-try, with no compiler" in out, out[-4000:]
     assert "[try_wheel] mpi_built: False" in out, out[-4000:]
+    assert ("[try_wheel] GPU build without the CUDA runtime: the CUDA runtime "
+            "(libcudart.so.12) could not be loaded" in out), out[-4000:]
     assert "[try_wheel] with the mpich wheel, mpi_built: True" in out, out[-4000:]
     accuracies = re.findall(r"tfhvdrun (--mpi )?\s*-np 2 keras_digits\.py: test accuracy "
                             r"([\d.]+)", out)
