@@ -49,16 +49,42 @@ def library_problems(path, bundled=None):
             for sym in s.iter_symbols()
             if re.match(r"(P?MPI_|cuda[A-Z]|nccl[A-Z])", sym.name)
             and sym["st_shndx"] == "SHN_UNDEF"})
+        std_from_tf = _std_symbols_bound_to_tensorflow(elf)
     for lib in needed:
         if NEVER_LINKED.search(lib):
             problems.append("links %s (MPI, CUDA and NCCL are loaded at run time)" % lib)
         elif bundled is not None and not ALLOWED_NEEDED.match(lib) and lib not in bundled:
             problems.append("needs %s from the machine" % lib)
+    if std_from_tf:
+        problems.append("binds C++ standard library symbols to TensorFlow's exports (another "
+                        "TensorFlow build, e.g. tensorflow-cpu, may lack them): " +
+                        ", ".join(std_from_tf[:5]))
     if unbound:
         problems.append("unbound MPI/CUDA/NCCL calls (add them to cc/common/mpi/mpi_symbols.h, "
                         "cc/common/gpu/cuda_symbols.h or cc/common/nccl/nccl_symbols.h): " +
                         ", ".join(unbound))
     return problems
+
+
+def _std_symbols_bound_to_tensorflow(elf):
+    """Undefined std:: symbols whose required version is TensorFlow's ("tensorflow")."""
+    versym = elf.get_section_by_name(".gnu.version")
+    dynsym = elf.get_section_by_name(".dynsym")
+    verneed = elf.get_section_by_name(".gnu.version_r")
+    if versym is None or dynsym is None or verneed is None:
+        return []
+    names = {}
+    for _, auxes in verneed.iter_versions():
+        for aux in auxes:
+            names[aux["vna_other"]] = aux.name
+    found = []
+    for i, sym in enumerate(dynsym.iter_symbols()):
+        if sym["st_shndx"] != "SHN_UNDEF" or not sym.name.startswith(("_ZNSt", "_ZNKSt", "_ZSt")):
+            continue
+        index = versym.get_symbol(i)["ndx"]
+        if isinstance(index, int) and names.get(index & 0x7FFF) == "tensorflow":
+            found.append(sym.name)
+    return sorted(found)
 
 
 def _recorded_tensorflow(path):

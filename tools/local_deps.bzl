@@ -83,6 +83,10 @@ cc_library(
     includes = ["include"],
     linkopts = [
         "-L{lib}",
+        # The C++ runtime first: TensorFlow 2.22's libtensorflow_framework.so.2 exports some
+        # std::string members under its own version node ("tensorflow"), and a symbol binds to
+        # the first library that defines it; tensorflow-cpu's library does not export them.
+        "-lstdc++",
         "-l:libtensorflow_framework.so.2",
         # Installed next to tensorflow/ in site-packages, or loaded in the build venv.
         "-Wl,-rpath,$$ORIGIN/../tensorflow",
