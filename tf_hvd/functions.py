@@ -66,11 +66,14 @@ def broadcast_variables(variables, root_rank, process_set=None, inplace=False):
 
     Example:
 
+    ```pycon
     >>> hvd.init()
     >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     >>> hvd.broadcast_variables(model.variables, root_rank=0)  # rank 0's weights everywhere
     >>> [tuple(v.shape) for v in model.variables]
     [(3, 2), (2,)]
+
+    ```
     """
     _check_initialized()
     set_id = _process_set_id(process_set)

@@ -298,12 +298,15 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
 
     Example:
 
+    ```pycon
     >>> hvd.init()
     >>> x = tf.constant([1.0, 2.0]) * (hvd.rank() + 1)
     >>> hvd.allreduce(x, op=hvd.Sum).numpy().tolist()   # 2 ranks: [3.0, 6.0]
     [1.0, 2.0]
     >>> hvd.allreduce(x).numpy().tolist()               # Average; 2 ranks: [1.5, 3.0]
     [1.0, 2.0]
+
+    ```
     """
     _check_initialized()
     set_id = _check_process_set(process_set)
@@ -408,10 +411,13 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
 
     Example:
 
+    ```pycon
     >>> hvd.init()
     >>> rows = tf.fill([hvd.rank() + 1, 2], float(hvd.rank()))  # rank r: r + 1 rows
     >>> hvd.allgather(rows).numpy().tolist()   # 2 ranks: [[0., 0.], [1., 1.], [1., 1.]]
     [[0.0, 0.0]]
+
+    ```
     """
     _check_initialized()
     return _allgather(tensor, name=name, ignore_name_scope=ignore_name_scope,

@@ -6,10 +6,12 @@ without its page still fails the strict build).
 
 Two more jobs, each so that docs/ reads the same on GitHub and in the built site:
 
-* Benchmark results live in python/benchmarks/results/, outside docs/. Pages link them as
-  ``../python/benchmarks/results/NAME`` (right when browsing the repository); the site
-  gets a copy of each result file under ``benchmark-results/`` and the links are pointed
-  there, so `mkdocs build --strict` checks them like any other link.
+* Benchmark results (python/benchmarks/results/) and example programs (python/examples/)
+  live outside docs/. Pages link them as ``../python/benchmarks/results/NAME`` or
+  ``../python/examples/NAME`` (right when browsing the repository); the site gets a copy of
+  every file under them (``benchmark-results/``, ``examples/``), a generated index page for
+  each folder that a page links as ``.../FOLDER/``, and the links are pointed there, so
+  `mkdocs build --strict` checks them like any other link.
 * tf_hvd exports its public names lazily (``tf_hvd.__getattr__``), which a static reader
   (griffe, used by mkdocstrings) cannot follow. An API page writes ``::: tf_hvd.allreduce``;
   this hook replaces it with the module that defines the name (``::: tf_hvd.ops.allreduce``),
@@ -25,9 +27,10 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS_DIR = os.path.join(ROOT, "python", "benchmarks", "results")
-RESULTS_LINK = "../python/benchmarks/results/"
-RESULTS_URI = "benchmark-results/"
+# Folders of the repository published into the site: (repository folder, site folder).
+PUBLISHED = [("python/benchmarks/results", "benchmark-results"),
+             ("python/examples", "examples")]
+_FOLDER_LINK = re.compile(r"\]\(((?:\.\./)*(?:benchmark-results|examples)/(?:[^)\s]*/)?)\)")
 _DIRECTIVE = re.compile(r"^::: (tf_hvd\.[A-Za-z_][A-Za-z0-9_]*)\s*$", re.M)
 _package = {}
 log = logging.getLogger("mkdocs.hooks.tf_hvd")
@@ -56,14 +59,22 @@ def on_config(config):
 
 
 def on_files(files, config):
-    """Adds every benchmark result file to the site under benchmark-results/."""
-    if os.path.isdir(RESULTS_DIR):
-        for name in sorted(os.listdir(RESULTS_DIR)):
-            if not name.startswith(".") and os.path.isfile(os.path.join(RESULTS_DIR, name)):
-                files.append(File.generated(config, RESULTS_URI + name,
-                                            abs_src_path=os.path.join(RESULTS_DIR, name)))
+    """Adds every file of the PUBLISHED folders to the site, and an index page per folder."""
+    for repo_dir, site_dir in PUBLISHED:
+        top = os.path.join(ROOT, repo_dir)
+        for here, dirs, names in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
+            rel = os.path.relpath(here, top)
+            uri = site_dir + ("" if rel == "." else "/" + rel.replace(os.sep, "/"))
+            shown = sorted(n for n in names if not n.startswith("."))
+            for name in shown:
+                files.append(File.generated(config, uri + "/" + name,
+                                            abs_src_path=os.path.join(here, name)))
+            listing = "".join("- [%s/](%s/index.md)\n" % (d, d) for d in dirs) + "".join(
+                "- [%s](%s)\n" % (n, n) for n in shown)
+            files.append(File.generated(config, uri + "/index.md", content="# %s/%s\n\n%s" % (
+                repo_dir, "" if rel == "." else rel, listing)))
     return files
-
 
 def _tf_hvd():
     if "tf_hvd" not in _package:
@@ -92,5 +103,8 @@ def defining_path(dotted):
 
 def on_page_markdown(markdown, page, config, files):
     depth = page.file.src_uri.count("/")
-    markdown = markdown.replace(RESULTS_LINK, "../" * depth + RESULTS_URI)
+    for repo_dir, site_dir in PUBLISHED:
+        markdown = markdown.replace("../%s/" % repo_dir, "../" * depth + site_dir + "/")
+    # A link to a folder goes to its generated index page.
+    markdown = _FOLDER_LINK.sub(lambda m: "](%sindex.md)" % m.group(1), markdown)
     return _DIRECTIVE.sub(lambda m: "::: " + defining_path(m.group(1)), markdown)
