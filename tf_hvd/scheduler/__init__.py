@@ -1,4 +1,5 @@
-"""Jobs that no tf_hvd launcher started: Slurm's srun and torchrun-style environments.
+"""Jobs that no tf_hvd launcher started: Slurm's srun, torchrun-style environments and
+TensorFlow's TF_CONFIG (Ray Train's TensorflowTrainer, Kubeflow's TFJob, Vertex AI).
 
 hvd.init() calls :func:`prepare` first. When the environment describes a job of
 several processes (tf_hvd.scheduler.engine_env), it sets the HOROVOD_* variables the core
@@ -18,10 +19,24 @@ import os
 from . import meet
 from .engine_env import SchedulerEnvError, horovod_env, local_address, resolve
 from .secret import SECRET_ENV, SecretError, job_secret
+from .tf_config import tf_config_task as _tf_config_task
 
-__all__ = ["SchedulerEnvError", "SecretError", "prepare", "resolve"]
+__all__ = ["SchedulerEnvError", "SecretError", "prepare", "resolve", "tf_config_task"]
 
 DEFAULT_START_TIMEOUT_S = 120.0
+
+
+def tf_config_task(environ=None):
+    """This process's (task type, index) in TF_CONFIG or Vertex AI's CLUSTER_SPEC, or None.
+
+    A script that a platform also starts as a side-car evaluator (whose hvd.init() raises
+    SchedulerEnvError: evaluators are not ranks) checks its role first.
+
+    Example:
+        >>> import tf_hvd
+        >>> tf_hvd.scheduler.tf_config_task({})  # no TF_CONFIG: None
+    """
+    return _tf_config_task(os.environ if environ is None else environ)
 
 
 def prepare(environ=None, start_timeout_s=None):

@@ -12,6 +12,9 @@ that engine's variables instead; :func:`resolve` maps them onto a :class:`Job`:
 * torchrun's contract (Kubeflow Trainer's plain runtime, SageMaker, ...): MASTER_ADDR,
   MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (GROUP_RANK and
   GROUP_WORLD_SIZE when present).
+* TensorFlow's TF_CONFIG and Vertex AI's CLUSTER_SPEC (Ray Train's TensorflowTrainer,
+  Kubeflow's TFJob, Vertex AI): tf_hvd.scheduler.tf_config. When RANK/WORLD_SIZE are set
+  too, both must give this process the same rank and size.
 
 A process that sees such variables for a job of more than one process but cannot make
 a job of them raises :class:`SchedulerEnvError` saying what is missing: it never trains
@@ -43,9 +46,10 @@ class SchedulerEnvError(RuntimeError):
     """The environment says this process belongs to a job it cannot join."""
 
 
+# ``meeting`` names where the job says rank 0 serves, in its engine's words (messages).
 Job = collections.namedtuple("Job", [
     "engine", "rank", "size", "local_rank", "local_size", "cross_rank", "cross_size",
-    "master_addr", "master_port", "host"])
+    "master_addr", "master_port", "host", "meeting"], defaults=("MASTER_ADDR:MASTER_PORT",))
 
 
 def _int(environ, name, engine, minimum=0):
@@ -134,9 +138,7 @@ def _slurm(environ):
             "%s: the step's nodes %r and tasks per node %r do not make %d tasks"
             % (engine, nodelist, environ.get("SLURM_STEP_TASKS_PER_NODE"), size))
     local_size = per_node[node]
-    # As Horovod counts them: the hosts that run a rank with this local rank.
-    peers = [i for i, n in enumerate(per_node) if n > local_rank]
-    cross_rank, cross_size = peers.index(node), len(peers)
+    cross_rank, cross_size = _cross(per_node, node, local_rank)
     if environ.get("MASTER_ADDR"):
         master = environ["MASTER_ADDR"]
     else:
@@ -156,14 +158,39 @@ def _slurm(environ):
                port, hosts[node])
 
 
+def _cross(per_host, host_index, local_rank):
+    """(cross rank, cross size) as Horovod counts them: among the hosts that run a rank
+    with this local rank."""
+    peers = [i for i, n in enumerate(per_host) if n > local_rank]
+    return peers.index(host_index), len(peers)
+
+
+def cross_of(hosts, rank):
+    """(cross rank, cross size) of ``rank`` when rank r runs on ``hosts[r]``."""
+    order = list(dict.fromkeys(hosts))
+    return _cross([hosts.count(h) for h in order], order.index(hosts[rank]),
+                  hosts[:rank].count(hosts[rank]))
+
+
 def resolve(environ):
     """The job this process's engine describes, or None (see the module docstring)."""
     if _present(environ, _LAUNCHER_VARS) or _present(environ, _MPI_VARS):
         return None
     if environ.get("HOROVOD_CONTROLLER") == "mpi":
         return None  # the user chose MPI; the core checks the rest
+    from .tf_config import resolve_tf_config  # it builds on this module's Job
+    tf_job = resolve_tf_config(environ)
     if environ.get("RANK") is not None or environ.get("WORLD_SIZE") is not None:
-        return _torchrun(environ)
+        torch_job = _torchrun(environ)
+        if tf_job is not None and torch_job is not None and (
+                tf_job.rank, tf_job.size) != (torch_job.rank, torch_job.size):
+            raise SchedulerEnvError(
+                "%s makes this process rank %d of %d, but RANK=%d and WORLD_SIZE=%d; unset "
+                "one of them" % (tf_job.engine, tf_job.rank, tf_job.size, torch_job.rank,
+                                 torch_job.size))
+        return tf_job or torch_job
+    if tf_job is not None:
+        return tf_job
     if environ.get("SLURM_PROCID") is not None and (environ.get("SLURM_STEP_NUM_TASKS")
                                                     or environ.get("SLURM_NTASKS")):
         return _slurm(environ)

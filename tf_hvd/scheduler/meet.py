@@ -46,8 +46,9 @@ def _serve(job, secret):
     except OSError as e:
         why = "it is in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
         raise SchedulerEnvError(
-            "rank 0 (%s) cannot serve the rendezvous at %s:%d: %s; set MASTER_PORT to a "
-            "free port (the same on every rank)" % (job.engine, bind, job.master_port, why))
+            "rank 0 (%s) cannot serve the rendezvous at %s:%d (%s): %s; give rank 0 a free "
+            "port there (the same on every rank)" % (job.engine, bind, job.master_port,
+                                                     job.meeting, why))
     _server = server
     return server
 
@@ -121,11 +122,10 @@ def _connect(job, secret, deadline):
             last = e
         if time.monotonic() > deadline:
             raise SchedulerEnvError(
-                "%s: rank %d cannot reach rank 0's rendezvous at MASTER_ADDR:MASTER_PORT = "
-                "%s:%d within the start time-out (%s); is rank 0 running, and are MASTER_ADDR "
-                "and MASTER_PORT the same on every rank?"
-                % (job.engine, job.rank, job.master_addr, job.master_port,
-                   getattr(last, "strerror", None) or last))
+                "%s: rank %d cannot reach rank 0's rendezvous at %s = %s:%d within the start "
+                "time-out (%s); is rank 0 running, and is %s the same on every rank?"
+                % (job.engine, job.rank, job.meeting, job.master_addr, job.master_port,
+                   getattr(last, "strerror", None) or last, job.meeting))
         time.sleep(0.1)
 
 
@@ -135,7 +135,8 @@ def _request(client, job, method, key, body=b""):
     except rendezvous.RendezvousError:
         raise SchedulerEnvError(
             "%s: the program at %s:%d answers without the job's secret: another program "
-            "listens on MASTER_PORT" % (job.engine, job.master_addr, job.master_port))
+            "listens on rank 0's port (%s)" % (job.engine, job.master_addr, job.master_port,
+                                               job.meeting))
     if status == 403:
         raise SchedulerEnvError(
             "%s: rank 0's rendezvous at %s:%d refused rank %d (HTTP 403: %s); every rank "
