@@ -9,6 +9,9 @@ token, started and torn down by this module (one cluster for all its tests).
   2 workers of h1), then starts a new Ray node on h2 (2 workers join at the next commit).
   Every finishing worker ends with the same weights, equal to one process's, and the
   sample count shows no step was lost or repeated.
+* Ray Train's own TensorflowTrainer (MultiWorkerMirroredStrategy's launcher) runs a
+  tf_hvd Keras fit unchanged from TF_CONFIG: equal to one process's; a killed worker is
+  named by Ray and FailureConfig's retry restarts the group.
 * After the nodes are stopped, no process is left in either namespace.
 
 The Ray nodes are stopped by killing their own process trees (and whatever is left in the
@@ -17,6 +20,7 @@ Skipped, with the reason, where the namespace cluster cannot be made (not root, 
 """
 
 import json
+import re
 import os
 import secrets
 import shutil
@@ -159,6 +163,56 @@ def test_keras_fit_on_two_nodes_equals_one_process(nodes, tmp_path):
     for r in ranks:
         assert r["weights"] == ranks[0]["weights"]  # bit-identical across ranks
         assert _max_diff(r["weights"], result["reference"]) < 1e-5
+
+
+def _trainer(nodes, tmp_path, extra):
+    out = str(tmp_path / "trainer.json")
+    res = nodes.driver("tensorflow-trainer", out, ["--workers", "4", "--secret"] + extra)
+    assert os.path.exists(out), res.describe()
+    return res, json.load(open(out))
+
+
+def test_ray_tensorflow_trainer_runs_a_tf_hvd_fit_and_retries_a_killed_worker(nodes, tmp_path):
+    """Ray Train's own TensorflowTrainer (4 workers on the two nodes) runs a tf_hvd Keras
+    fit unchanged: hvd.init() reads the TF_CONFIG Ray sets, the secret comes in the job's
+    runtime_env. Worker 3 SIGKILLs itself in the first attempt; Ray names it, and
+    FailureConfig(max_failures=1) restarts the group, whose fit equals one process's."""
+    marker = str(tmp_path / "killed")
+    res, result = _trainer(nodes, tmp_path, ["--max-failures", "1", "--victim", "3",
+                                             "--marker", marker])
+    assert res.ok and result["error"] is None, res.describe()
+    assert os.path.exists(marker)  # the first attempt lost worker 3
+    assert "world_rank=3" in res.output and "died" in res.output, res.describe()
+    ranks = result["ranks"]
+    sys.stderr.write("TensorflowTrainer: run %.1f s (two attempts)\n" % result["run_s"])
+    assert [(r["rank"], r["world_rank"], r["size"]) for r in ranks] == [
+        (0, 0, 4), (1, 1, 4), (2, 2, 4), (3, 3, 4)]
+    for r in ranks:
+        tf_config = json.loads(r["tf_config"])
+        assert tf_config["task"] == {"type": "worker", "index": r["rank"]}
+        assert len(tf_config["cluster"]["worker"]) == 4
+        assert r["weights"] == ranks[0]["weights"]  # bit-identical across ranks
+        assert _max_diff(r["weights"], result["reference"]) < 1e-5
+    # local ranks count the workers that share a node (the host of their address)
+    by_host = {}
+    for r in ranks:
+        by_host.setdefault(r["host"], []).append(r)
+    assert sorted(by_host) == ["h1", "h2"]
+    for host, rs in by_host.items():
+        assert [(r["local_rank"], r["local_size"]) for r in rs] == [(i, len(rs)) for i in
+                                                                   range(len(rs))], host
+
+
+def test_ray_tensorflow_trainer_without_retries_fails_naming_the_killed_worker(nodes,
+                                                                                tmp_path):
+    res, result = _trainer(nodes, tmp_path, ["--victim", "3", "--marker",
+                                             str(tmp_path / "killed")])
+    error = result["error"] or ""
+    assert error.startswith("WorkerGroupError: Training failed due to worker errors"), error
+    # Ray names the dead worker; tf_hvd's ranks name the rank that left
+    assert "[Rank 3 Error Snippet]" in error and "world_rank=3" in error, error
+    assert "The actor died unexpectedly" in error, error
+    assert re.search(r"\brank 3 \((pid|on) ", error), error
 
 
 def test_elastic_follows_killed_worker_and_nodes_leaving_and_joining(nodes, tmp_path):

@@ -4,12 +4,14 @@
 
 fit: RayExecutor with 2 nodes x 2 workers fits a Keras model; the driver also fits the
 single-process reference. elastic: ElasticRayExecutor on every slot of the cluster
-(min_np 2), one worker killed. Writes what it saw as JSON for the test to check.
+(min_np 2), one worker killed. tensorflow-trainer: Ray Train's own TensorflowTrainer runs
+a tf_hvd Keras fit (hvd.init() reads the TF_CONFIG Ray sets). Writes what it saw as JSON for the test to check.
 """
 
 import argparse
 import json
 import os
+import secrets
 import sys
 import time
 
@@ -61,9 +63,40 @@ def elastic(args):
             "reference": fns.elastic_reference(args.steps, args.lr)}
 
 
+def tensorflow_trainer(args):
+    """Ray Train's TensorflowTrainer (MultiWorkerMirroredStrategy's launcher) runs a tf_hvd
+    Keras fit; the worker processes write their results into ``--out``'s folder."""
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.tensorflow import TensorflowTrainer
+    out_dir = os.path.join(os.path.dirname(args.out), "ranks")
+    os.makedirs(out_dir, exist_ok=True)
+    config = {"passes": args.passes, "batch": args.batch, "epochs": args.epochs, "lr": args.lr,
+              "out_dir": out_dir, "victim": args.victim if args.marker else None,
+              "marker": args.marker}
+    trainer = TensorflowTrainer(
+        fns.tensorflow_trainer_loop, train_loop_config=config,
+        scaling_config=ScalingConfig(num_workers=args.workers),
+        run_config=RunConfig(name="tf_hvd", storage_path=os.path.dirname(args.out),
+                             failure_config=FailureConfig(max_failures=args.max_failures)))
+    t0 = time.time()
+    error = None
+    try:
+        trainer.fit()
+    except Exception as e:  # noqa: BLE001 - the test reads Ray's failure
+        error = "%s: %s" % (type(e).__name__, e)
+    ranks = []
+    for name in sorted(os.listdir(out_dir)):
+        with open(os.path.join(out_dir, name)) as f:
+            ranks.append(json.load(f))
+    ranks.sort(key=lambda r: r["rank"])
+    return {"run_s": time.time() - t0, "error": error, "ranks": ranks,
+            "reference": fns.keras_fit_reference(args.workers, args.passes, args.batch,
+                                                 args.epochs, args.lr)}
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["fit", "elastic"])
+    parser.add_argument("mode", choices=["fit", "elastic", "tensorflow-trainer"])
     parser.add_argument("--address", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--per-host", type=int, default=2)
@@ -76,10 +109,20 @@ def main():
     parser.add_argument("--kill-at", type=int, default=5)
     parser.add_argument("--regrow-at", type=int, default=None)
     parser.add_argument("--marker", default=None)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--max-failures", type=int, default=0)
+    parser.add_argument("--secret", action="store_true",
+                        help="hand the workers a fresh rendezvous secret in the job's "
+                             "runtime_env (how a Ray user gives every worker the same one)")
     args = parser.parse_args()
-    ray.init(address=args.address, log_to_driver=False)
+    runtime_env = None
+    if args.secret:
+        runtime_env = {"env_vars": {"HOROVOD_GLOO_RENDEZVOUS_SECRET": secrets.token_hex(32)}}
+    ray.init(address=args.address, log_to_driver=args.mode == "tensorflow-trainer",
+             runtime_env=runtime_env)
     try:
-        result = fit(args) if args.mode == "fit" else elastic(args)
+        result = {"fit": fit, "elastic": elastic,
+                  "tensorflow-trainer": tensorflow_trainer}[args.mode](args)
     finally:
         ray.shutdown()
     with open(args.out, "w") as f:

@@ -12,6 +12,7 @@ one process's whatever the job's size was at each step, provided the rollback to
 last commit is exact.
 """
 
+import json
 import os
 import signal
 import time
@@ -141,3 +142,27 @@ def elastic_reference(steps, lr):
         x, y = make_data(GLOBAL_BATCH, seed=step)
         _step(model, optimizer, x, y)
     return [w.tolist() for w in model.get_weights()]
+
+
+def tensorflow_trainer_loop(config):
+    """Ray Train's own TensorflowTrainer runs this on every worker, unchanged from a tf_hvd
+    script: hvd.init() reads the TF_CONFIG Ray set. Each worker writes what it saw to
+    ``<out_dir>/rank-<r>.json``. With ``victim`` set, that rank SIGKILLs itself after
+    hvd.init() in the first attempt (the one that creates ``marker``)."""
+    import ray.train
+
+    import tf_hvd.keras as hvd
+    hvd.init()
+    victim, marker = config.get("victim"), config.get("marker")
+    if victim is not None and hvd.rank() == victim:
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os.kill(os.getpid(), signal.SIGKILL)
+        except FileExistsError:
+            pass  # the attempt after the failure trains
+    result = keras_fit_rank(config["passes"], config["batch"], config["epochs"], config["lr"])
+    context = ray.train.get_context()
+    result.update(world_rank=context.get_world_rank(), tf_config=os.environ["TF_CONFIG"])
+    with open(os.path.join(config["out_dir"], "rank-%d.json" % hvd.rank()), "w") as f:
+        json.dump(result, f)
+    ray.train.report({"loss": result["loss"][-1]})
