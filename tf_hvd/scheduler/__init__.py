@@ -52,10 +52,12 @@ def prepare(environ=None, start_timeout_s=None):
     if job is None:
         return None
     secret, _ = job_secret(environ)
-    env = horovod_env(job, local_address(job.master_addr, job.master_port))
     if callable(start_timeout_s):
         start_timeout_s = start_timeout_s()
+    # Meet first: on Kubernetes rank 0's name may resolve only once its pod runs, and
+    # meet() waits for that within the start time-out.
     meet.meet(job, secret, start_timeout_s or DEFAULT_START_TIMEOUT_S)
+    env = horovod_env(job, local_address(job.master_addr, job.master_port))
     env[SECRET_ENV] = secret
     environ.update(env)
     return job

@@ -20,6 +20,7 @@ from .engine_env import SchedulerEnvError
 
 KEY = "tf_hvd/scheduler/%d"
 OUTCOME = "tf_hvd/scheduler/outcome"  # rank 0's verdict: "ok" or the error's message
+SEEN = "tf_hvd/seen/%d"  # a rank read a failed verdict (rank 0 may exit)
 _server = None  # rank 0: the running RendezvousServer (kept for the process's life)
 
 
@@ -82,8 +83,21 @@ def _rank0_wait(job, server, deadline):
         _rank0_collect(job, server, deadline)
     except SchedulerEnvError as e:
         server.store.put(OUTCOME, ("rank 0 says: %s" % e).encode())
+        _linger(server, job)
         raise
     server.store.put(OUTCOME, b"ok")
+
+
+def _linger(server, job, within_s=5.0):
+    """After a failure, keep serving until the ranks that checked in have read it (or
+    ``within_s``): this process is about to exit, and with it the store."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        waiting = [r for r in range(1, job.size) if server.store.get(KEY % r) is not None
+                   and server.store.get(SEEN % r) is None]
+        if not waiting:
+            return
+        time.sleep(0.05)
 
 
 def _rank0_collect(job, server, deadline):
@@ -163,10 +177,17 @@ def _rank_check_in(job, secret, deadline):
         if rank0.get("size") != job.size:
             raise _mismatch(job, 0, rank0)
         while True:
-            status, data = _request(client, job, "GET", OUTCOME)
+            try:
+                status, data = _request(client, job, "GET", OUTCOME)
+            except OSError as e:
+                raise SchedulerEnvError(
+                    "%s: rank 0 at %s:%d went away before every rank had checked in (%s); "
+                    "its output says why" % (job.engine, job.master_addr, job.master_port,
+                                             e.strerror or e))
             if status == 200 and data == b"ok":
                 return
             if status == 200:
+                _request(client, job, "PUT", SEEN % job.rank, b"1")
                 raise SchedulerEnvError(data.decode("utf-8", "replace"))
             if time.monotonic() > deadline + 5:
                 raise SchedulerEnvError("%s: rank 0 at %s:%d did not see every rank check in"
