@@ -34,7 +34,7 @@ TIMEOUT = 240
 # TFJob's and Vertex's port is 2222, where the namespace hosts' sshd also listens
 # (netns_cluster.SSH_PORTS): the play uses the next one.
 PORT = 2223
-ERROR_TYPE = "tf_hvd.scheduler.engine_env.SchedulerEnvError"
+ERROR_TYPE = "tf_hvd.scheduler.job.SchedulerEnvError"
 
 
 @pytest.fixture(scope="module")

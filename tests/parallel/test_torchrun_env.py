@@ -19,7 +19,7 @@ from jobrunner import PYTHON, Job, base_env  # noqa: E402
 
 WORKER = os.path.join(HERE, "workers", "engine_checks.py")
 TIMEOUT = 150
-ERROR_TYPE = "tf_hvd.scheduler.engine_env.SchedulerEnvError"
+ERROR_TYPE = "tf_hvd.scheduler.job.SchedulerEnvError"
 
 
 def _free_port():

@@ -28,10 +28,14 @@ engine did (a job of one process).
     (1, 2, 'torchrun')
 """
 
-import collections
 import socket
 
 from tf_hvd.runner.slurm_hostlist import HostlistError, expand_hostlist, expand_tasks_per_node
+
+from .job import Job, SchedulerEnvError, cross_of_counts
+from .tf_config import resolve_tf_config
+
+__all__ = ["Job", "SchedulerEnvError", "horovod_env", "local_address", "resolve"]
 
 # Started by a launcher the core understands by itself.
 _LAUNCHER_VARS = ("HOROVOD_RANK", "TF_HVD_ELASTIC_JOIN")
@@ -42,14 +46,6 @@ PORT_BASE = 20000
 PORT_SPAN = 20000
 
 
-class SchedulerEnvError(RuntimeError):
-    """The environment says this process belongs to a job it cannot join."""
-
-
-# ``meeting`` names where the job says rank 0 serves, in its engine's words (messages).
-Job = collections.namedtuple("Job", [
-    "engine", "rank", "size", "local_rank", "local_size", "cross_rank", "cross_size",
-    "master_addr", "master_port", "host", "meeting"], defaults=("MASTER_ADDR:MASTER_PORT",))
 
 
 def _int(environ, name, engine, minimum=0):
@@ -138,7 +134,7 @@ def _slurm(environ):
             "%s: the step's nodes %r and tasks per node %r do not make %d tasks"
             % (engine, nodelist, environ.get("SLURM_STEP_TASKS_PER_NODE"), size))
     local_size = per_node[node]
-    cross_rank, cross_size = _cross(per_node, node, local_rank)
+    cross_rank, cross_size = cross_of_counts(per_node, node, local_rank)
     if environ.get("MASTER_ADDR"):
         master = environ["MASTER_ADDR"]
     else:
@@ -158,27 +154,12 @@ def _slurm(environ):
                port, hosts[node])
 
 
-def _cross(per_host, host_index, local_rank):
-    """(cross rank, cross size) as Horovod counts them: among the hosts that run a rank
-    with this local rank."""
-    peers = [i for i, n in enumerate(per_host) if n > local_rank]
-    return peers.index(host_index), len(peers)
-
-
-def cross_of(hosts, rank):
-    """(cross rank, cross size) of ``rank`` when rank r runs on ``hosts[r]``."""
-    order = list(dict.fromkeys(hosts))
-    return _cross([hosts.count(h) for h in order], order.index(hosts[rank]),
-                  hosts[:rank].count(hosts[rank]))
-
-
 def resolve(environ):
     """The job this process's engine describes, or None (see the module docstring)."""
     if _present(environ, _LAUNCHER_VARS) or _present(environ, _MPI_VARS):
         return None
     if environ.get("HOROVOD_CONTROLLER") == "mpi":
         return None  # the user chose MPI; the core checks the rest
-    from .tf_config import resolve_tf_config  # it builds on this module's Job
     tf_job = resolve_tf_config(environ)
     if environ.get("RANK") is not None or environ.get("WORLD_SIZE") is not None:
         torch_job = _torchrun(environ)

@@ -16,7 +16,7 @@ import time
 
 from tf_hvd.runner import rendezvous
 
-from .engine_env import SchedulerEnvError
+from .job import SchedulerEnvError
 
 KEY = "tf_hvd/scheduler/%d"
 OUTCOME = "tf_hvd/scheduler/outcome"  # rank 0's verdict: "ok" or the error's message

@@ -28,7 +28,7 @@ set they must make this process the same rank of the same job.
 
 import json
 
-from .engine_env import Job, SchedulerEnvError, cross_of
+from .job import Job, SchedulerEnvError, cross_of
 
 RANK_TYPES = ("chief", "master", "worker")
 NOT_RANKS = {
