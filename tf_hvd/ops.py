@@ -43,7 +43,7 @@ import warnings
 import tensorflow as tf
 
 from tf_hvd._library import op_lib as _op_lib
-from tf_hvd.compression import Compression
+from tf_hvd.compression import Compression, CompressionError
 from tf_hvd.process_sets import _process_set_id, _set_rank_size
 from tf_hvd.reduce_ops import REDUCE_OP_NAMES, Adasum, Average, Max, Min, Product, Sum
 from tf_hvd.topology import _check_initialized, rank, size
@@ -257,6 +257,18 @@ def _reducescatter(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_fac
         tensor_name=tensor_name, process_set_id=int(process_set_id), name=op_name)
 
 
+def _compress(compression, tensor, name):
+    """compression.compress(tensor), its refusal naming the tensor."""
+    try:
+        return compression.compress(tensor)
+    except CompressionError as e:
+        if name is None:
+            name = getattr(tensor, "name", None) if not tf.executing_eagerly() else None
+        what = ("tensor '%s'" % name) if name else (
+            "an unnamed tensor of shape %s" % tensor.shape.as_list())
+        raise CompressionError("%s: %s" % (what, e)) from None
+
+
 # ---------------------------------------------------------------------------
 # Public collectives
 
@@ -271,7 +283,8 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
         tf.IndexedSlices (rows may differ per rank).
       average: deprecated; use ``op``.
       device_dense, device_sparse: devices for the dense and sparse paths.
-      compression: ``Compression.none`` or ``Compression.fp16`` (dense only).
+      compression: ``Compression.none``, ``Compression.fp16`` or ``Compression.bf16``
+        (dense only); bf16 refuses integer tensors (CompressionError, a TypeError).
       op: hvd.Average (default), hvd.Sum, hvd.Min, hvd.Max, hvd.Product or
         hvd.Adasum. Average of integer tensors truncates toward zero.
       prescale_factor, postscale_factor: multiply each input before, and the
@@ -318,7 +331,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
         _check_adasum_size()
     with tf.device(device_dense):
         tensor = tf.convert_to_tensor(tensor)
-        compressed, ctx = compression.compress(tensor)
+        compressed, ctx = _compress(compression, tensor, name)
         reduced = _allreduce(compressed, name=name, op=op, prescale_factor=prescale_factor,
                              postscale_factor=postscale_factor,
                              ignore_name_scope=ignore_name_scope, process_set_id=set_id)
@@ -390,7 +403,8 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
         with tf.device(device_dense):
             compressed, ctxs = [], []
             for i in dense_idx:
-                c, ctx = compression.compress(tf.convert_to_tensor(tensors[i]))
+                c, ctx = _compress(compression, tf.convert_to_tensor(tensors[i]),
+                                   _sub_name(name, i))
                 compressed.append(c)
                 ctxs.append(ctx)
             reduced = _grouped_allreduce(compressed, name=name, op=op,
@@ -493,7 +507,7 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
                          % REDUCE_OP_NAMES[op])
     with tf.device(device_dense):
         tensor = tf.convert_to_tensor(tensor)
-        compressed, ctx = compression.compress(tensor)
+        compressed, ctx = _compress(compression, tensor, name)
         reduced = _reducescatter(compressed, name=name, op=op,
                                  prescale_factor=prescale_factor,
                                  postscale_factor=postscale_factor,

@@ -130,6 +130,14 @@ void Timeline::ActivityStart(const std::string& tensor, const char* activity) {
   Event(tensor, 'B', activity);
 }
 
+void Timeline::ActivityStart(const std::string& tensor, const char* activity, DataType dtype,
+                             int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!file_) return;
+  Event(tensor, 'B', activity, std::string("\"dtype\": \"") + DataTypeName(dtype) +
+                                   "\", \"bytes\": " + std::to_string(bytes));
+}
+
 void Timeline::ActivityEnd(const std::string& tensor) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!file_) return;

@@ -30,6 +30,11 @@ class Timeline {
   void NegotiateEnd(const std::string& tensor);
   void QueueEnd(const std::string& tensor);
   void ActivityStart(const std::string& tensor, const char* activity);
+  // The collective's own phase carries what this rank sends into it, as
+  // Horovod's timeline carries dtype and shape: "args": {"dtype", "bytes"}.
+  // That is where a compressed tensor shows what crossed the wire.
+  void ActivityStart(const std::string& tensor, const char* activity, DataType dtype,
+                     int64_t bytes);
   void ActivityEnd(const std::string& tensor);
   void MarkCycle();
   void Flush();

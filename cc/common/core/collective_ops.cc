@@ -40,7 +40,9 @@ Status CollectiveOps::Perform(const Response& r, std::vector<TensorTableEntry>& 
       return Allreduce(r, entries, present);
     case OpType::ALLGATHER:
       for (size_t i = 0; i < entries.size() && s.ok(); ++i) {
-        GlobalTimeline().ActivityStart(r.names[i], "ALLGATHER");
+        GlobalTimeline().ActivityStart(
+            r.names[i], "ALLGATHER", r.dtype,
+            NumElements(entries[i].request.shape) * static_cast<int64_t>(DataTypeSize(r.dtype)));
         s = Allgather(r, &entries[i], present[i], i);
         GlobalTimeline().ActivityEnd(r.names[i]);
       }
@@ -62,7 +64,9 @@ Status CollectiveOps::Perform(const Response& r, std::vector<TensorTableEntry>& 
   // Single-tensor operations that every rank takes part in.
   for (size_t i = 0; i < entries.size() && s.ok(); ++i) {
     if (!present[i]) continue;
-    GlobalTimeline().ActivityStart(r.names[i], ActivityName(r.type));
+    GlobalTimeline().ActivityStart(
+        r.names[i], ActivityName(r.type), r.dtype,
+        NumElements(entries[i].request.shape) * static_cast<int64_t>(DataTypeSize(r.dtype)));
     if (r.type == OpType::BROADCAST) s = Broadcast(r, entries[i]);
     if (r.type == OpType::ALLTOALL) s = Alltoall(r, entries[i]);
     if (r.type == OpType::REDUCESCATTER) s = Reducescatter(r, entries[i]);
@@ -107,6 +111,13 @@ double CollectiveOps::PostScaleFactor(const Response& r) const {
   return factor;
 }
 
+// Each tensor's ALLREDUCE phase, with the dtype and bytes it reduces.
+static void TraceAllreduce(const Response& r) {
+  const int64_t elem = static_cast<int64_t>(DataTypeSize(r.dtype));
+  for (size_t i = 0; i < r.names.size(); ++i)
+    GlobalTimeline().ActivityStart(r.names[i], "ALLREDUCE", r.dtype, r.sizes[i] * elem);
+}
+
 void CollectiveOps::PostScale(const Response& r, void* buf, size_t n) {
   ScaleBuffer(r.dtype, buf, n, PostScaleFactor(r));
 }
@@ -140,7 +151,7 @@ Status CollectiveOps::AllreduceSegments(ShmAllreduce* shm, const Response& r,
       identity += static_cast<size_t>(r.sizes[i]) * elem;
     }
   }
-  if (traced) for (const auto& name : r.names) timeline.ActivityStart(name, "ALLREDUCE");
+  if (traced) TraceAllreduce(r);
   CountAlgorithm("allreduce", AllreduceAlgorithmName(AllreduceAlgorithm::SHARED_MEMORY));
   Status s = shm->Allreduce(segments, r.dtype, r.reduce_op, PostScaleFactor(r));
   if (traced) for (const auto& name : r.names) timeline.ActivityEnd(name);
@@ -174,7 +185,7 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
       input = e.output;
     }
     if (input == e.output) ScaleBuffer(r.dtype, e.output, n, r.prescale);
-    timeline.ActivityStart(r.names[0], "ALLREDUCE");
+    TraceAllreduce(r);
     s = allreduce_->Run(input, e.output, static_cast<int64_t>(n), r.dtype, r.reduce_op);
     timeline.ActivityEnd(r.names[0]);
     if (s.ok()) PostScale(r, e.output, n);
@@ -195,10 +206,8 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
     offset += bytes;
   }
   if (traced) {
-    for (const auto& name : r.names) {
-      timeline.ActivityEnd(name);
-      timeline.ActivityStart(name, "ALLREDUCE");
-    }
+    for (const auto& name : r.names) timeline.ActivityEnd(name);
+    TraceAllreduce(r);
   }
   ScaleBuffer(r.dtype, buffer, static_cast<size_t>(total), r.prescale);
   s = allreduce_->Run(buffer, buffer, total, r.dtype, r.reduce_op, r.sizes);

@@ -155,12 +155,29 @@ def allreduce_cases(n, r):
                           lambda xs=xs: hvd.allreduce(const(xs), op=hvd.Average,
                                                       compression=hvd.Compression.fp16),
                           exp, rtol=2e-3, atol=1e-3))  # float16 on the wire
+    # bf16 compression: float32/float64 cross as bfloat16 and come back in their dtype.
+    # The values (halves up to 2.5) and their sums are exact in bfloat16's 8-bit mantissa.
+    for dtype, shape in ((tf.float32, (3, 5)), (tf.float64, (7,)), (tf.float16, (2, 2))):
+        xs = values(dtype, shape, r)
+        exp = reduce_expected(dtype, [values(dtype, shape, q) for q in range(n)], "Sum")
+        cases.append(Case("allreduce bf16 compression %s" % dtype.name,
+                          lambda xs=xs, dtype=dtype: _same_dtype(hvd.allreduce(
+                              const(xs), op=hvd.Sum, compression=hvd.Compression.bf16), dtype),
+                          exp))
     # A larger tensor (crosses small fusion thresholds, several chunks).
     big = (np.arange(300000, dtype=np.float32) % 13 + r).astype(np.float32)
     exp = sum((np.arange(300000, dtype=np.float32) % 13 + q) for q in range(n)).astype(np.float32)
     cases.append(Case("allreduce big float32", lambda: hvd.allreduce(const(big), op=hvd.Sum),
                       exp))
     return cases
+
+
+def _same_dtype(tensor, dtype):
+    """``tensor``, after checking that decompression gave back the input's dtype."""
+    if tensor.dtype != dtype:
+        raise AssertionError("compressed result is %s, the input was %s"
+                             % (tensor.dtype.name, dtype.name))
+    return tensor
 
 
 def grouped_cases(n, r):
@@ -186,6 +203,15 @@ def grouped_cases(n, r):
                       lambda: tuple(hvd.grouped_allreduce([const(x) for x in xs], op=hvd.Sum,
                                                           name="named_group")),
                       tuple(exps)))
+    floats = ((tf.float32, (6,)), (tf.float64, (2, 3)), (tf.bfloat16, (3,)), (tf.float16, ()))
+    bf_in = [values(dt, sh, r, salt=i) for i, (dt, sh) in enumerate(floats)]
+    bf_exp = tuple(reduce_expected(dt, [values(dt, sh, q, salt=i) for q in range(n)], "Sum")
+                   for i, (dt, sh) in enumerate(floats))
+    cases.append(Case("grouped_allreduce bf16 compression",
+                      lambda: tuple(_same_dtype(t, dt) for t, (dt, _) in zip(
+                          hvd.grouped_allreduce([const(x) for x in bf_in], op=hvd.Sum,
+                                                compression=hvd.Compression.bf16), floats)),
+                      bf_exp))
     cases.append(Case("grouped_allreduce empty list", lambda: tuple(hvd.grouped_allreduce([])),
                       ()))
     return cases
@@ -296,6 +322,13 @@ def reducescatter_cases(n, r):
                                   exp, matrix=True))
     d = 2 * n + 1
     counts, offsets = row_split(d, n)
+    for dtype in (tf.float32, tf.float64):
+        x = values(dtype, (d, 4), r)
+        full = reduce_expected(dtype, [values(dtype, (d, 4), q) for q in range(n)], "Sum")
+        cases.append(Case("reducescatter bf16 compression %s" % dtype.name,
+                          lambda x=x, dtype=dtype: _same_dtype(hvd.reducescatter(
+                              const(x), op=hvd.Sum, compression=hvd.Compression.bf16), dtype),
+                          full[offsets[r]:offsets[r] + counts[r]]))
     for pre, post in ((0.5, 3.0), (2.0, 0.25)):
         x = values(tf.float32, (d, 2), r)
         full = reduce_expected(tf.float32, [values(tf.float32, (d, 2), q) for q in range(n)],
