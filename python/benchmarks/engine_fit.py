@@ -41,8 +41,11 @@ def fit_rank(config, launch_t):
     batch, warmup, steps = (config["batch_per_worker"], config["warmup"], config["steps"])
     ds = training_bench.dataset(tf, config["model"], batch, seed=100 + hvd.rank())
     model = training_bench.build_model(config["model"])
+    # "compression": none (default), fp16 or bf16: what the gradients cross the wire as.
+    compression = getattr(hvd.Compression, config.get("compression", "none"))
     opt = hvd_keras.DistributedOptimizer(keras.optimizers.SGD(
-        learning_rate=config["learning_rate"] * hvd.size(), momentum=config["momentum"]))
+        learning_rate=config["learning_rate"] * hvd.size(), momentum=config["momentum"]),
+        compression=compression)
     times = training_bench._StepTimes()
     callbacks = [hvd_keras.callbacks.BroadcastGlobalVariablesCallback(0),
                  hvd_keras.callbacks.MetricAverageCallback(),
@@ -58,6 +61,7 @@ def fit_rank(config, launch_t):
             "samples_per_s": samples_per_s, "timed_steps": len(durations),
             "step_ms_median": 1e3 * durations[len(durations) // 2] if durations else None,
             "final_loss": float(history.history["loss"][-1]),
+            "compression": config.get("compression", "none"),
             "start_to_init_s": init_done - launch_t if launch_t else None,
             "start_to_timed_s": first_timed - launch_t if launch_t else None,
             "imports_and_init_s": init_done - entered,

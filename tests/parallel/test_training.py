@@ -5,7 +5,8 @@ training_workers/train_eager.py and train_graph.py): weights and optimizer
 state bit-identical on all ranks after every step; equivalence with one
 process over the same samples (SGD, Adam; backward_passes_per_step=2);
 broadcast of differently initialised models; callbacks; sparse gradients,
-fp16 compression, groups, None gradients, persistent tapes.
+fp16 and bf16 compression, groups, None gradients, persistent tapes; a CNN fitted
+with bf16 gradient exchange against float32 exchange.
 """
 
 import os
@@ -59,4 +60,11 @@ def test_keras_and_tf2_training(np_, transport, part, tmp_path):
 def test_tf1_graph_training(np_, transport):
     rc, out = run(np_, transport, os.path.join(WORKERS, "train_graph.py"),
                   timeout=270)
+    _assert_ok(rc, out, np_)
+
+
+@pytest.mark.parametrize("np_,transport", [(2, "gloo"), (3, "mpi")], ids=["np2-gloo", "np3-mpi"])
+def test_bf16_exchange_trains_the_cnn_as_float32_does(np_, transport):
+    rc, out = run(np_, transport, os.path.join(WORKERS, "train_bf16_cnn.py"), timeout=240,
+                  hide_optional=False)  # the digits data come from scikit-learn
     _assert_ok(rc, out, np_)
