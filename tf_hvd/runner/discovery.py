@@ -44,14 +44,18 @@ class HostDiscovery(object):
         try:
             out = subprocess.run([self.script], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, timeout=self.timeout, check=True)
-            hosts = parse_hosts_output(out.stdout.decode("utf-8", "replace"),
-                                       self.slots_per_host)
-        except (OSError, subprocess.SubprocessError, HostSpecError) as e:
+        except (OSError, subprocess.SubprocessError) as e:
             detail = e.strerror if isinstance(e, OSError) and e.strerror else e
             stderr = getattr(e, "stderr", None)
             if stderr:
                 detail = "%s: %s" % (detail, stderr.decode("utf-8", "replace").strip()[-300:])
             raise HostSpecError("host discovery script %s failed: %s" % (self.script, detail))
+        try:
+            hosts = parse_hosts_output(out.stdout.decode("utf-8", "replace"),
+                                       self.slots_per_host)
+        except HostSpecError as e:
+            raise HostSpecError("host discovery: ignoring this output of %s (%s); the hosts "
+                                "stay as they were" % (self.script, e))
         merged = {}
         for host, slots in hosts:
             merged[host] = merged.get(host, 0) + slots

@@ -40,6 +40,10 @@ from .state_holders import StateHolders, id_list
 from .supervisor import log_line
 
 IDS_KEY = "tf_hvd/elastic/ids"
+# A host listed again this soon after its ranks were stopped because it was not listed
+# gets new ranks only once it has been listed this long in a row (a flapping host would
+# otherwise make the running ranks wait for newcomers at every commit).
+FLAP_SECONDS = 10.0
 HOST_ENV = "TF_HVD_ELASTIC_HOST"  # a rank's host as the user named it (tf_hvd.elastic)
 RESTART_ENV = "TF_HVD_RESTART_COUNT"
 
@@ -78,6 +82,8 @@ class ElasticHosts(object):
         self.publish(",".join(str(i) for i in self.ids))
         self.holders = StateHolders(server.store, self.ids)
         self._lost_holders = []  # holders lost since the state last reached new ranks
+        self._dropped = {}       # host -> when its ranks were stopped (no longer listed)
+        self._listed_since = {}  # host -> since when it is listed without a break
         self.deferred = {}  # proc -> (since, what it is stopped for): last holders kept
 
     def publish(self, ids):
@@ -133,10 +139,12 @@ class ElasticHosts(object):
         for p in keep:
             self.deferred[p] = (now, why)
         go = [p for p in procs if p not in keep]
+        held = set(p.rank for p in go if self.holders.holds(p.rank))
         for p in go:
             self.holders.forget(p.rank)
-        if graceful:
-            self._leave(supervisor, go)
+        if graceful:  # holders leave at a commit; newcomers have nothing to hand on
+            self._leave(supervisor, [p for p in go if p.rank in held])
+            supervisor.retire([p for p in go if p.rank not in held])
         else:
             supervisor.retire(go)
         return keep
@@ -247,12 +255,30 @@ class ElasticHosts(object):
                    cooldown[1], stopping))
 
     # -- following the discovery script -------------------------------------------
+    def _flapping(self, host):
+        """True (said once per return) while ``host``, dropped a moment ago, has not yet
+        been listed for FLAP_SECONDS in a row."""
+        dropped = self._dropped.get(host)
+        if dropped is None:
+            return False
+        now = self.holders.clock()
+        since = self._listed_since.get(host, now)
+        if now - since >= FLAP_SECONDS:
+            del self._dropped[host]
+            return False
+        if since >= dropped and ("flap", host, dropped) not in self.warned:
+            self.warned.add(("flap", host, dropped))
+            log_line("host discovery: %s is listed again %.1f s after it was dropped; it gets "
+                     "ranks once it has been listed for %g s in a row (ignored until then)"
+                     % (host, since - dropped, FLAP_SECONDS))
+        return True
+
     def _offered(self, hosts):
-        """[(host, slots)] in discovery order: blacklisted hosts and (on a loopback-only
-        job) other machines left out."""
+        """[(host, slots)] in discovery order: blacklisted hosts, hosts that flap and (on
+        a loopback-only job) other machines left out."""
         offered = []
         for host, slots in hosts:
-            if self.blacklist.is_blacklisted(host):
+            if self.blacklist.is_blacklisted(host) or self._flapping(host):
                 continue
             if self.plan.loopback_only and not self.plan.is_local(host):
                 if host not in self.warned:
@@ -302,6 +328,7 @@ class ElasticHosts(object):
             if p.host not in listed and p not in self.deferred:
                 gone.setdefault(p.host, []).append(p)
         for host, procs in gone.items():
+            self._dropped[host] = self.holders.clock()
             keep = self._stop(supervisor, procs, "%s, which is no longer listed" % host,
                               graceful=True)
             go = [p for p in procs if p not in keep]
@@ -338,6 +365,9 @@ class ElasticHosts(object):
         hosts = self.discovery.poll()
         if hosts is None:
             return
+        now = self.holders.clock()
+        listed = set(h for h, _ in hosts)
+        self._listed_since = dict((h, self._listed_since.get(h, now)) for h in listed)
         self._stop_unlisted(supervisor, hosts)
         running = _taking_part(supervisor)
         per_host = {}
