@@ -9,10 +9,14 @@ Hosts are keyed by the name the script prints, as in Horovod: ``localhost:2`` an
 ``127.0.0.1:2`` are two hosts of two slots each, although both are this machine.
 """
 
+import re
 import subprocess
 import time
 
 from .hosts import HostSpecError
+
+
+_HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$")  # [user@]name or IPv4 address
 
 
 def parse_hosts_output(text, slots_per_host):
@@ -23,7 +27,7 @@ def parse_hosts_output(text, slots_per_host):
         if not line or line.startswith("#"):
             continue
         host, _, slots = line.partition(":")
-        if not host or (slots and not slots.isdigit()):
+        if not _HOST.match(host) or (slots and not slots.isdigit()):
             raise HostSpecError("host discovery script, line %d: expected host[:slots], got "
                                 "%r" % (number, line))
         hosts.append((host, int(slots) if slots else slots_per_host))

@@ -85,6 +85,7 @@ class ElasticHosts(object):
         self._dropped = {}       # host -> when its ranks were stopped (no longer listed)
         self._listed_since = {}  # host -> since when it is listed without a break
         self.deferred = {}  # proc -> (since, what it is stopped for): last holders kept
+        self._stopped_new = []
 
     def publish(self, ids):
         if ids != self._published:
@@ -142,9 +143,10 @@ class ElasticHosts(object):
         held = set(p.rank for p in go if self.holders.holds(p.rank))
         for p in go:
             self.holders.forget(p.rank)
+        self._stopped_new = [p for p in go if p.rank not in held]
         if graceful:  # holders leave at a commit; newcomers have nothing to hand on
             self._leave(supervisor, [p for p in go if p.rank in held])
-            supervisor.retire([p for p in go if p.rank not in held])
+            supervisor.retire(self._stopped_new)
         else:
             supervisor.retire(go)
         return keep
@@ -176,7 +178,7 @@ class ElasticHosts(object):
         whys = sorted(set(w for _, w in self.deferred.values()))
         procs = sorted(self.deferred, key=lambda p: p.rank)
         if holders:
-            log_line("the committed state has reached rank(s) %s: rank(s) %s on %s leave at "
+            log_line("the committed state has reached rank(s) %s: rank(s) %s on %s, leave at "
                      "the next commit (the others re-form without them)"
                      % (_ranks(holders), _ranks(procs), ", ".join(whys)))
             self.deferred = {}
@@ -333,6 +335,11 @@ class ElasticHosts(object):
                               graceful=True)
             go = [p for p in procs if p not in keep]
             if not keep:
+                if self._stopped_new == go:
+                    log_line("host discovery: %s is no longer listed; stopping rank(s) %s on "
+                             "it, which had not received the committed state yet"
+                             % (host, _ranks(procs)))
+                    continue
                 log_line("host discovery: %s is no longer listed; rank(s) %s on it leave at "
                          "the next commit (the others re-form without them)"
                          % (host, _ranks(procs)))
@@ -368,8 +375,10 @@ class ElasticHosts(object):
         now = self.holders.clock()
         listed = set(h for h, _ in hosts)
         self._listed_since = dict((h, self._listed_since.get(h, now)) for h in listed)
-        self._stop_unlisted(supervisor, hosts)
-        running = _taking_part(supervisor)
+        # Ranks on hosts no longer listed (or kept there as the last holders) leave room:
+        # newcomers start first, so that the state has somewhere to go.
+        running = [p for p in _taking_part(supervisor)
+                   if p.host in listed and p not in self.deferred]
         per_host = {}
         for p in running:
             per_host[p.host] = per_host.get(p.host, 0) + 1
@@ -399,3 +408,4 @@ class ElasticHosts(object):
         self._publish_running(supervisor)
         if all_started:  # listed first: the running ranks' reset waits for them
             self.holders.started(all_started)
+        self._stop_unlisted(supervisor, hosts)
