@@ -126,7 +126,8 @@ def test_a_host_the_discovery_script_adds_joins_with_the_committed_state(tmp_pat
         ["--grow-marker", marker, "--steps", 12, "--victim", -1])
     assert res.returncode == 0, res.describe()
     assert launcher == ["tfhvdrun: host discovery: 3 slot(s) on localhost; started rank(s) "
-                        "2, which the running ranks wait for at their next commit (at most 600 s, --elastic-timeout) to hand them the committed state"], launcher
+                        "2, which the running ranks wait for at their next commit (at most 600 s, "
+                        "--elastic-timeout) to hand them the committed state"], launcher
     joined = _event(events[2], "train_begins")
     assert joined and joined["size"] == 3 and joined["rank"] == 2, events[2]
     # it starts from the state the others committed last, where they start again too
