@@ -63,7 +63,17 @@ ID_ENV = "TF_HVD_ELASTIC_ID"          # this process's id: its rank when the lau
 JOIN_ENV = "TF_HVD_ELASTIC_JOIN"      # "1": started by the launcher to join a running job
 HOST_ENV = "TF_HVD_ELASTIC_HOST"      # the host the launcher started this process on
 STORE = "tf_hvd/elastic/"             # keys in the launcher's rendezvous store
-_seen = {"hosts_version": None, "round": 0}
+# Keys the launcher reads (tf_hvd/runner/state_holders.py): who holds the committed state.
+JOINED_KEY = STORE + "joined/%d"      # a newcomer came to the rendezvous
+SYNCED_KEY = STORE + "synced/%d"      # ... and received the committed state (its commit)
+COMMIT_KEY = STORE + "commit"         # the job's last commit (rank 0 writes it)
+JOINING_KEY = STORE + "joining"       # newcomers the launcher started, still to receive it
+LEAVING_KEY = STORE + "leaving/%d"    # the launcher asks this process to leave (at a commit)
+# A reset that waits for a newcomer the launcher started waits until the launcher drops
+# it (it does so --elastic-timeout after starting it); this much longer at most.
+JOINING_GRACE_SECONDS = 30.0
+# holds: this process has the job's committed state (a newcomer once it has synced)
+_seen = {"hosts_version": None, "round": 0, "holds": True}
 
 
 class State(object):
@@ -82,6 +92,7 @@ class State(object):
 
     def commit(self):
         self.save()
+        self._tf_hvd_commits = getattr(self, "_tf_hvd_commits", 0) + 1
         self.check_host_updates()
 
     def check_host_updates(self):
@@ -89,7 +100,9 @@ class State(object):
         when the launcher has started ranks on hosts its discovery script added."""
         if "TF_HVD_ELASTIC_MIN_NP" not in os.environ:
             return  # not started by an elastic launcher (tfhvdrun --min-np)
-        changed = _hosts_version() != _seen["hosts_version"]
+        # rank 0 tells the launcher how far the job got (named should the state be lost)
+        commits = getattr(self, "_tf_hvd_commits", None) if topology.rank() == 0 else None
+        changed = _hosts_version(commits) != _seen["hosts_version"]
         agreed = ops.allreduce(tf.constant(int(changed)), op=Max,
                                name="elastic.check_host_updates")
         if int(agreed.numpy()):
@@ -242,8 +255,10 @@ def _client():
     return RendezvousClient.from_env(os.environ, timeout=10)
 
 
-def _hosts_version():
+def _hosts_version(commits=None):
     with _client() as store:
+        if commits is not None:
+            store.put(COMMIT_KEY, str(commits).encode())
         value = store.get(STORE + "hosts_version")
     return value.decode() if value is not None else None
 
@@ -257,20 +272,27 @@ def _reform(my_id, round_, announce=False):
     """Agree with the other processes of round ``round_`` on who takes part; return
     (rank, size): ranks in the order of the processes' ids."""
     prefix = STORE + "round%d/" % round_
-    deadline = time.monotonic() + float(os.environ.get("TF_HVD_ELASTIC_TIMEOUT", "600"))
+    timeout = float(os.environ.get("TF_HVD_ELASTIC_TIMEOUT", "600"))
+    entered = time.monotonic()
     min_np = int(os.environ.get("TF_HVD_ELASTIC_MIN_NP", "1"))
     with _client() as store:
         # the value is this process's host: the new topology groups ranks by it
+        if _seen["holds"]:
+            store.put(prefix + "holds/%d" % my_id, b"1")
         store.put(prefix + "alive/%d" % my_id, _my_host().encode())
         if announce:  # the running ranks see this at their next commit and come here
             store.put(STORE + "hosts_version", ("joined %d" % my_id).encode())
         # Listed when this process came: the ones worth waiting for (a joiner the
         # launcher starts later meets the job at its next commit, as before).
         listed_on_entry = set(_ids(store))
+        if store.get(LEAVING_KEY % my_id) is not None:
+            _leave(my_id)
         alive, stable_since = None, time.monotonic()
         while True:
             decided = store.get(prefix + "members")
             if decided is not None:
+                if decided.startswith(b"lost"):
+                    raise HorovodInternalError(_lost_message(decided, round_))
                 members = [int(r) for r in decided.decode().split(",")]
                 break
             listed = _ids(store)
@@ -278,25 +300,63 @@ def _reform(my_id, round_, announce=False):
             if now_alive != alive:
                 alive, stable_since = now_alive, time.monotonic()
             stable = time.monotonic() - stable_since
+            missing = [i for i in listed if i in listed_on_entry and i not in alive]
+            # Newcomers are waited for until the launcher drops them (it does so
+            # --elastic-timeout after starting one that has not come): the committed
+            # state must reach them before anything else changes.
+            joining = _joining(store)
             if (stable >= SETTLE_SECONDS and alive and alive[0] == my_id
                     and len(alive) >= min_np
-                    and (not [i for i in listed if i in listed_on_entry and i not in alive]
-                         or stable >= LISTED_WAIT_SECONDS)):
+                    and (not missing or (stable >= LISTED_WAIT_SECONDS and
+                                         not [i for i in missing if i in joining]))):
+                if not [i for i in alive if store.get(prefix + "holds/%d" % i)]:
+                    # Every process that held the committed state is gone: forming a job
+                    # of newcomers would start over from nothing.
+                    verdict = ("lost %s" % (store.get(COMMIT_KEY) or b"0").decode()).encode()
+                    store.put(prefix + "members", verdict)
+                    raise HorovodInternalError(_lost_message(verdict, round_))
                 # The first process decides (the members key is the round's verdict).
                 store.put(prefix + "members", ",".join(str(i) for i in alive).encode())
                 store.put(STORE + "round", str(round_).encode())
                 members = alive
                 break
-            if time.monotonic() > deadline:
+            waited_for = [i for i in missing if i in joining]
+            limit = timeout + (JOINING_GRACE_SECONDS if waited_for else 0.0)
+            if time.monotonic() - entered > limit:
                 raise HorovodInternalError("elastic reset: the job did not re-form within "
                                            "--elastic-timeout")
             time.sleep(0.1)
         hosts = [(store.get(prefix + "alive/%d" % i) or b"?").decode() for i in members]
     if my_id not in members:
+        with _client() as store:
+            leaving = store.get(LEAVING_KEY % my_id)
+        if leaving is not None:
+            _leave(my_id)
         raise HorovodInternalError("elastic reset: this process (id %d) reached round %d "
                                    "after the others had formed it without it"
                                    % (my_id, round_))
     return members.index(my_id), hosts
+
+
+def _leave(my_id):
+    """The launcher no longer lists this process (its host left the discovered hosts):
+    the others have its last commit; it ends here, as a Horovod worker whose host was
+    removed does."""
+    print("tf_hvd.elastic: the launcher removed this process (id %d) from the job; the "
+          "others go on with its last commit" % my_id, flush=True)
+    raise SystemExit(0)
+
+
+def _joining(store):
+    value = store.get(JOINING_KEY)
+    return [int(i) for i in value.decode().split(",") if i] if value else []
+
+
+def _lost_message(verdict, round_):
+    return ("elastic reset: the job's committed state was lost: every process that held it "
+            "is gone (last commit %s) and the processes left, which joined later, never "
+            "received it; not starting over from nothing (round %d)"
+            % (verdict.decode().split(" ", 1)[-1], round_))
 
 
 def _my_host():
@@ -330,6 +390,10 @@ def _init_round(my_id, round_, announce=False):
     _seen["hosts_version"] = version
     _seen["round"] = round_
     _lib.init()
+    # As under horovodrun, HOROVOD_RANK stays the rank the launcher started this process
+    # with (Horovod's elastic scripts read it as their start rank); hvd.rank() is the
+    # rank in the job's current form.
+    os.environ["HOROVOD_RANK"] = str(my_id)
 
 
 def join_before_init():
@@ -337,9 +401,30 @@ def join_before_init():
     meet the others in the next round instead of the job's first rendezvous."""
     my_id = int(os.environ[ID_ENV])
     del os.environ[JOIN_ENV]
+    _seen["holds"] = False  # until the committed state reaches it (run's first sync)
     with _client() as store:
+        store.put(JOINED_KEY % my_id, b"1")  # the launcher stops waiting for it
         current = store.get(STORE + "round")
     _init_round(my_id, (int(current.decode()) if current else 0) + 1, announce=True)
+
+
+def _after_sync(state):
+    """The committed state has reached this process (``state.sync()`` succeeded): carry
+    the commit count from rank 0 and tell the launcher this process now holds it."""
+    if "TF_HVD_ELASTIC_MIN_NP" not in os.environ:
+        return
+    count = functions.broadcast_object(getattr(state, "_tf_hvd_commits", 0), 0,
+                                       session=getattr(state, "session", None),
+                                       name="elastic.commits")
+    state._tf_hvd_commits = count
+    first = not _seen["holds"]
+    _seen["holds"] = True
+    if first or topology.rank() == 0:
+        my_id = int(os.environ.get(ID_ENV, topology.rank()))
+        with _client() as store:
+            store.put(SYNCED_KEY % my_id, str(count).encode())
+            if topology.rank() == 0:
+                store.put(COMMIT_KEY, str(count).encode())
 
 
 def _reset():
@@ -365,6 +450,7 @@ def run(func):
         resets = 0
         while True:
             state.sync()
+            _after_sync(state)
             try:
                 return func(state, *args, **kwargs)
             except _LOST_RANK_ERRORS as e:

@@ -126,7 +126,8 @@ def test_a_host_the_discovery_script_adds_joins_with_the_committed_state(tmp_pat
         ["--grow-marker", marker, "--steps", 12, "--victim", -1])
     assert res.returncode == 0, res.describe()
     assert launcher == ["tfhvdrun: host discovery: 3 slot(s) on localhost; started rank(s) "
-                        "2, which join at the running ranks' next commit"], launcher
+                        "2, which the running ranks wait for at their next commit (at most 600 s, "
+                        "--elastic-timeout) to hand them the committed state"], launcher
     joined = _event(events[2], "train_begins")
     assert joined and joined["size"] == 3 and joined["rank"] == 2, events[2]
     # it starts from the state the others committed last, where they start again too
@@ -159,8 +160,9 @@ def test_a_failed_rank_s_host_takes_new_ranks_after_the_blacklist_cooldown(tmp_p
         "no rank starts on it for 1.0 s (--blacklist-cooldown-range 1 1); stopping its "
         "other rank(s) 0",
         "tfhvdrun: localhost's blacklist cooldown is over: ranks may start on it again",
-        "tfhvdrun: host discovery: 2 slot(s) on localhost; started rank(s) 4, 5, which join "
-        "at the running ranks' next commit"], launcher
+        "tfhvdrun: host discovery: 2 slot(s) on localhost; started rank(s) 4, 5, which the "
+        "running ranks wait for at their next commit (at most 600 s, --elastic-timeout) to "
+        "hand them the committed state"], launcher
     for new in (4, 5):
         joined = _event(events[new], "train_begins")
         assert joined and joined["size"] == 4 and joined["step"] == 3, events[new]

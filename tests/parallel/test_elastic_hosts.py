@@ -142,10 +142,9 @@ def test_hosts_added_and_removed_by_the_script_resize_the_job(cluster, tmp_path)
         ["--mark-epochs", "--want-size", "1:4", "--want-size", "2:2"])
     assert res.returncode == 0, res.describe(text=res.output[-6000:])
     assert launcher == [
-        "tfhvdrun: host discovery: 2 slot(s) on h2; started rank(s) 2, 3, which join at "
-        "the running ranks' next commit",
-        "tfhvdrun: host discovery: h1 is no longer listed; stopping rank(s) 0, 1 on it (the "
-        "others re-form without them)"], launcher
+        "tfhvdrun: host discovery: 2 slot(s) on h2; started rank(s) 2, 3, which the running ranks wait for at their next commit (at most 600 s, --elastic-timeout) to hand them the committed state",
+        "tfhvdrun: host discovery: h1 is no longer listed; rank(s) 0, 1 on it leave at the "
+        "next commit (the others re-form without them)"], launcher
     sizes = {}
     for i in events:
         for epoch, _, size, host in _batches(events[i]):

@@ -253,7 +253,8 @@ def test_elastic_job_grows_onto_a_host_the_discovery_script_adds(cluster, tmp_pa
     assert res.ok and not res.survivors, res.describe(text=res.output[-6000:])
     launcher = [l for l in res.output.splitlines() if l.startswith("tfhvdrun:")]
     assert launcher == ["tfhvdrun: host discovery: 1 slot(s) on h2; started rank(s) 2, "
-                        "which join at the running ranks' next commit"], res.output[-4000:]
+                        "which the running ranks wait for at their next commit (at most 600 s, "
+                        "--elastic-timeout) to hand them the committed state"], res.output[-4000:]
     events = {r: [json.loads(l) for l in (result_dir / ("rank%d.events" % r))
                   .read_text().splitlines()] for r in range(3)}
     begins = {r: [e for e in events[r] if e["event"] == "train_begins"] for r in range(3)}

@@ -110,3 +110,42 @@ def test_a_joiner_listed_after_this_process_came_is_not_waited_for(store):
     rank, _ = elastic._reform(2, 1)
     assert time.monotonic() - t0 < 5.0
     assert store.get(PREFIX + "round1/members") == b"2,3"
+
+
+def test_a_round_of_newcomers_only_fails_saying_the_state_was_lost(store, monkeypatch):
+    # ids 0 and 1 held the state and are gone; 2 and 3 joined but never received it
+    monkeypatch.setitem(elastic._seen, "holds", False)
+    store.put(PREFIX + "ids", b"2,3")
+    store.put(PREFIX + "commit", b"21")
+    store.put(PREFIX + "round1/alive/3", b"h2")
+    with pytest.raises(elastic.HorovodInternalError,
+                       match=r"committed state was lost.*last commit 21"):
+        elastic._reform(2, 1)
+    assert store.get(PREFIX + "round1/members") == b"lost 21"
+
+
+def test_a_newcomer_is_waited_for_until_the_launcher_drops_it(store, monkeypatch):
+    # id 4 was started by the launcher (listed as joining): the running ranks wait for
+    # it past LISTED_WAIT_SECONDS, and form without it once the launcher drops it
+    monkeypatch.setattr(elastic, "LISTED_WAIT_SECONDS", 0.3)
+    store.put(PREFIX + "ids", b"2,3,4")
+    store.put(PREFIX + "joining", b"4")
+    store.put(PREFIX + "round1/alive/3", b"h2")
+
+    def launcher():
+        time.sleep(1.5)
+        store.put(PREFIX + "ids", b"2,3")
+        store.put(PREFIX + "joining", b"")
+    threading.Thread(target=launcher).start()
+    t0 = time.monotonic()
+    assert elastic._reform(2, 1) == (0, ["h2", "h2"])
+    assert time.monotonic() - t0 >= 1.5
+    assert store.get(PREFIX + "round1/members") == b"2,3"
+
+
+def test_a_process_the_launcher_asked_to_leave_exits_cleanly(store):
+    store.put(PREFIX + "ids", b"2,3")
+    store.put(PREFIX + "leaving/1", b"1")
+    with pytest.raises(SystemExit) as info:
+        elastic._reform(1, 1)
+    assert info.value.code == 0

@@ -166,7 +166,8 @@ def test_the_joiner_skips_a_blacklisted_host_until_its_cooldown_ends(cooldown_ra
             "stopping its other rank(s) 2",
             "tfhvdrun: localhost's blacklist cooldown is over: ranks may start on it again",
             "tfhvdrun: host discovery: 2 slot(s) on localhost; started rank(s) 3, 4, which "
-            "join at the running ranks' next commit"], err
+            "the running ranks wait for at their next commit (at most 5 s, "
+            "--elastic-timeout) to hand them the committed state"], err
         assert joiner.server.store["tf_hvd/elastic/ids"] == b"0,3,4"
 
 
@@ -190,7 +191,7 @@ def test_the_joiner_counts_ranks_per_host_and_starts_remote_ones_over_ssh(capsys
                            "other hosts can join"], err
             continue
         assert err == ["tfhvdrun: host discovery: 2 slot(s) on h2; started rank(s) 3, "
-                       "which join at the running ranks' next commit"], err
+                       "which the running ranks wait for at their next commit (at most 5 s, --elastic-timeout) to hand them the committed state"], err
         [(rank, host, argv, env, stdin)] = sup.starts
         assert (rank, host, argv) == (3, "h2", ["ssh", "h2", "HOROVOD_RANK=3"])
         assert stdin == b"s3cret\n" and "s3cret" not in " ".join(argv)

@@ -9,10 +9,14 @@ Hosts are keyed by the name the script prints, as in Horovod: ``localhost:2`` an
 ``127.0.0.1:2`` are two hosts of two slots each, although both are this machine.
 """
 
+import re
 import subprocess
 import time
 
 from .hosts import HostSpecError
+
+
+_HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$")  # [user@]name or IPv4 address
 
 
 def parse_hosts_output(text, slots_per_host):
@@ -23,7 +27,7 @@ def parse_hosts_output(text, slots_per_host):
         if not line or line.startswith("#"):
             continue
         host, _, slots = line.partition(":")
-        if not host or (slots and not slots.isdigit()):
+        if not _HOST.match(host) or (slots and not slots.isdigit()):
             raise HostSpecError("host discovery script, line %d: expected host[:slots], got "
                                 "%r" % (number, line))
         hosts.append((host, int(slots) if slots else slots_per_host))
@@ -44,14 +48,18 @@ class HostDiscovery(object):
         try:
             out = subprocess.run([self.script], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, timeout=self.timeout, check=True)
-            hosts = parse_hosts_output(out.stdout.decode("utf-8", "replace"),
-                                       self.slots_per_host)
-        except (OSError, subprocess.SubprocessError, HostSpecError) as e:
+        except (OSError, subprocess.SubprocessError) as e:
             detail = e.strerror if isinstance(e, OSError) and e.strerror else e
             stderr = getattr(e, "stderr", None)
             if stderr:
                 detail = "%s: %s" % (detail, stderr.decode("utf-8", "replace").strip()[-300:])
             raise HostSpecError("host discovery script %s failed: %s" % (self.script, detail))
+        try:
+            hosts = parse_hosts_output(out.stdout.decode("utf-8", "replace"),
+                                       self.slots_per_host)
+        except HostSpecError as e:
+            raise HostSpecError("host discovery: ignoring this output of %s (%s); the hosts "
+                                "stay as they were" % (self.script, e))
         merged = {}
         for host, slots in hosts:
             merged[host] = merged.get(host, 0) + slots

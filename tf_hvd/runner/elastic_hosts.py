@@ -5,12 +5,20 @@ The launcher publishes the ids of the processes that take part under
 them). With a --host-discovery-script it also follows the hosts the script lists, as
 Horovod's elastic driver does:
 
-* a host it adds gets ranks on its free slots (up to --max-np); they join at the running
-  ranks' next commit. Ranks on this machine start directly, the others over ssh (the
-  job's secret on ssh's stdin);
+* a host it adds gets ranks on its free slots (up to --max-np); the running ranks re-form
+  with them at their next commit, waiting for them (the newcomers receive the committed
+  state there); a newcomer that has not come --elastic-timeout seconds after its start is
+  stopped, named, and its host blacklisted. Ranks on this machine start directly, the
+  others over ssh (the job's secret on ssh's stdin);
 * a host it no longer lists has its ranks stopped; the others re-form without them;
 * a host where a rank failed is blacklisted (no new rank for the rest of the job, or
   until its --blacklist-cooldown-range cooldown ends) and its other ranks are stopped.
+
+The committed state is never dropped on purpose (state_holders.py): ranks that hold it
+and would be stopped while no other rank holds it stay (at most --elastic-timeout) until
+a newcomer has received it; when the holders are gone all the same (killed, host lost),
+the job fails, saying that the state was lost and at which commit, rather than start
+over from nothing.
 
 Hosts are keyed by the name the script prints: ``localhost`` and ``127.0.0.1`` are two
 hosts, as in Horovod.
@@ -24,12 +32,18 @@ import argparse
 import os
 
 from . import auth
+from . import failures
 from . import env as rank_env
 from .blacklist import Blacklist
 from .discovery import HostDiscovery
+from .state_holders import StateHolders, id_list
 from .supervisor import log_line
 
 IDS_KEY = "tf_hvd/elastic/ids"
+# A host listed again this soon after its ranks were stopped because it was not listed
+# gets new ranks only once it has been listed this long in a row (a flapping host would
+# otherwise make the running ranks wait for newcomers at every commit).
+FLAP_SECONDS = 10.0
 HOST_ENV = "TF_HVD_ELASTIC_HOST"  # a rank's host as the user named it (tf_hvd.elastic)
 RESTART_ENV = "TF_HVD_RESTART_COUNT"
 
@@ -49,6 +63,10 @@ def _taking_part(supervisor):
             if p.returncode is None and not getattr(p, "retired", False)]
 
 
+def _finishing(supervisor):
+    return any(p.returncode == 0 and not p.retired for p in supervisor.procs)
+
+
 class ElasticHosts(object):
     def __init__(self, plan, server, args, blacklist=None):
         self.plan, self.server, self.args = plan, server, args
@@ -62,6 +80,12 @@ class ElasticHosts(object):
         self.warned = set()
         self._published = None
         self.publish(",".join(str(i) for i in self.ids))
+        self.holders = StateHolders(server.store, self.ids)
+        self._lost_holders = []  # holders lost since the state last reached new ranks
+        self._dropped = {}       # host -> when its ranks were stopped (no longer listed)
+        self._listed_since = {}  # host -> since when it is listed without a break
+        self.deferred = {}  # proc -> (since, what it is stopped for): last holders kept
+        self._stopped_new = []
 
     def publish(self, ids):
         if ids != self._published:
@@ -80,16 +104,148 @@ class ElasticHosts(object):
             host = proc.host
             already = self.blacklist.is_blacklisted(host)
             delay = self.blacklist.add(host)
-            others = [p for p in _taking_part(supervisor) if p.host == host and p is not proc]
+            others = [p for p in _taking_part(supervisor) if p.host == host and p is not proc
+                      and p not in self.deferred]
+            keep = self._stop(supervisor, others, "%s (blacklisted)" % host)
             if not already:
-                lines.append(self._blacklisting(host, proc, delay, others))
-            if others:
-                supervisor.retire(others)
+                lines.append(self._blacklisting(host, proc, delay,
+                                                [p for p in others if p not in keep], keep,
+                                                supervisor))
+        if self.holders.holds(proc.rank):
+            self._lost_holders.append(proc)
+        self.holders.forget(proc.rank)
         self._publish_running(supervisor)
         return lines
 
-    def _blacklisting(self, host, proc, delay, others):
+    # -- the committed state ------------------------------------------------------
+    def _leave(self, supervisor, procs):
+        """Ask ``procs`` to leave at the job's next commit: they are no longer listed,
+        the running ranks re-form without them there (with that commit) and they exit;
+        SIGTERM if they are still running --elastic-timeout later."""
+        if not procs:
+            return
+        supervisor.retire(procs, after=self.args.elastic_timeout)
+        self._publish_running(supervisor)
+        self.holders.leaving([p.rank for p in procs])
+
+    def _stop(self, supervisor, procs, why, graceful=False):
+        """Stop ``procs`` (``graceful``: at the next commit), except those that are the
+        last ranks holding the committed state: they stay until it has moved (at most
+        --elastic-timeout). Returns them."""
+        leaving = set(procs) | set(self.deferred)
+        others = [p for p in _taking_part(supervisor)
+                  if p not in leaving and self.holders.holds(p.rank)]
+        keep = [] if others else [p for p in procs if self.holders.holds(p.rank)]
+        now = self.holders.clock()
+        for p in keep:
+            self.deferred[p] = (now, why)
+        go = [p for p in procs if p not in keep]
+        held = set(p.rank for p in go if self.holders.holds(p.rank))
+        for p in go:
+            self.holders.forget(p.rank)
+        self._stopped_new = [p for p in go if p.rank not in held]
+        if graceful:  # holders leave at a commit; newcomers have nothing to hand on
+            self._leave(supervisor, [p for p in go if p.rank in held])
+            supervisor.retire(self._stopped_new)
+        else:
+            supervisor.retire(go)
+        return keep
+
+    def _waiting_for(self, supervisor):
+        """Why the kept holders stay: a phrase naming the ranks that should receive it."""
+        newcomers = [p.rank for p in _taking_part(supervisor)
+                     if not self.holders.holds(p.rank)]
+        commit = self.holders.commit()
+        if newcomers:
+            return ("hold the job's committed state (commit %d), which rank(s) %s have not "
+                    "received yet: they stay until it has (at most %g s, --elastic-timeout)"
+                    % (commit, id_list(newcomers), self.args.elastic_timeout))
+        return ("hold the job's committed state (commit %d) and no other rank has it: they "
+                "stay until a new rank has received it (at most %g s, --elastic-timeout)"
+                % (commit, self.args.elastic_timeout))
+
+    def _follow_deferred(self, supervisor):
+        """Stop the kept holders once another rank holds the state, or after
+        --elastic-timeout."""
+        for p in list(self.deferred):
+            if p.returncode is not None or p.retired:
+                del self.deferred[p]
+        if not self.deferred:
+            return
+        holders = [p for p in _taking_part(supervisor)
+                   if p not in self.deferred and self.holders.holds(p.rank)]
+        since = min(t for t, _ in self.deferred.values())
+        whys = sorted(set(w for _, w in self.deferred.values()))
+        procs = sorted(self.deferred, key=lambda p: p.rank)
+        if holders:
+            log_line("the committed state has reached rank(s) %s: rank(s) %s on %s, leave at "
+                     "the next commit (the others re-form without them)"
+                     % (_ranks(holders), _ranks(procs), ", ".join(whys)))
+            self.deferred = {}
+            for p in procs:
+                self.holders.forget(p.rank)
+            self._leave(supervisor, procs)
+            return
+        elif self.holders.clock() - since >= self.args.elastic_timeout:
+            log_line("no other rank has received the committed state within %g s "
+                     "(--elastic-timeout): stopping rank(s) %s on %s all the same"
+                     % (self.args.elastic_timeout, _ranks(procs), ", ".join(whys)))
+            self._lost_holders.extend(procs)
+        else:
+            return
+        self.deferred = {}
+        for p in procs:
+            self.holders.forget(p.rank)
+        supervisor.retire(procs)
+
+    def _drop_late(self, supervisor):
+        """Newcomers that have not come within --elastic-timeout of their start."""
+        timeout = self.args.elastic_timeout
+        for i in self.holders.late(timeout):
+            procs = [p for p in _taking_part(supervisor) if p.rank == i]
+            self.holders.forget(i)
+            if not procs:
+                continue
+            p = procs[0]
+            delay = self.blacklist.add(p.host)
+            log_line("rank %d (on %s) has not come to the rendezvous within %g s "
+                     "(--elastic-timeout) of its start: stopping it, the others go on "
+                     "without it; %s is blacklisted%s" % (
+                         i, p.host, timeout, p.host,
+                         "" if delay is None else " for %.1f s" % delay))
+            supervisor.retire([p])
+
+    def state_lost(self, supervisor):
+        """The final line when no rank taking part holds the committed state any more
+        (the job must fail rather than start over); else None."""
+        if _finishing(supervisor):
+            return None
+        taking = _taking_part(supervisor)
+        if [p for p in taking if self.holders.holds(p.rank)]:
+            return None
+        gone = sorted(set(self._lost_holders + [p for p in supervisor.procs if p not in
+                                                    taking and self.holders.holds(p.rank)]),
+                      key=lambda p: p.rank)
+        newcomers = [p.rank for p in taking]
+        return ("the job failed: its committed state was lost at commit %d: the rank(s) "
+                "that held it are gone (%s)%s; tf_hvd does not start a job over from "
+                "nothing: restart it from a checkpoint of your own"
+                % (self.holders.commit(),
+                   "; ".join(self._gone(p) for p in gone) or "none is left",
+                   (", and rank(s) %s, which joined later, had not received it"
+                    % id_list(newcomers)) if newcomers else ""))
+
+    @staticmethod
+    def _gone(p):
+        if p.returncode is not None and not p.retired:
+            return failures.describe(p.outcome())
+        return "rank %d (on %s), stopped by the launcher" % (p.rank, p.host)
+
+    def _blacklisting(self, host, proc, delay, others, keep=(), supervisor=None):
         stopping = ("; stopping its other rank(s) %s" % _ranks(others)) if others else ""
+        if keep:
+            stopping += "; its other rank(s) %s %s" % (_ranks(keep),
+                                                        self._waiting_for(supervisor))
         cooldown = self.blacklist.cooldown_range
         if delay is None:
             return ("blacklisting %s after rank %d's failure: no rank starts on it for the "
@@ -101,12 +257,30 @@ class ElasticHosts(object):
                    cooldown[1], stopping))
 
     # -- following the discovery script -------------------------------------------
+    def _flapping(self, host):
+        """True (said once per return) while ``host``, dropped a moment ago, has not yet
+        been listed for FLAP_SECONDS in a row."""
+        dropped = self._dropped.get(host)
+        if dropped is None:
+            return False
+        now = self.holders.clock()
+        since = self._listed_since.get(host, now)
+        if now - since >= FLAP_SECONDS:
+            del self._dropped[host]
+            return False
+        if since >= dropped and ("flap", host, dropped) not in self.warned:
+            self.warned.add(("flap", host, dropped))
+            log_line("host discovery: %s is listed again %.1f s after it was dropped; it gets "
+                     "ranks once it has been listed for %g s in a row (ignored until then)"
+                     % (host, since - dropped, FLAP_SECONDS))
+        return True
+
     def _offered(self, hosts):
-        """[(host, slots)] in discovery order: blacklisted hosts and (on a loopback-only
-        job) other machines left out."""
+        """[(host, slots)] in discovery order: blacklisted hosts, hosts that flap and (on
+        a loopback-only job) other machines left out."""
         offered = []
         for host, slots in hosts:
-            if self.blacklist.is_blacklisted(host):
+            if self.blacklist.is_blacklisted(host) or self._flapping(host):
                 continue
             if self.plan.loopback_only and not self.plan.is_local(host):
                 if host not in self.warned:
@@ -153,29 +327,63 @@ class ElasticHosts(object):
         listed = set(h for h, _ in hosts)
         gone = {}
         for p in _taking_part(supervisor):
-            if p.host not in listed:
+            if p.host not in listed and p not in self.deferred:
                 gone.setdefault(p.host, []).append(p)
         for host, procs in gone.items():
-            log_line("host discovery: %s is no longer listed; stopping rank(s) %s on it (the "
-                     "others re-form without them)" % (host, _ranks(procs)))
-            supervisor.retire(procs)
+            self._dropped[host] = self.holders.clock()
+            keep = self._stop(supervisor, procs, "%s, which is no longer listed" % host,
+                              graceful=True)
+            go = [p for p in procs if p not in keep]
+            if not keep:
+                if self._stopped_new == go:
+                    log_line("host discovery: %s is no longer listed; stopping rank(s) %s on "
+                             "it, which had not received the committed state yet"
+                             % (host, _ranks(procs)))
+                    continue
+                log_line("host discovery: %s is no longer listed; rank(s) %s on it leave at "
+                         "the next commit (the others re-form without them)"
+                         % (host, _ranks(procs)))
+                continue
+            log_line("host discovery: %s is no longer listed, but its rank(s) %s %s%s"
+                     % (host, _ranks(keep), self._waiting_for(supervisor),
+                        ("; rank(s) %s on it leave at the next commit" % _ranks(go))
+                        if go else ""))
 
     def tick(self, supervisor):
         """Called every poll while the job runs."""
         self._publish_running(supervisor)
-        if self.discovery is None or any(p.returncode == 0 for p in supervisor.procs):
+        if self.discovery is None or _finishing(supervisor):
             return  # no script, or the job is finishing: no rank joins any more
+        taking = set(p.rank for p in _taking_part(supervisor))
+        for i in list(self.holders.newcomers):
+            if i not in taking:
+                self.holders.forget(i)
+        if self.holders.refresh():
+            self._lost_holders = []
+        self._drop_late(supervisor)
+        self._follow_deferred(supervisor)
+        self._publish_running(supervisor)
+        lost = self.state_lost(supervisor)
+        if lost is not None:
+            supervisor.stop_job(lost)
+            return
         for host in self.blacklist.returned():
             log_line("%s's blacklist cooldown is over: ranks may start on it again" % host)
         hosts = self.discovery.poll()
         if hosts is None:
             return
-        self._stop_unlisted(supervisor, hosts)
-        running = _taking_part(supervisor)
+        now = self.holders.clock()
+        listed = set(h for h, _ in hosts)
+        self._listed_since = dict((h, self._listed_since.get(h, now)) for h in listed)
+        # Ranks on hosts no longer listed (or kept there as the last holders) leave room:
+        # newcomers start first, so that the state has somewhere to go.
+        running = [p for p in _taking_part(supervisor)
+                   if p.host in listed and p not in self.deferred]
         per_host = {}
         for p in running:
             per_host[p.host] = per_host.get(p.host, 0) + 1
         room = float("inf") if self.args.max_np is None else self.args.max_np - len(running)
+        all_started = []
         for host, slots in self._offered(hosts):
             started = []
             while room > 0 and per_host.get(host, 0) < slots:
@@ -192,6 +400,12 @@ class ElasticHosts(object):
                 room -= 1
             if started:
                 log_line("host discovery: %d slot(s) on %s; started rank(s) %s, which "
-                         "join at the running ranks' next commit"
-                         % (slots, host, ", ".join(str(i) for i in started)))
+                         "the running ranks wait for at their next commit (at most %g s, "
+                         "--elastic-timeout) to hand them the committed state"
+                         % (slots, host, ", ".join(str(i) for i in started),
+                            self.args.elastic_timeout))
+                all_started.extend(started)
         self._publish_running(supervisor)
+        if all_started:  # listed first: the running ranks' reset waits for them
+            self.holders.started(all_started)
+        self._stop_unlisted(supervisor, hosts)

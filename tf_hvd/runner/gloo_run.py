@@ -127,7 +127,8 @@ def _run_once(plan, restart):
     supervisor = Supervisor(signals, fault_records=lambda: fault_records(server.store),
                             elastic=elastic, tick=hosts and (lambda: hosts.tick(supervisor)),
                             on_rank_lost=hosts and (
-                                lambda proc: hosts.rank_lost(proc, supervisor)))
+                                lambda proc: hosts.rank_lost(proc, supervisor)),
+                            state_lost=hosts and (lambda: hosts.state_lost(supervisor)))
 
     def verbose(message):
         if args.verbose:
@@ -178,7 +179,8 @@ def _run_once(plan, restart):
         code = supervisor.wait()
         if code != 0:
             _report_missing_ranks(server, len(plan.slots))
-        restartable = supervisor.failed is not None and supervisor.signalled is None
+        restartable = supervisor.failed is not None and supervisor.signalled is None and \
+            supervisor.lost_report is None
         return code, restartable, supervisor.report
     finally:
         signals.restore()

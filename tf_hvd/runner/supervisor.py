@@ -86,6 +86,7 @@ class RankProcess(object):
         self.returncode = None
         self.retired = False         # stopped by an elastic launcher: its exit is no failure
         self.retire_kill_at = None   # ... and SIGKILLed then if still running
+        self.retire_term_at = None   # ... SIGTERMed then (it was asked to leave by itself)
         self.exit_time = None        # time.monotonic() when the process ended
         self.traceback_time = None   # ... when it first printed a Python traceback
         self._waiter = threading.Thread(target=self._wait, name="tf_hvd-wait%d" % rank,
@@ -111,12 +112,18 @@ class RankProcess(object):
 
 class Supervisor(object):
     def __init__(self, signals=None, grace=3.0, poll_interval=0.05, log=None,
-                 fault_records=None, elastic=None, tick=None, on_rank_lost=None, settle=0.5):
+                 fault_records=None, elastic=None, tick=None, on_rank_lost=None, settle=0.5,
+                 state_lost=None):
         """``fault_records()``: rank -> failures.FaultRecord reported by the ranks' cores
         so far (none when not given). ``elastic``: None, or an object with ``min_np``,
         ``timeout`` and ``reset_limit`` (None: no limit): a failed rank then does not end
-        the job while at least min_np ranks are left (tf_hvd.elastic re-forms it)."""
+        the job while at least min_np ranks are left (tf_hvd.elastic re-forms it).
+        ``state_lost()``: the final line when no rank left holds an elastic job's committed
+        state (the job then fails instead of going on), else None."""
         self.elastic = elastic
+        self._state_lost = state_lost
+        self.lost_report = None      # the job failed because its committed state was lost
+        self._stop_requested = False
         self._tick = tick  # called every poll while the job runs (elastic host discovery)
         self._on_rank_lost = on_rank_lost  # called with each rank an elastic run lost
         self.resets = 0
@@ -172,18 +179,28 @@ class Supervisor(object):
         except (ProcessLookupError, PermissionError):
             pass
 
-    def retire(self, procs):
+    def retire(self, procs, after=None):
         """Elastic runs: stop ``procs`` (their host failed or left the discovered hosts);
-        their exit is not a failure. SIGTERM now, SIGKILL ``grace`` seconds later."""
+        their exit is not a failure. SIGTERM now (or ``after`` seconds from now, when they
+        were asked to leave by themselves), SIGKILL ``grace`` seconds later."""
         for proc in procs:
             if proc.returncode is None and not proc.retired:
                 proc.retired = True
+                if after is not None:
+                    proc.retire_term_at = time.monotonic() + after
+                    proc.retire_kill_at = float("inf")
+                    continue
                 proc.retire_kill_at = time.monotonic() + self.grace
                 self._signal_proc(proc, signal.SIGTERM)
 
     def _kill_retired_late(self):
         now = time.monotonic()
         for proc in self.procs:
+            if proc.retired and proc.returncode is None and proc.retire_term_at is not None \
+                    and proc.retire_term_at <= now:
+                proc.retire_term_at = None
+                proc.retire_kill_at = now + self.grace
+                self._signal_proc(proc, signal.SIGTERM)
             if proc.retired and proc.returncode is None and proc.retire_kill_at <= now:
                 proc.retire_kill_at = float("inf")
                 self._signal_proc(proc, signal.SIGKILL)
@@ -230,12 +247,18 @@ class Supervisor(object):
                         self._signal_groups(signal.SIGKILL)
                         killed = True
                 if self._tick is not None and self.failed is None and \
-                        self.signalled is None:
+                        self.signalled is None and self.lost_report is None:
                     self._tick()
                 running, exited = self._poll()
+                if self._stop_requested:
+                    self._stop_requested = False
+                    for p in running:
+                        self._signal_proc(p, signal.SIGTERM)
+                    deadline = time.monotonic() + self.grace
                 for proc in sorted(exited, key=lambda p: p.rank):
                     if (proc.returncode != 0 and self.failed is None
-                            and self.signalled is None and not proc.retired):
+                            and self.signalled is None and not proc.retired
+                            and self.lost_report is None):
                         if self.elastic is not None and self._elastic_goes_on(proc, running):
                             continue
                         self.failed = proc
@@ -284,14 +307,27 @@ class Supervisor(object):
                 time.sleep(self.poll_interval)
         finally:
             self.cleanup()
+        if self.lost_report is not None and self.signalled is None:
+            self.report = self.lost_report
+            self._log(self.report)
+            holders = [p for p in self._elastic_failed if p.returncode]
+            return exit_code_for(holders[0].returncode) if holders else 1
         if (self.failed is None and self._elastic_failed and self.signalled is None and
-                not any(p.returncode == 0 for p in self.procs)):
+                not any(p.returncode == 0 and not p.retired for p in self.procs)):
             self.failed = self._elastic_failed[0]  # every rank failed in the end
         if self.failed is not None:
             return self._report_failure()
         if self.signalled is not None:
             return 128 + int(self.signalled)
         return 0
+
+    def stop_job(self, report):
+        """Elastic runs: end the job as failed (its committed state is lost); ``report``
+        is the final line. The ranks get SIGTERM at the next poll, SIGKILL ``grace`` s
+        later."""
+        if self.lost_report is None:
+            self.lost_report = report
+            self._stop_requested = True
 
     @staticmethod
     def _active(running):
@@ -319,6 +355,12 @@ class Supervisor(object):
                       "stopped)" % what)
             self._none_left = True
             return False
+        lost = self._state_lost() if self._state_lost is not None else None
+        if lost is not None:
+            self._log("%s; no rank left holds the job's committed state: stopping the job"
+                      % what)
+            self.stop_job(lost)
+            return True
         if limit is not None and self.resets > limit:
             self._log("%s; stopping the job: it has been reset %d time(s), more than "
                       "--reset-limit %d allows" % (what, self.resets, limit))
