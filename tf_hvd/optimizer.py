@@ -162,7 +162,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
                          backward_passes_per_step=1, op=Average,
                          gradient_predivide_factor=1.0,
                          average_aggregated_gradients=False, num_groups=0,
-                         groups=None, process_set=None, scale_local_gradients=True):
+                         groups=None, process_set=None, scale_local_gradients=True,
+                         sharded=False):
     """Wrap ``optimizer`` so that it averages gradients over all ranks.
 
     Args:
@@ -188,8 +189,12 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
         every rank); only its members may use the optimizer.
       scale_local_gradients: divide the gradients of variables registered
         with ``register_local_var`` by ``hvd.size()`` (Horovod's default).
+      sharded: (tf_hvd; Keras 3 optimizers only) keep the optimizer's slots
+        for 1/N of the parameters on each rank: gradients averaged by
+        reduce-scatter, each rank updates its slice, the parameters are
+        allgathered (docs/training.md, "Sharded optimizer state").
 
-    The parameters are Horovod's, in Horovod's order.
+    The parameters are Horovod's, in Horovod's order, then ``sharded``.
 
     Raises:
       TypeError: the optimizer is neither kind.
@@ -210,6 +215,11 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
     params = ReductionParams.from_call(locals())
     if isinstance(optimizer, _DistributedOptimizer):
         raise ValueError("the optimizer is already a DistributedOptimizer")
+    if sharded and isinstance(optimizer, _LegacyOptimizer):
+        raise ValueError(
+            "DistributedOptimizer(sharded=True) supports Keras 3 optimizers only; "
+            "%s is a TF1 optimizer (tf.compat.v1.train): use sharded=False in TF1 "
+            "graphs" % type(optimizer).__name__)
     if isinstance(optimizer, _LegacyOptimizer) and op == Adasum:
         if average_aggregated_gradients:
             raise ValueError("Adasum does not support average_aggregated_gradients=True")
@@ -217,7 +227,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
     if isinstance(optimizer, _LegacyOptimizer):
         return _DistributedOptimizer(optimizer, params)
     if optimizer_kind(optimizer) is not None:  # Keras 3 or tf-keras 2 (new or legacy)
-        return create_distributed_optimizer(optimizer, params)
+        return create_distributed_optimizer(optimizer, params, sharded=sharded)
     raise TypeError(
         "DistributedOptimizer needs a tf.compat.v1.train.Optimizer or a Keras "
         "optimizer (keras.optimizers.Optimizer); got %s.%s"

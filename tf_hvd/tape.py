@@ -8,6 +8,23 @@ from tf_hvd.reduce_ops import Average
 from tf_hvd.reduction_params import ReductionParams
 
 
+# Set on every gradient a DistributedGradientTape has averaged, so that a sharded
+# DistributedOptimizer given them does not reduce them a second time.
+REDUCED_MARK = "_hvd_reduced"
+
+
+def _mark_reduced(grads, is_local):
+    for g, local in zip(grads, is_local):
+        if g is None or local:
+            continue
+        try:
+            setattr(g.values if isinstance(g, tf.IndexedSlices) else g, REDUCED_MARK, True)
+            if isinstance(g, tf.IndexedSlices):
+                setattr(g, REDUCED_MARK, True)
+        except AttributeError:  # pragma: no cover - a tensor type without __dict__
+            pass
+
+
 def _ref(var):
     ref = getattr(var, "ref", None)
     return ref() if callable(ref) else id(var)
@@ -103,16 +120,20 @@ class _DistributedTapeMixin(object):
         (``register_local_source``) are not allreduced, and are divided by
         ``hvd.size()`` when ``scale_local_gradients``. ``use_generic_names``
         is Horovod's fourth parameter: the collectives here are always named
-        by position (``grad_<i>``), so it changes nothing.
+        by position (``grad_<i>``), so it changes nothing. The averaged
+        gradients carry a mark (``_hvd_reduced``) by which a sharded
+        DistributedOptimizer given them slices them instead of reducing them
+        again.
         """
         grads = self._hvd_tape.gradient(
             target, sources, output_gradients=output_gradients,
             unconnected_gradients=unconnected_gradients)
         flat_sources = tf.nest.flatten(sources)
         flat_grads = tf.nest.flatten(grads)
+        is_local = [self._is_local(s) for s in flat_sources]
         out = reduce_skipping_local(self._hvd_allreduce_grads, flat_grads, flat_sources,
-                                    [self._is_local(s) for s in flat_sources],
-                                    self.scale_local_gradients)
+                                    is_local, self.scale_local_gradients)
+        _mark_reduced(out, is_local)
         return tf.nest.pack_sequence_as(grads, out)
 
     def get_local_and_global_gradients(self, target, sources, output_gradients=None,

@@ -120,6 +120,7 @@ HOROVOD_0_28_METHODS = {
 # Parameters tf_hvd adds after Horovod's, each on purpose.
 EXTENSIONS = {
     "join": ["name", "process_set"],
+    "DistributedOptimizer": ["sharded"],
     "grouped_reducescatter": ["name", "ignore_name_scope"],
     "LocalGradientAggregationHelperEager": ["name"],
     ("tape", "gradient"): ["unconnected_gradients"],

@@ -359,7 +359,7 @@ def test_keras_module_exports():
                       "gradient_predivide_factor", "op",
                       "backward_passes_per_step",
                       "average_aggregated_gradients", "num_groups", "groups",
-                      "process_set", "scale_local_gradients"]
+                      "process_set", "scale_local_gradients", "sharded"]
     # horovod.keras' order (Horovod 0.28.1 defines it there only), then tf_hvd's two.
     params = list(inspect.signature(hk.PartialDistributedOptimizer).parameters)
     assert params == ["optimizer", "name", "device_dense", "device_sparse",
@@ -369,7 +369,7 @@ def test_keras_module_exports():
                       "backward_passes_per_step", "average_aggregated_gradients"]
     params = list(inspect.signature(hk.load_model).parameters)
     assert params == ["filepath", "custom_optimizers", "custom_objects",
-                      "compression", "legacy_opts"]
+                      "compression", "legacy_opts", "sharded"]
     with pytest.raises(ValueError, match="tf-keras"):
         hk.load_model("unused.keras", legacy_opts=True)
     for name in ["BroadcastGlobalVariablesCallback", "MetricAverageCallback",

@@ -91,10 +91,20 @@ def optimizer_built(optimizer):
         getattr(optimizer, "_built", False))
 
 
+def replicated_optimizer_variables(optimizer):
+    """The optimizer variables that every rank holds in full: all of them,
+    except for a sharded DistributedOptimizer, whose slots are each rank's own
+    slice (then only iterations, learning rate, loss scale)."""
+    if getattr(type(optimizer), "_hvd_sharded", False):
+        return list(optimizer.replicated_variables())
+    return optimizer_variables(optimizer)
+
+
 def model_and_optimizer_variables(model):
-    """The model's variables and, once built, its optimizer's."""
+    """The model's variables and, once built, its optimizer's (those every rank
+    holds in full: what a broadcast from one rank may overwrite)."""
     variables = list(model.variables)
     opt = getattr(model, "optimizer", None)
     if opt is not None and not isinstance(opt, str) and optimizer_built(opt):
-        variables += optimizer_variables(opt)
+        variables += replicated_optimizer_variables(opt)
     return variables

@@ -46,7 +46,7 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
                          backward_passes_per_step=1,
                          average_aggregated_gradients=False, num_groups=0,
                          groups=None, process_set=None,
-                         scale_local_gradients=True):
+                         scale_local_gradients=True, sharded=False):
     """Wrap a Keras optimizer so that gradients are averaged over all ranks.
 
     Takes a Keras 3 optimizer, a tf-keras 2 optimizer
@@ -61,6 +61,14 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
     ``scale_local_gradients``, as in Horovod). ``tf_hvd._keras.keras3_optimizer`` and
     ``tf_hvd._keras.tf_keras_optimizer`` say where each kind reduces.
 
+    ``sharded=True`` (a tf_hvd addition; Keras 3 optimizers of the supported
+    classes) keeps the optimizer's slots for 1/N of the parameters on each
+    rank (ZeRO-1): gradients are averaged by reduce-scatter, each rank updates
+    its slice and the parameters are allgathered. ``opt.variables`` then lists
+    the state this rank holds; ``opt.gather_state()`` (every rank) collects the
+    whole state for an ordinary Keras checkpoint. docs/training.md, "Sharded
+    optimizer state", says what composes with it and what it costs.
+
     Example:
 
     >>> hvd.init()
@@ -70,8 +78,15 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
     >>> history = model.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=2, verbose=0)
     >>> len(history.history["loss"]), isinstance(opt, keras.optimizers.Adam)
     (2, True)
+    >>> sharded = hvd.DistributedOptimizer(keras.optimizers.Adam(1e-3), sharded=True)
+    >>> model.compile(optimizer=sharded, loss="mse")
+    >>> history = model.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=1, verbose=0)
+    >>> [tuple(v.shape) for v in sharded.variables]  # 1 rank: 3 elements per slot
+    [(), (), (3,), (3,)]
     """
-    return create_distributed_optimizer(optimizer, ReductionParams.from_call(locals()))
+    sharded = bool(sharded)
+    params = ReductionParams.from_call(locals())
+    return create_distributed_optimizer(optimizer, params, sharded=sharded)
 
 
 def _is_layer(obj):
@@ -197,10 +212,11 @@ def _optimizer_classes(optimizers_module, base):
     return found
 
 
-def _wrapped_optimizer_objects(classes, compression, registered_name):
+def _wrapped_optimizer_objects(classes, compression, registered_name, sharded=False):
     objects = {}
     for name, cls in classes.items():
-        wrapped = distributed_optimizer_class(cls, ReductionParams(compression=compression))
+        wrapped = distributed_optimizer_class(cls, ReductionParams(compression=compression),
+                                              sharded=sharded)
         # Keras looks objects up by their registered name ("package>Name"
         # for registered custom classes), plain or lower-case class name.
         for key in (name, name.lower(), registered_name(cls)):
@@ -209,7 +225,7 @@ def _wrapped_optimizer_objects(classes, compression, registered_name):
 
 
 def load_model(filepath, custom_optimizers=None, custom_objects=None,
-               compression=Compression.none, legacy_opts=False):
+               compression=Compression.none, legacy_opts=False, sharded=False):
     """Load a saved Keras model with its optimizer wrapped in a
     DistributedOptimizer (with the given ``compression``), so training goes on
     from the saved optimizer state.
@@ -225,11 +241,18 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None,
       compression: gradient compression of the wrapped optimizer.
       legacy_opts: the model was trained with ``tf.keras.optimizers.legacy``
         optimizers (tf-keras only; Keras 3 has none: ValueError).
+      sharded: (tf_hvd, Keras 3) the optimizer comes back as a sharded
+        DistributedOptimizer, each rank taking its slice of the saved (whole)
+        optimizer state; the file may come from any number of ranks, sharded
+        or not. Every rank must call it (the layout is checked across ranks).
 
         model = hvd.load_model("model.keras")   # optimizer is distributed
     """
     keras_module = _flavors.default_keras()
     sync_bn = sync_batch_norm_class(keras_module)
+    if sharded and _flavors.is_tf_keras(keras_module.optimizers.Optimizer):
+        raise ValueError("load_model(sharded=True) needs Keras 3; tf.keras is tf-keras 2 "
+                         "here (TF_USE_LEGACY_KERAS=1)")
     if _flavors.is_tf_keras(keras_module.optimizers.Optimizer):
         return _load_tf_keras_model(keras_module, filepath, custom_optimizers,
                                     custom_objects, compression, legacy_opts,
@@ -244,7 +267,7 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None,
     for cls in custom_optimizers or []:
         classes[cls.__name__] = cls
     objects = _wrapped_optimizer_objects(classes, compression,
-                                         keras.saving.get_registered_name)
+                                         keras.saving.get_registered_name, sharded)
     objects.setdefault("SyncBatchNormalization", sync_bn)
     if custom_objects:
         objects.update(custom_objects)
@@ -260,6 +283,25 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None,
             return keras.models.load_model(filepath, custom_objects=objects)
     finally:
         registered.update(swapped)
+
+
+def save_model(model, filepath, root_rank=0, **kwargs):
+    """Save ``model`` with its optimizer state on ``root_rank`` only (``model.save``,
+    an ordinary Keras file that plain ``keras.models.load_model`` reads).
+
+    Call it on every rank: with a sharded DistributedOptimizer the ranks first
+    gather the whole optimizer state to ``root_rank`` (``optimizer.gather_state``);
+    otherwise the other ranks do nothing. ``kwargs`` go to ``model.save``::
+
+        hvd.save_model(model, "checkpoint.keras")          # every rank
+        model = hvd.load_model("checkpoint.keras", sharded=True)   # any np
+    """
+    opt = getattr(model, "optimizer", None)
+    if (opt is not None and getattr(type(opt), "_hvd_sharded", False)
+            and getattr(opt, "built", False)):
+        opt.gather_state(root_rank)
+    if rank() == int(root_rank):
+        model.save(filepath, **kwargs)
 
 
 def _load_tf_keras_model(tf_keras, filepath, custom_optimizers, custom_objects,
@@ -298,5 +340,5 @@ __all__ = [
     "DistributedOptimizer", "PartialDistributedOptimizer",
     "SyncBatchNormalization", "broadcast_variables",
     "broadcast_global_variables", "allreduce", "allgather", "broadcast",
-    "reducescatter", "load_model", "callbacks", "elastic", "is_distributed_optimizer",
+    "reducescatter", "load_model", "save_model", "callbacks", "elastic", "is_distributed_optimizer",
 ]
