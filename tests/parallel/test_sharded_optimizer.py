@@ -6,8 +6,9 @@ np=1, 2 and 3 over Gloo (training_workers/train_sharded.py runs the checks).
   backward_passes_per_step, clipnorm, global_clipnorm, LossScaleOptimizer, fp16
   compression, gradient_predivide_factor and a DistributedGradientTape; bad
   input; then a checkpoint saved sharded (hvd.save_model);
-* np=3: the equivalence again, and the np=2 checkpoint resumed sharded and
-  unsharded, equal after 10 more steps;
+* np=3: the equivalence again, sharding over a process set of 2 of the 3
+  ranks, and the np=2 checkpoint resumed sharded and unsharded, equal after 10
+  more steps;
 * np=1: the np=2 checkpoint resumed likewise.
 
 Every job prints the bytes of Adam's state each rank holds for an 11M-parameter
@@ -25,7 +26,7 @@ from training_launch import run
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "training_workers", "train_sharded.py")
 STATE = re.compile(r"STATE_BYTES np=(\d+) rank=(\d+) params=(\d+) held=(\d+) "
-                   r"unsharded=(\d+) largest_var_slots=(\d+) peak_rss=(\d+)")
+                   r"unsharded=(\d+) largest_var_slots=(\d+) peak_rss=(\d+) rss_before_fit=(\d+)")
 
 
 def _assert_ok(rc, out, np_):
@@ -40,20 +41,21 @@ def _assert_ok(rc, out, np_):
 def _check_state_bytes(out, np_):
     rows = [tuple(int(v) for v in m) for m in STATE.findall(out)]
     assert sorted(r[1] for r in rows) == list(range(np_)), out[-4000:]
-    for n, r, params, held, unsharded, _, peak in rows:
+    for n, r, params, held, unsharded, _, peak, before in rows:
         assert n == np_ and params >= 10000000
         # one element per slot (2 x 4 bytes) above 1/N, plus iterations and
         # learning rate (12 bytes) held whole by every rank
         assert held <= unsharded / np_ + 8 + 12, (r, held, unsharded)
         if np_ == 1:
             assert held == unsharded
-        print("np=%d rank %d: Adam state %.1f MB of %.1f MB unsharded, peak RSS %.0f MB"
-              % (n, r, held / 1e6, unsharded / 1e6, peak / 1e6))
+        print("np=%d rank %d: Adam state %d of %d bytes unsharded; RSS %.0f MB before "
+              "the first step, peak %.0f MB" % (n, r, held, unsharded, before / 1e6,
+                                                 peak / 1e6))
 
 
-def _run(np_, sections, directory, timeout):
-    return run(np_, "gloo", WORKER, [str(directory)], timeout=timeout,
-               env={"TRAINING_ONLY": sections})
+def _run(np_, sections, directory, timeout, env=None):
+    env = dict(env or {}, TRAINING_ONLY=sections)
+    return run(np_, "gloo", WORKER, [str(directory)], timeout=timeout, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +75,8 @@ def test_sharded_np2_equivalence_composition_and_save(saved_at_np2):
 def test_sharded_np3_equivalence_and_resume_from_np2(saved_at_np2):
     directory, rc, out = saved_at_np2
     assert rc == 0, "the np=2 job did not save its checkpoint"
-    rc, out = _run(3, "state_bytes,equivalence,bad_input,ckpt_resume", directory, 270)
+    rc, out = _run(3, "state_bytes,equivalence,process_set,bad_input,ckpt_resume",
+                   directory, 270, env={"HOROVOD_DYNAMIC_PROCESS_SETS": "1"})
     _assert_ok(rc, out, 3)
     _check_state_bytes(out, 3)
 
