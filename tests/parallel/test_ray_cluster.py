@@ -9,6 +9,14 @@ token, started and torn down by this module (one cluster for all its tests).
   2 workers of h1), then starts a new Ray node on h2 (2 workers join at the next commit).
   Every finishing worker ends with the same weights, equal to one process's, and the
   sample count shows no step was lost or repeated.
+* The committed state is never lost (issue 37), with Horovod's elastic test loop
+  (ray_workers/ray_train_fns.py: elastic_epochs, one record per epoch) on
+  ElasticRayExecutor (min_np 2, max_np 4), the job started on h1's 2 slots alone (h2's
+  node stopped): (a) a new node on h2, whose 2 workers the running workers wait for and
+  hand the state to, then h1's workers killed: epochs at sizes 2, 4, 2, commits never
+  going backwards; (b) h1's workers (every holder) killed once the newcomers were
+  started, while they are still starting: ``run`` fails saying the committed state was
+  lost and at which commit.
 * Ray Train's own TensorflowTrainer (MultiWorkerMirroredStrategy's launcher) runs a
   tf_hvd Keras fit unchanged from TF_CONFIG: equal to one process's; a killed worker is
   named by Ray and FailureConfig's retry restarts the group.
@@ -259,6 +267,124 @@ def test_elastic_follows_killed_worker_and_nodes_leaving_and_joining(nodes, tmp_
     # steps ran with 4 and with 3 workers (with 2 they waited for the new node)
     assert results[0]["sizes"] == [3, 4]
     assert any("worker 3 on %s died" % nodes.cluster.address("h2") in l for l in lines)
+
+
+def _epochs_job(nodes, tmp_path, extra):
+    """Start elastic-epochs with h2's node stopped (the job starts on h1's 2 slots)."""
+    nodes.stop("h2")
+    out = str(tmp_path / "epochs.json")
+    lines = []
+    job = nodes.driver("elastic-epochs", out, ["--epochs", "4"] + extra,
+                       on_line=lambda name, line: lines.append((time.time(), line)))
+    return job, out, lines
+
+
+def _records(tmp_path):
+    log = tmp_path / "log.jsonl"
+    return [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
+
+
+def _wait(job, lines, what, check, within=180):
+    deadline = time.monotonic() + within
+    while not check():
+        if not job.running() or time.monotonic() > deadline:
+            job.kill()
+            pytest.fail("%s did not happen:\n%s" % (what, "\n".join(l for _, l in lines[-60:])))
+        time.sleep(0.2)
+
+
+def _kill_workers(tmp_path, ids):
+    for i in ids:
+        os.kill(int((tmp_path / ("pid.%d" % i)).read_text()), 9)
+
+
+def _driver_lines(lines):
+    return [l for _, l in lines if l.startswith("tf_hvd.ray:")]
+
+
+def _ray_started_line(nodes):
+    return ("tf_hvd.ray: new slots on %s: started worker(s) 2, 3, which the running workers "
+            "wait for at their next commit (at most 120 s, elastic_timeout) to hand them the "
+            "committed state" % nodes.cluster.address("h2"))
+
+
+def test_elastic_state_reaches_a_new_node_before_the_first_workers_are_killed(nodes,
+                                                                              tmp_path):
+    """(a) Nodes added, then the original node's workers killed (Horovod's "hosts added
+    and removed" on Ray): epoch 1 starts once the job has grown to 4 (the newcomers get
+    the committed state at the running workers' next commit); one second after epoch 1's
+    record the test SIGKILLs workers 0 and 1 (h1) and the job finishes on h2's 2 workers
+    with the state: epochs [(start rank 0, size 2), (0, 4), (2, 2), (2, 2)]."""
+    t0 = time.monotonic()
+    job, out, lines = _epochs_job(nodes, tmp_path, ["--grow-at", "1"])
+    with job:
+        _wait(job, lines, "epoch 0", lambda: len(_records(tmp_path)) >= 1)
+        nodes.start("h2")
+        _wait(job, lines, "epoch 1 at size 4", lambda: len(_records(tmp_path)) >= 2)
+        time.sleep(1.0)  # into epoch 2
+        _kill_workers(tmp_path, [0, 1])
+        _wait(job, lines, "the end", lambda: not job.running())
+        res = job.wait(timeout=10)
+    sys.stderr.write("elastic (a): %.1f s\n" % (time.monotonic() - t0))
+    records = _records(tmp_path)
+    driver = _driver_lines(lines)
+    print("\n".join(driver))  # the docs quote them (pytest -s)
+    print("\n".join(json.dumps(r, sort_keys=True) for r in records))
+    assert res.ok, res.describe()
+    result = json.load(open(out))
+    assert result["error"] is None, result["error"]
+    assert [(r["epoch"], r["start_rank"], r["size"], r["hostname"]) for r in records] == [
+        (0, 0, 2, "h1"), (1, 0, 4, "h1"), (2, 2, 2, "h2"), (3, 2, 2, "h2")], records
+    # commits never go backwards: none lost, none repeated
+    assert [r["commits"] for r in records] == [3, 7, 11, 15], records
+    assert [(r["id"], r["rank"], r["size"], r["commits"]) for r in result["results"]] == [
+        (2, 0, 2, 16), (3, 1, 2, 16)], result
+    assert result["lost"] == [0, 1], result
+    h1 = nodes.cluster.address("h1")
+    assert driver[0] == _ray_started_line(nodes), driver
+    died = sorted(re.findall(r"^tf_hvd\.ray: worker (\d) on %s died \(.*\); (\d) worker\(s\) "
+                             r"go on from their last commit, none starts on that node again$"
+                             % re.escape(h1), "\n".join(driver), re.M))
+    assert [i for i, _ in died] == ["0", "1"], driver
+    assert sorted(left for _, left in died) == ["2", "3"], driver
+
+
+def test_elastic_every_holder_killed_fails_naming_the_lost_commit(nodes, tmp_path):
+    """(b) Every worker holding the state (h1's) SIGKILLed once the newcomers on a new h2
+    node were started, while they still start (60 s before importing TensorFlow): ``run``
+    raises HorovodInternalError saying the state was lost and at which commit; the
+    newcomers never train from nothing."""
+    t0 = time.monotonic()
+    job, out, lines = _epochs_job(nodes, tmp_path, ["--grow-at", "1", "--slow-from", "2",
+                                                    "--slow-start", "60"])
+    with job:
+        _wait(job, lines, "epoch 0", lambda: len(_records(tmp_path)) >= 1)
+        nodes.start("h2")
+        _wait(job, lines, "the newcomers' start",
+              lambda: any("started worker(s) 2, 3" in l for _, l in lines))
+        _kill_workers(tmp_path, [0, 1])
+        _wait(job, lines, "the end", lambda: not job.running(), within=60)
+        res = job.wait(timeout=10)
+    sys.stderr.write("elastic (b): %.1f s\n" % (time.monotonic() - t0))
+    records = _records(tmp_path)
+    driver = _driver_lines(lines)
+    print("\n".join(driver))
+    print("\n".join(json.dumps(r, sort_keys=True) for r in records))
+    assert res.ok, res.describe()
+    result = json.load(open(out))
+    assert [(r["epoch"], r["start_rank"], r["size"]) for r in records] == [(0, 0, 2)], records
+    assert result["results"] is None, result
+    h1 = re.escape(nodes.cluster.address("h1"))
+    lost = (r"the job failed: its committed state was lost at commit (\d+): the worker\(s\) "
+            r"that held it are gone \(worker [01] on %s died \(.*\); worker [01] on %s died "
+            r"\(.*\)\), and worker\(s\) 2, 3, which joined later, had not received it; "
+            r"tf_hvd does not start a job over from nothing: restart it from a checkpoint of "
+            r"your own$" % (h1, h1))
+    m = re.match("HorovodInternalError: " + lost, result["error"] or "")
+    assert m, result["error"]
+    assert int(m.group(1)) >= 4, result["error"]  # epoch 0's 4 commits, then the waits'
+    assert driver[0] == _ray_started_line(nodes), driver
+    assert re.match("tf_hvd.ray: " + lost, driver[-1]), driver
 
 
 def test_nothing_left_after_the_nodes_stop(nodes):

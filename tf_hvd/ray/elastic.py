@@ -29,8 +29,17 @@ workers (one actor per slot, pinned to its node) and then:
   next collective fails, tf_hvd.elastic rolls them back to their last commit and they
   go on as a smaller job (at least ``min_np``); no worker starts on that node again
   during this run;
-* a node that appears (or frees slots) gets workers up to ``max_np``; they join at the
-  running workers' next commit (``check_host_updates``), with the committed state.
+* a node that appears (or frees slots) gets workers up to ``max_np``; the running
+  workers wait for them at their next commit (``check_host_updates``), at most
+  ``elastic_timeout`` after their start, and hand them the committed state there; a
+  newcomer that has not come by then is stopped, named, and its node gets no worker
+  again during this run.
+
+The committed state is never dropped silently (tf_hvd/runner/state_holders.py, as under
+tfhvdrun): the driver stops no worker that holds it (it stops only newcomers that came
+too late, which never held it), and when every worker that held it is gone (killed, its
+node lost) before a newcomer received it, ``run`` raises HorovodInternalError saying the
+state was lost and at which commit, instead of letting the newcomers start over.
 
 The meeting of the survivors and newcomers goes through the driver's authenticated
 rendezvous store, exactly as under ``tfhvdrun --min-np`` (tf_hvd/elastic.py).
@@ -45,6 +54,7 @@ from tf_hvd.exceptions import HorovodInternalError
 from tf_hvd.ray import driver, topology
 from tf_hvd.ray.errors import worker_error
 from tf_hvd.ray.settings import create_settings
+from tf_hvd.runner.state_holders import StateHolders, id_list
 
 IDS_KEY = "tf_hvd/elastic/ids"  # every worker id, read by tf_hvd.elastic's re-forming
 
@@ -73,6 +83,8 @@ class ElasticRayExecutor(object):
         self.lost = []          # ids of the workers that died
         self.blacklist = set()  # node ids where a worker died
         self.resets = 0
+        self.holders = None     # StateHolders of the running job
+        self._lost_holders = []  # (worker, why) of holders lost since the state last moved
 
     def start(self):
         """Start the job's rendezvous server (the workers start in ``run``)."""
@@ -184,7 +196,10 @@ class ElasticRayExecutor(object):
 
     def _run(self, worker_fn):
         self._wait_for_slots()
-        self._launch(self._new_workers(self._max_np()), worker_fn, joining=False)
+        first = self._new_workers(self._max_np())
+        self.holders = StateHolders(self._server.store, [w.id for w in first])
+        self._lost_holders = []
+        self._launch(first, worker_fn, joining=False)
         results = {}
         interval = self.settings.discovery_interval_s
         while any(w.ref is not None for w in self.workers.values()):
@@ -193,6 +208,9 @@ class ElasticRayExecutor(object):
             for ref in ready:
                 self._collect(running[ref], results)
             if not results:  # nobody finished yet: new slots get workers
+                if self.holders.refresh():
+                    self._lost_holders = []
+                self._drop_late()
                 self._grow(worker_fn)
         return [results[i] for i in sorted(results)]
 
@@ -205,18 +223,65 @@ class ElasticRayExecutor(object):
             self._publish_ids()  # the survivors re-form without it at once
             self.lost.append(w.id)
             self.blacklist.add(w.node_id)
+            why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+            self._forget(w, "worker %d on %s died (%s)" % (w.id, w.ip, why), results)
             self._count_reset()
             left = len(self.workers)
             driver.log("worker %d on %s died (%s); %d worker(s) go on from their last "
-                       "commit, none starts on that node again"
-                       % (w.id, w.ip, str(e).splitlines()[0][:200] if str(e) else
-                          type(e).__name__, left))
+                       "commit, none starts on that node again" % (w.id, w.ip, why, left))
             if left < (self.settings.min_np or 1):
                 raise HorovodInternalError(
                     "worker %d on %s died and only %d worker(s) are left, fewer than "
                     "min_np=%d" % (w.id, w.ip, left, self.settings.min_np or 1))
         except ray.exceptions.RayTaskError as e:
-            raise worker_error(w.id, w.ip, e, label="worker")
+            error = worker_error(w.id, w.ip, e, label="worker")
+            if isinstance(error, HorovodInternalError):
+                # a newcomer's reset that found no holder says so: the driver names them
+                del self.workers[w.id]
+                self._forget(w, "worker %d on %s failed (%s)" % (w.id, w.ip, error),
+                             results, cause=error)
+            raise error
+
+    # -- the committed state ----------------------------------------------------------
+    def _forget(self, w, why, results, cause=None):
+        """Worker ``w`` is gone; raise HorovodInternalError when no running worker holds
+        the committed state any more (the job must not start over from nothing)."""
+        if self.holders.refresh():
+            self._lost_holders = []
+        if self.holders.holds(w.id):
+            self._lost_holders.append(why)
+        self.holders.forget(w.id)
+        if results or [i for i in self.workers if self.holders.holds(i)]:
+            return
+        message = self._state_lost()
+        driver.log(message)
+        raise HorovodInternalError(message) from cause
+
+    def _state_lost(self):
+        newcomers = sorted(self.workers)
+        return ("the job failed: its committed state was lost at commit %d: the worker(s) "
+                "that held it are gone (%s)%s; tf_hvd does not start a job over from "
+                "nothing: restart it from a checkpoint of your own"
+                % (self.holders.commit(), "; ".join(self._lost_holders) or "none is left",
+                   (", and worker(s) %s, which joined later, had not received it"
+                    % id_list(newcomers)) if newcomers else ""))
+
+    def _drop_late(self):
+        """Newcomers that have not come to the rendezvous within elastic_timeout of
+        their start: stopped, their node gets no worker again; the others go on."""
+        timeout = self.settings.elastic_timeout
+        for i in self.holders.late(timeout):
+            self.holders.forget(i)
+            w = self.workers.pop(i, None)
+            if w is None:
+                continue
+            self.blacklist.add(w.node_id)
+            self.lost.append(w.id)
+            self._publish_ids()  # the running workers' reset stops waiting for it
+            driver.log("worker %d (on %s) has not come to the rendezvous within %g s "
+                       "(elastic_timeout) of its start: stopping it, the others go on "
+                       "without it; no worker starts on that node again" % (i, w.ip, timeout))
+            driver.kill_all([w.actor])
 
     def _count_reset(self):
         self.resets += 1
@@ -232,6 +297,11 @@ class ElasticRayExecutor(object):
         joiners = self._new_workers(room)
         if joiners:
             self._count_reset()
-            driver.log("new slots on %s: worker(s) %s join at the next commit"
-                       % (sorted(set(w.ip for w in joiners)), [w.id for w in joiners]))
+            driver.log("new slots on %s: started worker(s) %s, which the running workers "
+                       "wait for at their next commit (at most %g s, elastic_timeout) to "
+                       "hand them the committed state"
+                       % (", ".join(sorted(set(w.ip for w in joiners))),
+                          id_list(w.id for w in joiners), self.settings.elastic_timeout))
             self._launch(joiners, worker_fn, joining=True)
+            # listed first (_launch publishes the ids): the running workers' reset waits
+            self.holders.started([w.id for w in joiners])

@@ -4,7 +4,8 @@
 
 fit: RayExecutor with 2 nodes x 2 workers fits a Keras model; the driver also fits the
 single-process reference. elastic: ElasticRayExecutor on every slot of the cluster
-(min_np 2), one worker killed. tensorflow-trainer: Ray Train's own TensorflowTrainer runs
+(min_np 2), one worker killed. elastic-epochs: ElasticRayExecutor runs Horovod's elastic
+test loop (epoch records in log.jsonl next to --out) while the test changes the nodes. tensorflow-trainer: Ray Train's own TensorflowTrainer runs
 a tf_hvd Keras fit (hvd.init() reads the TF_CONFIG Ray sets). Writes what it saw as JSON for the test to check.
 """
 
@@ -63,6 +64,30 @@ def elastic(args):
             "reference": fns.elastic_reference(args.steps, args.lr)}
 
 
+def elastic_epochs(args):
+    """ElasticRayExecutor (min_np 2, max_np 4) runs ray_train_fns.elastic_epochs (Horovod's
+    elastic test loop); the test adds and kills nodes and workers around it. A failure of
+    ``run`` is recorded, not raised."""
+    from tf_hvd.ray import ElasticRayExecutor
+    settings = ElasticRayExecutor.create_settings(min_np=2, max_np=4, elastic_timeout=120,
+                                                  timeout_s=120)
+    executor = ElasticRayExecutor(settings, cpus_per_slot=1)
+    executor.start()
+    t0 = time.time()
+    job_dir = os.path.dirname(args.out)
+    error, results = None, None
+    try:
+        results = executor.run(lambda: fns.elastic_epochs(
+            os.path.join(job_dir, "log.jsonl"), job_dir, epochs=args.epochs,
+            slow_from=args.slow_from, slow_start=args.slow_start, grow_at=args.grow_at))
+    except Exception as e:  # noqa: BLE001 - the test reads the failure
+        error = "%s: %s" % (type(e).__name__, e)
+    finally:
+        executor.shutdown()
+    return {"run_s": time.time() - t0, "results": results, "error": error,
+            "lost": executor.lost}
+
+
 def tensorflow_trainer(args):
     """Ray Train's TensorflowTrainer (MultiWorkerMirroredStrategy's launcher) runs a tf_hvd
     Keras fit; the worker processes write their results into ``--out``'s folder."""
@@ -96,7 +121,8 @@ def tensorflow_trainer(args):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["fit", "elastic", "tensorflow-trainer"])
+    parser.add_argument("mode", choices=["fit", "elastic", "elastic-epochs",
+                                         "tensorflow-trainer"])
     parser.add_argument("--address", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--per-host", type=int, default=2)
@@ -110,6 +136,9 @@ def main():
     parser.add_argument("--regrow-at", type=int, default=None)
     parser.add_argument("--marker", default=None)
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--slow-from", type=int, default=None)
+    parser.add_argument("--slow-start", type=float, default=0.0)
+    parser.add_argument("--grow-at", type=int, default=None)
     parser.add_argument("--max-failures", type=int, default=0)
     parser.add_argument("--secret", action="store_true",
                         help="hand the workers a fresh rendezvous secret in the job's "
@@ -121,7 +150,7 @@ def main():
     ray.init(address=args.address, log_to_driver=args.mode == "tensorflow-trainer",
              runtime_env=runtime_env)
     try:
-        result = {"fit": fit, "elastic": elastic,
+        result = {"fit": fit, "elastic": elastic, "elastic-epochs": elastic_epochs,
                   "tensorflow-trainer": tensorflow_trainer}[args.mode](args)
     finally:
         ray.shutdown()

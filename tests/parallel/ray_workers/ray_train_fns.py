@@ -134,6 +134,85 @@ def elastic_train(steps, victim, kill_at, lr, pause_s, regrow_at=None, marker=No
             "host": os.uname().nodename, "weights": [w.tolist() for w in model.get_weights()]}
 
 
+def elastic_epochs(logfile, pid_dir, epochs=3, batches=3, epoch_wait=2.0, slow_from=None,
+                   slow_start=0.0, grow_at=None, grow_to=4, grow_timeout_s=240):
+    """Horovod's elastic_tensorflow2_main.py loop (as fault_workers/
+    horovod_elastic_epochs.py runs it under tfhvdrun), as a Ray worker function: a commit
+    after each batch and at the end of each epoch, rank 0 appending one JSON record per
+    finished epoch to ``logfile`` (with the time it wrote it). Each worker writes its pid
+    to ``pid_dir/pid.<id>`` first (the test kills workers by it); a worker whose id is
+    ``slow_from`` or more sleeps ``slow_start`` s before importing TensorFlow (a newcomer
+    on a real cluster takes long to start). With ``grow_at``: epoch ``grow_at`` starts
+    once the job has ``grow_to`` workers (until then the workers commit every 0.5 s
+    without training, which lets newcomers in; ``commits`` counts only the loop's own
+    commits, as Horovod's records do). ``epoch_wait`` is spent in the batches (Horovod's
+    script sleeps after the record): the record and the epoch's commit follow the last
+    batch's commit at once, so that a rank 0 killed at any moment of an epoch leaves the
+    epoch to be recorded by the next rank 0 (a commit saves before its check fails)."""
+    my_id = int(os.environ["TF_HVD_ELASTIC_ID"])
+    with open(os.path.join(pid_dir, "pid.%d" % my_id), "w") as f:
+        f.write("%d\n" % os.getpid())
+    if slow_from is not None and my_id >= slow_from:
+        time.sleep(slow_start)
+    import keras
+    import tensorflow as tf
+
+    import tf_hvd as hvd
+    import tf_hvd.elastic
+    hvd.init()
+    start_rank = int(os.environ["HOROVOD_RANK"])  # read after init, as Horovod's does
+    features = tf.random.stateless_uniform([32, 2], seed=[1, 2])
+    labels = tf.one_hot(tf.random.stateless_uniform([32], seed=[3, 4], maxval=2,
+                                                    dtype=tf.int64), 2)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2, activation="softmax")])
+    optimizer = keras.optimizers.SGD(0.001)
+
+    def train_step(distributed=True):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(keras.losses.categorical_crossentropy(
+                labels, model(features, training=True)))
+        if distributed:
+            tape = hvd.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+    train_step(distributed=False)  # builds the model and the optimizer's variables
+    state = tf_hvd.elastic.TensorFlowKerasState(model, optimizer, batch=0, epoch=0,
+                                                commits=0, rendezvous=0)
+
+    @tf_hvd.elastic.run
+    def train(state):
+        state.rendezvous += 1
+        deadline = time.monotonic() + grow_timeout_s
+        while state.epoch < epochs:
+            if state.epoch == grow_at and state.batch == 0 and hvd.size() < grow_to:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the job did not grow to %d workers" % grow_to)
+                time.sleep(0.5)
+                state.commit()
+                continue
+            while state.batch < batches:
+                train_step()
+                time.sleep(epoch_wait / batches)
+                state.batch += 1
+                state.commits += 1
+                state.commit()
+            if hvd.rank() == 0:
+                with open(logfile, "a") as f:
+                    f.write(json.dumps({
+                        "epoch": state.epoch, "batch": state.batch, "commits": state.commits,
+                        "hostname": os.uname().nodename, "start_rank": start_rank,
+                        "rank": hvd.rank(), "size": hvd.size(),
+                        "rendezvous": state.rendezvous, "time": time.time()}) + "\n")
+            state.epoch += 1
+            state.batch = 0
+            state.commits += 1
+            state.commit()
+
+    train(state)
+    return {"id": my_id, "rank": hvd.rank(), "size": hvd.size(), "commits": state.commits}
+
+
 def elastic_reference(steps, lr):
     import keras
     model = make_model()
