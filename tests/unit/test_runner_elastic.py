@@ -1,6 +1,7 @@
 """The launcher's elastic command line and machinery without a job: horovodrun's elastic
 spellings and defaults, waiting for the discovery script's slots, how many ranks start,
-hosts keyed by the name given, and the supervisor stopping a failed host's other ranks
+hosts keyed by the name given, a newcomer inside a Slurm allocation started by srun, and
+the supervisor stopping a failed host's other ranks
 or ending a job whose every rank failed (real processes: sh and sleep)."""
 
 import argparse
@@ -8,10 +9,12 @@ import argparse
 import pytest
 
 from tf_hvd.runner import args as cli
+from tf_hvd.runner import auth, slurm
 from tf_hvd.runner.discovery import HostDiscovery, wait_for_slots
-from tf_hvd.runner.elastic_hosts import elastic_env
+from tf_hvd.runner.elastic_hosts import ElasticHosts, elastic_env
 from tf_hvd.runner.hosts import HostSpecError
 from tf_hvd.runner.plan import Plan
+from tf_hvd.runner.rendezvous import RendezvousServer
 from tf_hvd.runner.supervisor import Supervisor
 
 
@@ -131,3 +134,32 @@ def test_an_elastic_job_whose_every_rank_failed_ends_at_once_naming_each():
         "failed or was stopped)",
         "the job failed: every rank failed or was stopped: rank 0 (on a) exited with code 3; "
         "rank 1 (on b) exited with code 4"]
+
+
+def test_a_newcomer_inside_a_slurm_allocation_is_started_by_srun_with_its_environment(
+        monkeypatch, tmp_path):
+    """tfhvdrun --host-discovery-script inside sbatch: a rank the script adds on another
+    node starts with srun (as the job's first ranks do), its variables and the secret in
+    srun's environment (srun carries them to the node), nothing on its stdin."""
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "h[1-2]")
+    monkeypatch.setenv("SLURM_TASKS_PER_NODE", "2(x2)")
+    for name in ("SLURM_STEP_ID", "SLURM_STEPID", "TF_HVD_SLURM_LAUNCH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(slurm, "srun_path", lambda: "/usr/bin/srun")
+    a = _parse("--min-np", "2", "--host-discovery-script", "./d.sh")
+    a.discovered_hosts = [("h1", 2)]
+    plan = Plan(a, is_local=lambda h: h == "h1")
+    assert plan.remote_launcher == "srun"
+    server = RendezvousServer(secret=auth.new_secret())
+    spawned = []
+    sup = argparse.Namespace(spawn=lambda rank, host, argv, env, cwd, out, stdin_data=None,
+                             redact=None: spawned.append((rank, host, argv, env, stdin_data)))
+    ElasticHosts(plan, server, a)._start(sup, 2, "h2")
+    ((rank, host, argv, env, stdin_data),) = spawned
+    assert (rank, host, stdin_data) == (2, "h2", None)
+    assert argv[:4] == ["/usr/bin/srun", "--nodes=1", "--ntasks=1", "--nodelist=h2"]
+    assert argv[-2:] == ["python", "x.py"]
+    assert env[auth.SECRET_ENV] == server.secret
+    assert (env["HOROVOD_RANK"], env["TF_HVD_ELASTIC_ID"], env["TF_HVD_ELASTIC_JOIN"],
+            env["HOROVOD_HOSTNAME"], env["TF_HVD_ELASTIC_HOST"]) == ("2", "2", "1", "h2", "h2")

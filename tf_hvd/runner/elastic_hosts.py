@@ -9,7 +9,8 @@ Horovod's elastic driver does:
   with them at their next commit, waiting for them (the newcomers receive the committed
   state there); a newcomer that has not come --elastic-timeout seconds after its start is
   stopped, named, and its host blacklisted. Ranks on this machine start directly, the
-  others over ssh (the job's secret on ssh's stdin);
+  others over ssh (the job's secret on ssh's stdin), or inside a Slurm allocation with
+  srun (the rank's environment carried by Slurm), as the job's first ranks;
 * a host it no longer lists has its ranks stopped; the others re-form without them;
 * a host where a rank failed is blacklisted (no new rank for the rest of the job, or
   until its --blacklist-cooldown-range cooldown ends) and its other ranks are stopped.
@@ -310,14 +311,15 @@ class ElasticHosts(object):
         """Start rank ``new_id`` on ``host``; OSError if it cannot be started."""
         env = self._rank_env(new_id, host)
         secret = self.server.secret
-        if self.plan.is_local(host):
-            env[auth.SECRET_ENV] = secret
-            argv, stdin_data = list(self.args.command), None
-            child_env = rank_env.process_env(os.environ, env)
-        else:
-            slot = argparse.Namespace(hostname=host)
-            argv, _ = self.plan.rank_argv(slot, env, os.getcwd(),
+        slot = argparse.Namespace(hostname=host)
+        # this machine: the command itself; inside a Slurm allocation: srun, which carries
+        # the process environment to the node (slurm.py); else ssh, the secret on stdin
+        argv, local = self.plan.rank_argv(slot, env, os.getcwd(),
                                           stdin_vars=(auth.SECRET_ENV,))
+        if local:
+            env[auth.SECRET_ENV] = secret
+            child_env, stdin_data = rank_env.process_env(os.environ, env), None
+        else:
             child_env = rank_env.process_env(os.environ, {})
             stdin_data = (secret + "\n").encode("ascii")
         supervisor.spawn(new_id, host, argv, child_env, os.getcwd(),
