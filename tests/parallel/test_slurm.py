@@ -26,6 +26,7 @@ import slurm_cluster  # noqa: E402
 from jobrunner import PYTHON, REPO, base_env, run  # noqa: E402
 
 WORKER = os.path.join(HERE, "workers", "engine_checks.py")
+EPOCHS = os.path.join(HERE, "fault_workers", "horovod_elastic_epochs.py")
 TRAIN_EAGER = os.path.join(HERE, "training_workers", "train_eager.py")
 TIMEOUT = 240
 
@@ -150,4 +151,50 @@ def test_tfhvdrun_in_sbatch_takes_the_allocation_and_uses_srun(slurm, tmp_path):
     for rank in (2, 3):
         assert re.search(r"rank %d on h2 .*: \S*srun --nodes=1 --ntasks=1 --nodelist=h2 "
                          % rank, text), text[-5000:]
+    assert _leftovers(slurm) == []
+
+
+def test_tfhvdrun_elastic_in_sbatch_moves_the_state_to_the_node_it_adds(slurm, tmp_path):
+    """Horovod's "hosts added then removed" schedule inside a 2-node allocation: the
+    discovery script lists h1:2, then h1:2 and h2:2, then h2:2 (by the epochs rank 0 has
+    recorded). The newcomers on h2 start with srun (sleeping 3 s before importing
+    TensorFlow); the running ranks wait for them at their next commit, then h1's ranks
+    leave: epochs [(start rank 0, size 2), (0, 4), (2, 2)], commits never going back."""
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    log = job_dir / "log.jsonl"
+    discover, script, out = tmp_path / "discover.sh", tmp_path / "job.sh", tmp_path / "job.out"
+    discover.write_text(
+        "#!/bin/sh\nepoch=0\n[ -f %s ] && epoch=$(wc -l < %s | tr -d ' ')\n"
+        'if [ "$epoch" = 0 ]; then echo h1:2\n'
+        'elif [ "$epoch" = 1 ]; then echo h1:2; echo h2:2\n'
+        "else echo h2:2; fi\n" % (log, log))
+    discover.chmod(0o755)
+    script.write_text(
+        "#!/bin/sh\ncd %s\n%s -m tf_hvd.runner -np 2 --min-np 2 --max-np 4 "
+        "--host-discovery-script %s %s %s --logfile %s --epochs 3 --batches-per-epoch 3 "
+        "--epoch-wait 2 --slow-start-from 2 --slow-start 3\necho tfhvdrun exit $?\n"
+        % (REPO, PYTHON, discover, PYTHON, EPOCHS, log))
+    script.chmod(0o755)
+    env = slurm.env(base_env({"HOROVOD_GLOO_TIMEOUT_SECONDS": "20"}))
+    cmd = slurm.cluster.exec_argv("h1", ["sbatch", "-W", "-N", "2", "--ntasks-per-node", "2",
+                                         "-o", str(out), str(script)])
+    start = time.time()
+    res = run(cmd, TIMEOUT, env=env, cwd=REPO)
+    sys.stderr.write("tfhvdrun elastic in sbatch: %.1f s\n" % (time.time() - start))
+    text = out.read_text() if out.exists() else ""
+    assert res.ok and "tfhvdrun exit 0" in text, res.describe(text=text[-6000:])
+    launcher = [l for l in text.splitlines() if l.startswith("tfhvdrun:")]
+    records = [json.loads(l) for l in log.read_text().splitlines()]
+    print("\n".join(launcher))  # the docs quote them (pytest -s)
+    print("\n".join(json.dumps(r, sort_keys=True) for r in records))
+    assert launcher == [
+        "tfhvdrun: host discovery: 2 slot(s) on h2; started rank(s) 2, 3, which the running "
+        "ranks wait for at their next commit (at most 600 s, --elastic-timeout) to hand them "
+        "the committed state",
+        "tfhvdrun: host discovery: h1 is no longer listed; rank(s) 0, 1 on it leave at the "
+        "next commit (the others re-form without them)"], text[-6000:]
+    assert [(r["epoch"], r["start_rank"], r["size"], r["hostname"]) for r in records] == [
+        (0, 0, 2, "h1"), (1, 0, 4, "h1"), (2, 2, 2, "h2")], records
+    assert [r["commits"] for r in records] == [3, 7, 11], records
     assert _leftovers(slurm) == []
