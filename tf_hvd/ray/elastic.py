@@ -237,7 +237,6 @@ class ElasticRayExecutor(object):
             error = worker_error(w.id, w.ip, e, label="worker")
             if isinstance(error, HorovodInternalError):
                 # a newcomer's reset that found no holder says so: the driver names them
-                del self.workers[w.id]
                 self._forget(w, "worker %d on %s failed (%s)" % (w.id, w.ip, error),
                              results, cause=error)
             raise error
@@ -251,14 +250,14 @@ class ElasticRayExecutor(object):
         if self.holders.holds(w.id):
             self._lost_holders.append(why)
         self.holders.forget(w.id)
-        if results or [i for i in self.workers if self.holders.holds(i)]:
+        others = [i for i in self.workers if i != w.id]
+        if results or [i for i in others if self.holders.holds(i)]:
             return
-        message = self._state_lost()
+        message = self._state_lost(others)
         driver.log(message)
         raise HorovodInternalError(message) from cause
 
-    def _state_lost(self):
-        newcomers = sorted(self.workers)
+    def _state_lost(self, newcomers):
         return ("the job failed: its committed state was lost at commit %d: the worker(s) "
                 "that held it are gone (%s)%s; tf_hvd does not start a job over from "
                 "nothing: restart it from a checkpoint of your own"
