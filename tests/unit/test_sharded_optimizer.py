@@ -297,3 +297,12 @@ def test_incompatible_checkpoint_names_what_differs(tmp_path):
         "incompatible optimizer checkpoint: variable 4 (slot 'momentum' of trainable "
         "variable '%s' of SGD) has shape (7, 2) in the checkpoint but (7, 1) here"
         % model.trainable_variables[2].path)
+
+
+def test_elastic_keras_state_refuses_a_sharded_optimizer():
+    model = _model()
+    model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1), sharded=True),
+                  loss="mse")
+    with pytest.raises(ValueError, match="elastic KerasState does not support a sharded "
+                                         "DistributedOptimizer yet"):
+        hk.elastic.KerasState(model, epoch=0)
