@@ -12,7 +12,7 @@ momentum, ...) for its slice of the parameters only (ZeRO stage 1). A step:
    loss scaling and ``iterations`` as usual, on 1/N of the elements;
 3. every rank gets the updated parameters (the slices gathered: an allreduce
    Sum of each rank's slice placed in zeros, the same values bit for bit as
-   ``hvd.allgather``, faster with this core: see GATHER_BY_ALLREDUCE), which
+   ``hvd.allgather``, faster on one host: see gather_by_allreduce), which
    are written back into the model's variables.
 
 The extra work is local copies (the gradients concatenated, the slice
@@ -58,10 +58,12 @@ def supported_classes():
 
 
 # How the updated slices reach every rank: hvd.allgather, or an allreduce (Sum) of
-# each rank's slice placed in zeros (the same values, bit for bit). The core's
-# allreduce is faster than its allgather here (np=2, 2.7 MB: 0.8 ms against 3.0 ms
-# for the allgather of the halves), so the allreduce is used.
-GATHER_BY_ALLREDUCE = True
+# each rank's slice placed in zeros (the same values, bit for bit). When every rank
+# is on one host the core's shared-memory allreduce is faster than its allgather
+# (docs/performance.md, "Sharded optimizer state"), so the allreduce is used there;
+# across hosts the allgather moves half the bytes over the network.
+def gather_by_allreduce():
+    return topology.cross_size() == 1
 
 
 class ShardingError(ValueError):
@@ -287,7 +289,7 @@ class ShardedState(object):
         for k, (group, shard) in enumerate(zip(self.layout.groups, self.shards)):
             if self.size == 1:
                 full = tf.convert_to_tensor(shard.value)
-            elif GATHER_BY_ALLREDUCE:
+            elif gather_by_allreduce():
                 # Each rank's slice in place, zeros elsewhere, summed: x + 0 is x
                 # exactly, so this is the allgather, bit for bit.
                 start, end = group.bounds(self.rank)
