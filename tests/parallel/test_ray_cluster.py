@@ -341,7 +341,7 @@ def test_elastic_state_reaches_a_new_node_before_the_first_workers_are_killed(no
     assert [r["commits"] for r in records] == [3, 7, 11, 15], records
     assert [(r["id"], r["rank"], r["size"], r["commits"]) for r in result["results"]] == [
         (2, 0, 2, 16), (3, 1, 2, 16)], result
-    assert result["lost"] == [0, 1], result
+    assert sorted(result["lost"]) == [0, 1], result  # killed together: either dies first
     h1 = nodes.cluster.address("h1")
     assert driver[0] == _ray_started_line(nodes), driver
     died = sorted(re.findall(r"^tf_hvd\.ray: worker (\d) on %s died \(.*\); (\d) worker\(s\) "
