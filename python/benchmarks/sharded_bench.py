@@ -16,6 +16,10 @@ global batch x timed steps / wall time of those steps on rank 0. The ratio
 sharded / unsharded is taken per round, so drift between rounds stays out of it;
 the verdict is against 0.95 (issue 40).
 Writes <results>/sharded.json.
+
+With ``--hosts K`` (root) the job runs on K namespace hosts (tools/netns_cluster.py), one
+rank each, their links shaped to ``--rate-mbit`` (default 1000), started from h1; the
+results go to sharded-<K>hosts.json.
 """
 
 import argparse
@@ -116,6 +120,9 @@ def main(argv=None):
                         help="timed steps (x4 for the MLP); default 200, 50 with --quick")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--hosts", type=int, default=0,
+                        help="run on this many shaped namespace hosts, one rank each")
+    parser.add_argument("--rate-mbit", type=float, default=1000.0)
     parser.add_argument("--results", default=os.path.join(HERE, "results"))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -132,17 +139,33 @@ def main(argv=None):
            "--optimizer", args.optimizer, "--batch", str(args.batch),
            "--steps", str(args.steps), "--warmup", str(args.warmup)]
     started = time.time()
-    subprocess.run(cmd, check=True)
+    link = None
+    if args.hosts:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+        import netns_cluster
+        args.np = args.hosts
+        cmd[4] = str(args.np)
+        with netns_cluster.Cluster(args.hosts, name="tfsb", rate_mbit=args.rate_mbit) as c:
+            layout = ",".join("%s:1" % h for h in c.hosts)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                [os.path.dirname(os.path.dirname(HERE)), HERE]))
+            subprocess.run(c.exec_argv("h1", cmd[:5] + ["-H", layout] + cmd[5:]), check=True,
+                           env=env, cwd=os.path.dirname(os.path.dirname(HERE)))
+            link = c.shaping()
+    else:
+        subprocess.run(cmd, check=True)
     with open(out) as f:
         records = json.load(f)
     os.unlink(out)
     summary = summarize(records, args.models)
-    result = {"benchmark": "sharded", "np": args.np, "rounds": args.rounds,
+    result = {"benchmark": "sharded", "np": args.np, "hosts": args.hosts or 1, "link": link,
+              "rounds": args.rounds,
               "optimizer": args.optimizer, "batch_per_worker": args.batch,
               "steps": args.steps, "warmup": args.warmup, "quick": args.quick,
               "seconds": time.time() - started, "summary": summary, "records": records}
     os.makedirs(args.results, exist_ok=True)
-    path = os.path.join(args.results, "sharded.json")
+    path = os.path.join(args.results, "sharded-%dhosts.json" % args.hosts if args.hosts
+                        else "sharded.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=1)
     for model, s in summary.items():
