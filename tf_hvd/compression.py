@@ -37,20 +37,23 @@ class NoneCompressor(Compressor):
         return tensor
 
 
-class FP16Compressor(Compressor):
-    """Sends float32/float64 tensors as float16 and casts the result back.
-
-    Other dtypes (integers, float16, bfloat16) are sent unchanged.
-    """
+class _NarrowFloatCompressor(Compressor):
+    """Sends float32/float64 tensors as ``_WIRE`` and casts the result back; what it does
+    with other dtypes is ``_other``'s."""
 
     _WIDE_FLOATS = (tf.float32, tf.float64)
+    _WIRE = None
+
+    @classmethod
+    def compress(cls, tensor):
+        tensor = tf.convert_to_tensor(tensor)
+        if tensor.dtype in cls._WIDE_FLOATS:
+            return tf.cast(tensor, cls._WIRE), tensor.dtype
+        return cls._other(tensor), None
 
     @staticmethod
-    def compress(tensor):
-        tensor = tf.convert_to_tensor(tensor)
-        if tensor.dtype in FP16Compressor._WIDE_FLOATS:
-            return tf.cast(tensor, tf.float16), tensor.dtype
-        return tensor, None
+    def _other(tensor):
+        return tensor
 
     @staticmethod
     def decompress(tensor, ctx):
@@ -59,12 +62,21 @@ class FP16Compressor(Compressor):
         return tf.cast(tensor, ctx)
 
 
+class FP16Compressor(_NarrowFloatCompressor):
+    """Sends float32/float64 tensors as float16 and casts the result back.
+
+    Other dtypes (integers, float16, bfloat16) are sent unchanged.
+    """
+
+    _WIRE = tf.float16
+
+
 class CompressionError(TypeError):
     """A compressor cannot send this tensor (its message says why); the collectives add
     the tensor's name."""
 
 
-class BF16Compressor(Compressor):
+class BF16Compressor(_NarrowFloatCompressor):
     """Sends float32/float64 tensors as bfloat16 and casts the result back.
 
     bfloat16 keeps float32's exponent range with an 8-bit mantissa, so gradients that
@@ -74,25 +86,16 @@ class BF16Compressor(Compressor):
     change their values. A tf_hvd addition: Horovod has fp16 only.
     """
 
-    _WIDE_FLOATS = (tf.float32, tf.float64)
+    _WIRE = tf.bfloat16
 
     @staticmethod
-    def compress(tensor):
-        tensor = tf.convert_to_tensor(tensor)
-        if tensor.dtype in BF16Compressor._WIDE_FLOATS:
-            return tf.cast(tensor, tf.bfloat16), tensor.dtype
+    def _other(tensor):
         if tensor.dtype.is_floating:
-            return tensor, None
+            return tensor
         raise CompressionError(
             "Compression.bf16 sends floating-point tensors as bfloat16, and this tensor is "
             "%s (its values would change); reduce it with Compression.none"
             % tensor.dtype.name)
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        if ctx is None:
-            return tensor
-        return tf.cast(tensor, ctx)
 
 
 class Compression(object):

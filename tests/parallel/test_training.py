@@ -10,11 +10,10 @@ with bf16 gradient exchange against float32 exchange.
 """
 
 import os
-import re
 
 import pytest
 
-from training_launch import run
+from training_launch import assert_training_ok, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKERS = os.path.join(HERE, "training_workers")
@@ -36,35 +35,24 @@ EAGER_PARTS = {
 }
 
 
-def _assert_ok(rc, out, np_):
-    oks = re.findall(r"\[rank (\d+)\] TRAINING OK (\d+) checks", out)
-    failures = [line for line in out.splitlines()
-                if "FAIL" in line or "EXCEPTION" in line or "Traceback" in line]
-    assert rc == 0 and len(set(r for r, _ in oks)) == np_, (
-        "exit code %d, %d of %d ranks OK\n%s\n--- output tail ---\n%s"
-        % (rc, len(oks), np_, "\n".join(failures[:40]), out[-8000:]))
-    counts = set(n for _, n in oks)
-    assert len(counts) == 1, "ranks ran different numbers of checks: %s" % (oks,)
-
-
 @pytest.mark.parametrize("part", sorted(EAGER_PARTS))
 @pytest.mark.parametrize("np_,transport", EAGER_LAYOUTS, ids=EAGER_IDS)
 def test_keras_and_tf2_training(np_, transport, part, tmp_path):
     rc, out = run(np_, transport, os.path.join(WORKERS, "train_eager.py"),
                   [str(tmp_path)], timeout=270,
                   env={"TRAINING_ONLY": EAGER_PARTS[part]})
-    _assert_ok(rc, out, np_)
+    assert_training_ok(rc, out, np_)
 
 
 @pytest.mark.parametrize("np_,transport", LAYOUTS, ids=LAYOUT_IDS)
 def test_tf1_graph_training(np_, transport):
     rc, out = run(np_, transport, os.path.join(WORKERS, "train_graph.py"),
                   timeout=270)
-    _assert_ok(rc, out, np_)
+    assert_training_ok(rc, out, np_)
 
 
 @pytest.mark.parametrize("np_,transport", [(2, "gloo"), (3, "mpi")], ids=["np2-gloo", "np3-mpi"])
 def test_bf16_exchange_trains_the_cnn_as_float32_does(np_, transport):
     rc, out = run(np_, transport, os.path.join(WORKERS, "train_bf16_cnn.py"), timeout=240,
                   hide_optional=False)  # the digits data come from scikit-learn
-    _assert_ok(rc, out, np_)
+    assert_training_ok(rc, out, np_)

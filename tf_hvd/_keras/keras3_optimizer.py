@@ -12,7 +12,7 @@ Keras is imported where it is used: a TensorFlow script that never touches
 Keras does not pay for importing it.
 """
 
-from tf_hvd._keras.state import HvdState, distributed_subclass
+from tf_hvd._keras.state import HvdState, build_on_first_apply, distributed_subclass
 
 
 def distributed_class(base, params, allreduce_name):
@@ -40,11 +40,7 @@ def distributed_class(base, params, allreduce_name):
             variables = list(self._trainable_variables)
         else:
             variables = list(trainable_variables)
-            if not self.built:
-                import keras
-                with keras.name_scope(self.name, caller=self):
-                    self.build(variables)
-                self.built = True
+            build_on_first_apply(self, variables)
         state = self._hvd
         reduced = state.compute(grads, variables)
         if state.agg_helper is None:

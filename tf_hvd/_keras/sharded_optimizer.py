@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from tf_hvd import ops, topology
 from tf_hvd._keras.shard_layout import ShardLayout, mismatch_message
-from tf_hvd._keras.state import var_key
+from tf_hvd._keras.state import build_on_first_apply, var_key
 from tf_hvd.allreduce_grads import _scale_factors
 from tf_hvd.functions import allgather_object
 from tf_hvd.gradient_aggregation import (LocalGradientAggregationHelper,
@@ -530,10 +530,7 @@ def sharded_class(base, params, name):
             variables = st.model_vars[:len(grads)]
         else:
             variables = list(trainable_variables)
-            if not self.built:
-                with keras.name_scope(self.name, caller=self):
-                    self.build(variables)
-                self.built = True
+            build_on_first_apply(self, variables)
         pre_reduced = _pre_reduced(grads)
         dense = st.in_layout_order(grads, variables)
 

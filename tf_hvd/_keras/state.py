@@ -97,6 +97,16 @@ def register_local_var(self, var):
     self._hvd.register_local_var(var)
 
 
+def build_on_first_apply(optimizer, variables):
+    """Build an unbuilt Keras 3 optimizer on ``variables`` in its name scope, as Keras'
+    own ``apply`` does, before a distributed ``apply`` reduces anything."""
+    if not optimizer.built:
+        import keras
+        with keras.name_scope(optimizer.name, caller=optimizer):
+            optimizer.build(variables)
+        optimizer.built = True
+
+
 def distributed_subclass(base, params, **methods):
     """The distributed subclass of the optimizer class ``base``: ``methods`` (the
     overrides of one Keras flavour) plus ``register_local_var``; same name, module
