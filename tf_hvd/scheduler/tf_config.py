@@ -163,18 +163,21 @@ def _job(tasks, kind, index, name, engine):
                master_addr, master_port, host, first)
 
 
-def _from_tf_config(spec):
-    tasks = _tasks(spec, "TF_CONFIG")
-    if _size(tasks) == 0 and not spec.get("task"):
-        return None
-    if _size(tasks) == 0:
-        raise SchedulerEnvError("TF_CONFIG: the cluster has no chief or worker task to train")
-    if _size(tasks) == 1 and not spec.get("task"):
-        return None  # a cluster of one: a job of one
-    kind, index = _task(spec, tasks, "TF_CONFIG")
+def _job_of_task(spec, tasks, name, engine):
+    """The Job of ``spec``'s task, or None for the one training task of a cluster."""
+    kind, index = _task(spec, tasks, name)
     if _size(tasks) == 1 and kind in RANK_TYPES:
         return None
-    return _job(tasks, kind, index, "TF_CONFIG", "TF_CONFIG")
+    return _job(tasks, kind, index, name, engine)
+
+
+def _from_tf_config(spec):
+    tasks = _tasks(spec, "TF_CONFIG")
+    if not spec.get("task") and _size(tasks) <= 1:
+        return None  # no cluster, or a cluster of one: a job of one
+    if _size(tasks) == 0:
+        raise SchedulerEnvError("TF_CONFIG: the cluster has no chief or worker task to train")
+    return _job_of_task(spec, tasks, "TF_CONFIG", "TF_CONFIG")
 
 
 def _from_cluster_spec(spec):
@@ -188,11 +191,8 @@ def _from_cluster_spec(spec):
                                 "pools %s" % (pool, ", ".join(sorted(VERTEX_POOLS))))
     roles = {"cluster": {VERTEX_POOLS[p]: a for p, a in spec["cluster"].items()},
              "task": dict(task, type=VERTEX_POOLS[pool]) if pool else task}
-    tasks = _tasks(roles, "CLUSTER_SPEC")
-    kind, index = _task(roles, tasks, "CLUSTER_SPEC")
-    if _size(tasks) == 1 and kind in RANK_TYPES:
-        return None
-    return _job(tasks, kind, index, "CLUSTER_SPEC", "Vertex AI (CLUSTER_SPEC)")
+    return _job_of_task(roles, _tasks(roles, "CLUSTER_SPEC"), "CLUSTER_SPEC",
+                        "Vertex AI (CLUSTER_SPEC)")
 
 
 def _tasks_of_pools(spec):

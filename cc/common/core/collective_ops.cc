@@ -23,6 +23,21 @@ void Complete(TensorTableEntry& e, const Status& s) {
   if (e.callback) e.callback(s);
   e.callback = nullptr;
 }
+
+// One tensor's collective phase, with the dtype and bytes this rank sends into it.
+void TraceOne(const Response& r, const TensorTableEntry& e, size_t i, const char* activity) {
+  Timeline& timeline = GlobalTimeline();
+  if (!timeline.active()) return;
+  timeline.ActivityStart(r.names[i], activity, r.dtype,
+                         NumElements(e.request.shape) * static_cast<int64_t>(DataTypeSize(r.dtype)));
+}
+
+// Each tensor's ALLREDUCE phase, with the dtype and bytes it reduces.
+void TraceAllreduce(const Response& r) {
+  const int64_t elem = static_cast<int64_t>(DataTypeSize(r.dtype));
+  for (size_t i = 0; i < r.names.size(); ++i)
+    GlobalTimeline().ActivityStart(r.names[i], "ALLREDUCE", r.dtype, r.sizes[i] * elem);
+}
 }  // namespace
 
 Status CollectiveOps::Perform(const Response& r, std::vector<TensorTableEntry>& entries,
@@ -40,9 +55,7 @@ Status CollectiveOps::Perform(const Response& r, std::vector<TensorTableEntry>& 
       return Allreduce(r, entries, present);
     case OpType::ALLGATHER:
       for (size_t i = 0; i < entries.size() && s.ok(); ++i) {
-        GlobalTimeline().ActivityStart(
-            r.names[i], "ALLGATHER", r.dtype,
-            NumElements(entries[i].request.shape) * static_cast<int64_t>(DataTypeSize(r.dtype)));
+        TraceOne(r, entries[i], i, "ALLGATHER");
         s = Allgather(r, &entries[i], present[i], i);
         GlobalTimeline().ActivityEnd(r.names[i]);
       }
@@ -64,9 +77,7 @@ Status CollectiveOps::Perform(const Response& r, std::vector<TensorTableEntry>& 
   // Single-tensor operations that every rank takes part in.
   for (size_t i = 0; i < entries.size() && s.ok(); ++i) {
     if (!present[i]) continue;
-    GlobalTimeline().ActivityStart(
-        r.names[i], ActivityName(r.type), r.dtype,
-        NumElements(entries[i].request.shape) * static_cast<int64_t>(DataTypeSize(r.dtype)));
+    TraceOne(r, entries[i], i, ActivityName(r.type));
     if (r.type == OpType::BROADCAST) s = Broadcast(r, entries[i]);
     if (r.type == OpType::ALLTOALL) s = Alltoall(r, entries[i]);
     if (r.type == OpType::REDUCESCATTER) s = Reducescatter(r, entries[i]);
@@ -109,13 +120,6 @@ double CollectiveOps::PostScaleFactor(const Response& r) const {
   double factor = r.postscale;
   if (r.reduce_op == ReduceOp::AVERAGE) factor /= static_cast<double>(topology_.size);
   return factor;
-}
-
-// Each tensor's ALLREDUCE phase, with the dtype and bytes it reduces.
-static void TraceAllreduce(const Response& r) {
-  const int64_t elem = static_cast<int64_t>(DataTypeSize(r.dtype));
-  for (size_t i = 0; i < r.names.size(); ++i)
-    GlobalTimeline().ActivityStart(r.names[i], "ALLREDUCE", r.dtype, r.sizes[i] * elem);
 }
 
 void CollectiveOps::PostScale(const Response& r, void* buf, size_t n) {
@@ -185,7 +189,7 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
       input = e.output;
     }
     if (input == e.output) ScaleBuffer(r.dtype, e.output, n, r.prescale);
-    TraceAllreduce(r);
+    if (timeline.active()) TraceAllreduce(r);
     s = allreduce_->Run(input, e.output, static_cast<int64_t>(n), r.dtype, r.reduce_op);
     timeline.ActivityEnd(r.names[0]);
     if (s.ok()) PostScale(r, e.output, n);
