@@ -27,6 +27,7 @@ Commits never go backwards across each job.
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -121,14 +122,18 @@ def test_b_hosts_removed_while_newcomers_still_start(cluster, tmp_path):
     script = 'if [ "$epoch" = 0 ]; then echo h1:2; else echo h2:2; fi'
     res, records, launcher = _job(cluster, tmp_path, script, SLOW)
     assert res.returncode == 0, res.describe(text=res.output[-6000:])
-    assert launcher == [
+    assert launcher[:2] == [
         STARTED,
         "tfhvdrun: host discovery: h1 is no longer listed, but its rank(s) 0, 1 hold the "
         "job's committed state (commit %d), which rank(s) 2, 3 have not received yet: they "
         "stay until it has (at most 600 s, --elastic-timeout)" % records[0]["commits"],
-        "tfhvdrun: the committed state has reached rank(s) 2, 3: rank(s) 0, 1 on h1, which "
-        "is no longer listed, leave at the next commit (the others re-form without them)",
     ], launcher
+    # The holders leave as soon as one newcomer holds the state; rank 3 may record its
+    # copy a poll after rank 2 (or before it).
+    assert len(launcher) == 3 and re.fullmatch(
+        r"tfhvdrun: the committed state has reached rank\(s\) (2, 3|2|3): rank\(s\) 0, 1 on "
+        r"h1, which is no longer listed, leave at the next commit \(the others re-form "
+        r"without them\)", launcher[2]), launcher
     shape = _shape(records)
     # epoch 1 ran at size 4 or, when h1 left within its first commits, at size 2 on h2
     assert shape[0] == (0, 0, 2, "h1") and shape[2] == (2, 2, 2, "h2"), records
