@@ -459,6 +459,24 @@ def test_program_that_cannot_be_executed(tmp_path):
     assert "cannot start rank 0" in err
 
 
+@pytest.mark.parametrize("extra", [[], ["--max-restarts", "2"]])
+def test_ranks_not_started_within_the_start_timeout(tmp_path, extra):
+    """A launch that cannot start its ranks in time (a slow ssh start on many hosts, here a
+    timeout of a microsecond) ends with the launcher's message and exit code 1, without
+    a restart (the next try would meet the same start) and without a traceback."""
+    script = _script(tmp_path, "worker.py", WORKER)
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    proc = run_launcher(extra + ["-np", "2", PY, script, str(piddir), "ok"],
+                        env=_env({"HOROVOD_START_TIMEOUT": "0.000001"}), timeout=30)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert err.splitlines() == [
+        "tfhvdrun: could not start rank(s) [0,1] within the start-up timeout of 1e-06 s "
+        "(--start-timeout / HOROVOD_START_TIMEOUT)"], err
+    assert _pids(str(piddir)) == []
+
+
 def test_verbose_describes_the_plan(tmp_path):
     script = _script(tmp_path, "q.py", "pass\n")
     proc = run_launcher(["-np", "2", "--verbose", PY, script])

@@ -18,6 +18,7 @@ from . import env as rank_env
 from . import failures
 from . import network
 from .elastic_hosts import ElasticHosts, elastic_env
+from .outcome import RunOutcome
 from .rendezvous import RendezvousServer
 from .signals import SignalCatcher
 from .supervisor import Supervisor, log_line
@@ -79,16 +80,16 @@ def run(plan):
     limit = getattr(plan.args, "max_restarts", 0) or 0
     restart = 0
     while True:
-        code, restartable, why = _run_once(plan, restart)
-        if code == 0 or not restartable or limit == 0:
-            return code
+        outcome = _run_once(plan, restart)
+        if not outcome.failed or not outcome.restartable or limit == 0:
+            return outcome.code
         if restart == limit:
             log_line("giving up: the job failed %d time(s), more than --max-restarts %d "
-                     "allows (last failure: %s)" % (restart + 1, limit, why))
-            return code
+                     "allows (last failure: %s)" % (restart + 1, limit, outcome.why))
+            return outcome.code
         restart += 1
         log_line("restarting every rank with a fresh rendezvous (restart %d of %d) because "
-                 "%s" % (restart, limit, why))
+                 "%s" % (restart, limit, outcome.why))
 
 
 def _elastic_env(elastic):
@@ -99,7 +100,7 @@ _Joiner = ElasticHosts  # the name the unit tests knew it by
 
 
 def _run_once(plan, restart):
-    """One run of the whole job: (exit code, whether a restart may help, why it failed)."""
+    """One run of the whole job, as a RunOutcome."""
     args = plan.args
     cwd = os.getcwd()
     bind = plan.rendezvous_bind_address()
@@ -116,7 +117,7 @@ def _run_once(plan, restart):
                             " (choose another --rendezvous-port, or 0 for any free port)"
                             if args.rendezvous_port else ""))
         sys.stderr.flush()
-        return USAGE_EXIT, False, None
+        return RunOutcome(USAGE_EXIT)
     signals = SignalCatcher()
     signals.install()
     elastic = None
@@ -144,12 +145,14 @@ def _run_once(plan, restart):
             if signals.pending():
                 break  # stopped while starting: supervisor.wait() handles it
             if time.monotonic() > start_deadline:
-                log_line("could not start rank(s) %s within the start-up timeout of %s s "
-                         "(--start-timeout / HOROVOD_START_TIMEOUT)"
-                         % (_rank_list(range(slot.rank, len(plan.slots))),
-                            rank_env._number(plan.start_timeout)))
+                why = ("could not start rank(s) %s within the start-up timeout of %s s "
+                       "(--start-timeout / HOROVOD_START_TIMEOUT)"
+                       % (_rank_list(range(slot.rank, len(plan.slots))),
+                          rank_env._number(plan.start_timeout)))
+                log_line(why)
                 supervisor.abort()
-                return 1
+                # Not restartable: a restart meets the same slow start.
+                return RunOutcome(1, restartable=False, why=why)
             env = dict(env)
             env[RESTART_ENV] = str(restart)
             if elastic is not None:
@@ -175,13 +178,13 @@ def _run_once(plan, restart):
                 log_line("cannot start rank %d (%s): %s"
                          % (slot.rank, argv[0], e.strerror or e))
                 supervisor.abort()
-                return (127 if e.errno == errno.ENOENT else 126), False, None
+                return RunOutcome(127 if e.errno == errno.ENOENT else 126)
         code = supervisor.wait()
         if code != 0:
             _report_missing_ranks(server, len(plan.slots))
         restartable = supervisor.failed is not None and supervisor.signalled is None and \
             supervisor.lost_report is None
-        return code, restartable, supervisor.report
+        return RunOutcome(code, restartable, supervisor.report)
     finally:
         signals.restore()
         server.stop()
