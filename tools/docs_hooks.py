@@ -6,10 +6,12 @@ without its page still fails the strict build).
 
 Two more jobs, each so that docs/ reads the same on GitHub and in the built site:
 
-* Benchmark results (python/benchmarks/results/) and example programs (python/examples/)
-  live outside docs/. Pages link them as ``../python/benchmarks/results/NAME`` or
-  ``../python/examples/NAME`` (right when browsing the repository); the site gets a copy of
-  every file under them (``benchmark-results/``, ``examples/``), a generated index page for
+* Benchmark results (python/benchmarks/results/), example programs (python/examples/) and
+  the experiments behind the figures (experiments/) live outside docs/. Pages link them as
+  ``../python/benchmarks/results/NAME``, ``../python/examples/NAME`` or
+  ``../experiments/NAME`` (right when browsing the repository); the site gets a copy of
+  every file under them (``benchmark-results/``, ``examples/``, ``experiments/``; but the
+  files of UNPUBLISHED, whose links are written for GitHub only), a generated index page for
   each folder that a page links as ``.../FOLDER/``, and the links are pointed there, so
   `mkdocs build --strict` checks them like any other link.
 * tf_hvd exports its public names lazily (``tf_hvd.__getattr__``), which a static reader
@@ -29,8 +31,15 @@ from mkdocs.structure.files import File
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Folders of the repository published into the site: (repository folder, site folder).
 PUBLISHED = [("python/benchmarks/results", "benchmark-results"),
-             ("python/examples", "examples")]
-_FOLDER_LINK = re.compile(r"\]\(((?:\.\./)*(?:benchmark-results|examples)/(?:[^)\s]*/)?)\)")
+             ("python/examples", "examples"),
+             ("experiments", "experiments")]
+# Files of those folders left out of the site: the old performance page, kept as the lab's
+# notebook, links the docs as ../docs/PAGE.md (right on GitHub, not in the site).
+UNPUBLISHED = {"experiments/performance-notebook.md"}
+_FOLDER_LINK = re.compile(
+    r"\]\(((?:\.\./)*(?:benchmark-results|examples|experiments)/(?:[^)\s]*/)?)\)")
+_README_LINK = re.compile(
+    r"\]\(((?:\.\./)*(?:benchmark-results|examples|experiments)/(?:[^)\s]*/)?)README\.md([#)])")
 _DIRECTIVE = re.compile(r"^::: (tf_hvd\.[A-Za-z_][A-Za-z0-9_]*)\s*$", re.M)
 _package = {}
 log = logging.getLogger("mkdocs.hooks.tf_hvd")
@@ -66,14 +75,23 @@ def on_files(files, config):
             dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
             rel = os.path.relpath(here, top)
             uri = site_dir + ("" if rel == "." else "/" + rel.replace(os.sep, "/"))
-            shown = sorted(n for n in names if not n.startswith("."))
+            shown = sorted(n for n in names if not n.startswith(".") and os.path.relpath(
+                os.path.join(here, n), ROOT).replace(os.sep, "/") not in UNPUBLISHED)
+            # A folder's README.md and its index page would be the same page of the site: the
+            # index page shows the README, then the listing.
+            readme = "README.md" in shown
+            shown = [n for n in shown if n != "README.md"]
             for name in shown:
                 files.append(File.generated(config, uri + "/" + name,
                                             abs_src_path=os.path.join(here, name)))
             listing = "".join("- [%s/](%s/index.md)\n" % (d, d) for d in dirs) + "".join(
                 "- [%s](%s)\n" % (n, n) for n in shown)
-            files.append(File.generated(config, uri + "/index.md", content="# %s/%s\n\n%s" % (
-                repo_dir, "" if rel == "." else rel, listing)))
+            if readme:
+                with open(os.path.join(here, "README.md")) as f:
+                    page = "%s\n\n## Files\n\n%s" % (f.read().rstrip(), listing)
+            else:
+                page = "# %s/%s\n\n%s" % (repo_dir, "" if rel == "." else rel, listing)
+            files.append(File.generated(config, uri + "/index.md", content=page))
     return files
 
 def _tf_hvd():
@@ -105,6 +123,7 @@ def on_page_markdown(markdown, page, config, files):
     depth = page.file.src_uri.count("/")
     for repo_dir, site_dir in PUBLISHED:
         markdown = markdown.replace("../%s/" % repo_dir, "../" * depth + site_dir + "/")
-    # A link to a folder goes to its generated index page.
+    # A link to a folder, or to a folder's README.md, goes to its generated index page.
     markdown = _FOLDER_LINK.sub(lambda m: "](%sindex.md)" % m.group(1), markdown)
+    markdown = _README_LINK.sub(lambda m: "](%sindex.md%s" % (m.group(1), m.group(2)), markdown)
     return _DIRECTIVE.sub(lambda m: "::: " + defining_path(m.group(1)), markdown)

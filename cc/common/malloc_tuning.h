@@ -2,9 +2,9 @@
 //
 // glibc maps every allocation above a threshold (at most 32 MiB by default)
 // afresh and unmaps it on free, so a step that allocates a 256 MiB output
-// tensor pays ~65k page faults and the kernel zeroing every page, each time:
-// measured, a third of a 256 MiB allreduce. Raising the mmap and trim
-// thresholds lets the next step reuse the memory instead.
+// tensor pays ~65k page faults and the kernel zeroing every page, each time
+// (docs/performance.md, "Figures behind the core's defaults"). Raising the
+// mmap and trim thresholds lets the next step reuse the memory instead.
 #ifndef TFHVD_COMMON_MALLOC_TUNING_H_
 #define TFHVD_COMMON_MALLOC_TUNING_H_
 

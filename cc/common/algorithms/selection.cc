@@ -26,8 +26,8 @@ const Row kAllreduceTable[] = {
        return k.hierarchical_allreduce && c.hierarchical_ready;
      }},
     // One host: one memcpy in and out instead of sockets or MPICH's staging, at
-    // every size: no kernel round trip (measured: 64 KiB in 18 us against the
-    // gather's 40 us over loopback).
+    // every size: no kernel round trip (figures: docs/performance.md, "Figures
+    // behind the core's defaults").
     {AllreduceAlgorithm::SHARED_MEMORY, [](const AllreduceCase& c, const Parameters& k) {
        return c.one_host && c.shm_ready && c.bytes >= k.shm_min_bytes;
      }},

@@ -5,7 +5,7 @@
 # shm_stats_instrumentation.diff applied; without it the STEP and CHAIN figures still print.
 #   bash ab.sh > ab.log
 here="$(cd "$(dirname "$0")" && pwd)"
-cc -O2 -pthread "${here}/../../../cpu_probe.c" -o /tmp/cpu_probe
+cc -O2 -pthread "${here}/../../python/benchmarks/cpu_probe.c" -o /tmp/cpu_probe
 probe() { /tmp/cpu_probe 0 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); print("rt %.0f ns copy %.1f" % (d["round_trip_ns"], d["peer_copy_gbps"]))'; }
 for r in 1 2 3 4 5; do
   for sb in 1048576 262144 131072; do

@@ -1,6 +1,6 @@
 """ms per tf.function call: one multiply, a 10-float allreduce, one and two 2.68 MB ones.
 
-    tfhvdrun -np 2 python python/benchmarks/results/run-2026-11-27/by_hand_one_call.py
+    tfhvdrun -np 2 python experiments/slower-vm/by_hand_one_call.py
 """
 import time, numpy as np, tensorflow as tf, tf_hvd as hvd
 hvd.init()

@@ -1,7 +1,7 @@
 """200 calls of one 2.68 MB allreduce, for a timeline.
 
     HOROVOD_TIMELINE=/tmp/tl.json tfhvdrun -np 2 python \
-        python/benchmarks/results/run-2026-11-27/by_hand_timeline.py
+        experiments/slower-vm/by_hand_timeline.py
 """
 import time, numpy as np, tensorflow as tf, tf_hvd as hvd
 hvd.init()

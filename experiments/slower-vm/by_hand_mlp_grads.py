@@ -1,6 +1,6 @@
 """The MLP's six gradient shapes: six allreduces, one grouped allreduce, one small one.
 
-    tfhvdrun -np 2 python python/benchmarks/results/run-2026-11-27/by_hand_mlp_grads.py
+    tfhvdrun -np 2 python experiments/slower-vm/by_hand_mlp_grads.py
 """
 import time, numpy as np, tensorflow as tf, tf_hvd as hvd
 hvd.init()

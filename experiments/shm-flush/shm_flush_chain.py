@@ -3,10 +3,10 @@
 A chain of allreduces (Average, values checked) inside one tf.function at 1, 16 and 64 MiB,
 median of 7 calls, per allreduce in us; rank 0 prints one RESULT line. The setting is read
 once at init, so an A/B runs one job per setting, interleaved, with cpu_probe.c's round trip
-before and after each job to class it near or far (results/shm-flush/, docs/performance.md):
+before and after each job to class it near or far (experiments/shm-flush/, this folder):
 
     for r in 1 2 3; do for m in off auto on; do
-      HOROVOD_SHM_READER_FLUSH=$m tfhvdrun -np 2 python python/benchmarks/shm_flush_chain.py
+      HOROVOD_SHM_READER_FLUSH=$m tfhvdrun -np 2 python experiments/shm-flush/shm_flush_chain.py
     done; done
 """
 import json, os, sys, time
