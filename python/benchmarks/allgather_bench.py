@@ -1,4 +1,4 @@
-"""Allgather latency and bandwidth of tf_hvd: a benchmark part (worker.py runs it).
+"""Allgather latency and bandwidth of tf_hvd: a benchmark part (lib/worker.py runs it).
 
     configs["allgather"] = allgather_bench.make_config([4 * KiB, MiB], quick=True)
     # then launch.run_contender(contender, ["allgather"], configs, ...), as
@@ -13,15 +13,15 @@ bandwidth (x (n-1)/n: the share of the output every rank must receive).
 
 import numpy as np
 
-import common
+from lib import formats, timing
 
 PART = "allgather"
 KINDS = ("hvd",)
-SIZES = [4 * common.KiB, common.MiB, 64 * common.MiB]
+SIZES = [4 * formats.KiB, formats.MiB, 64 * formats.MiB]
 # (warmup, timed calls) per size.
 _ITERATIONS = {
-    False: {4 * common.KiB: (20, 500), common.MiB: (5, 60), 64 * common.MiB: (2, 8)},
-    True: {4 * common.KiB: (5, 50), common.MiB: (2, 10), 64 * common.MiB: (1, 3)},
+    False: {4 * formats.KiB: (20, 500), formats.MiB: (5, 60), 64 * formats.MiB: (2, 8)},
+    True: {4 * formats.KiB: (5, 50), formats.MiB: (2, 10), 64 * formats.MiB: (1, 3)},
 }
 
 
@@ -29,7 +29,7 @@ def iterations(nbytes, quick):
     table = _ITERATIONS[bool(quick)]
     if nbytes in table:
         return table[nbytes]
-    budget = (64 if quick else 512) * common.MiB
+    budget = (64 if quick else 512) * formats.MiB
     timed = int(min(100 if quick else 500, max(3, budget // max(nbytes, 1))))
     return (max(1, min(10, timed // 10)), timed)
 
@@ -43,7 +43,7 @@ def bandwidth(nbytes, seconds, nranks):
     """(algorithm bandwidth, bus bandwidth) in GB/s for an allgather of nbytes output."""
     if not seconds:
         return None, None
-    alg = nbytes / seconds / common.GB
+    alg = nbytes / seconds / formats.GB
     return alg, alg * (nranks - 1) / nranks
 
 
@@ -58,19 +58,19 @@ def run_worker(ctx, cfg):
         name = "bench_allgather_%d" % nbytes
         fn = tf.function(lambda t: hvd.allgather(t, name=name))
         ctx.barrier()
-        durations, resources, last = common.time_calls(lambda: fn(x), timed, warmup)
+        durations, resources, last = timing.time_calls(lambda: fn(x), timed, warmup)
         got = last.numpy()
         correct = got.shape == expected.shape and got.tobytes() == expected.tobytes()
-        stats = common.summarize(durations)
+        stats = timing.summarize(durations)
         alg, bus = bandwidth(expected.nbytes, stats["median"], ctx.size)
         rec = {"contender": ctx.contender, "mode": "function", "bytes": int(expected.nbytes),
                "dtype": "float32", "ranks": ctx.size, "warmup": warmup,
-               "iterations": len(durations), "latency_us": common.scaled(stats, 1e6),
+               "iterations": len(durations), "latency_us": timing.scaled(stats, 1e6),
                "algbw_gbps": alg, "busbw_gbps": bus, "correct": correct,
                "check_error": None if correct else "differs from the blocks in rank order"}
         rec.update(resources)
         ctx.log("allgather %8s  median %10.1f us  busbw %7.3f GB/s  %s"
-                % (common.human_bytes(nbytes), rec["latency_us"]["median"], bus or 0,
+                % (formats.human_bytes(nbytes), rec["latency_us"]["median"], bus or 0,
                    "ok" if correct else "WRONG"))
         records.append(rec)
         del last

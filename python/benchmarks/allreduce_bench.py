@@ -29,16 +29,15 @@ import sys
 
 import numpy as np
 
-import common
-import launch
-import rounds
+from lib import formats, knobs, launch, rounds, tables, timing
+from lib import report as report_lib
 
 PART = "allreduce"
 KINDS = ("hvd", "mwms", "mpi4py", "local")
 CONTENDERS = ("tf_hvd_gloo", "tf_hvd_mpi", "mwms_ring", "mpi4py", "mpi4py_malloc",
               "numpy_local")
-SIZES = [4 * common.KiB, 64 * common.KiB, 256 * common.KiB, common.MiB, 4 * common.MiB,
-         16 * common.MiB, 64 * common.MiB, 256 * common.MiB]
+SIZES = [4 * formats.KiB, 64 * formats.KiB, 256 * formats.KiB, formats.MiB, 4 * formats.MiB,
+         16 * formats.MiB, 64 * formats.MiB, 256 * formats.MiB]
 TF_MODES = ("eager", "function", "chain", "eager_unnamed")
 # Modes only tf_hvd has: eager calls without name= (named after their kind).
 HVD_ONLY_MODES = ("eager_unnamed",)
@@ -48,15 +47,15 @@ SMALL_MAX_BYTES = 64 * 1024     # eager_unnamed, and MWMS's chain, only up to th
 # (fewer timed calls only), so the quick medians are not biased by calls that
 # still trace, grow TensorFlow's caching allocator or touch new memory (slowly,
 # on a VM): the largest sizes warm up three times for that reason.
-_WARMUP = {4 * common.KiB: 20, 64 * common.KiB: 20, 256 * common.KiB: 15, common.MiB: 10,
-           4 * common.MiB: 5, 16 * common.MiB: 3, 64 * common.MiB: 3, 256 * common.MiB: 3}
+_WARMUP = {4 * formats.KiB: 20, 64 * formats.KiB: 20, 256 * formats.KiB: 15, formats.MiB: 10,
+           4 * formats.MiB: 5, 16 * formats.MiB: 3, 64 * formats.MiB: 3, 256 * formats.MiB: 3}
 _TIMED = {
-    False: {4 * common.KiB: 1000, 64 * common.KiB: 500, 256 * common.KiB: 300,
-            common.MiB: 200, 4 * common.MiB: 80, 16 * common.MiB: 40, 64 * common.MiB: 12,
-            256 * common.MiB: 7},
+    False: {4 * formats.KiB: 1000, 64 * formats.KiB: 500, 256 * formats.KiB: 300,
+            formats.MiB: 200, 4 * formats.MiB: 80, 16 * formats.MiB: 40, 64 * formats.MiB: 12,
+            256 * formats.MiB: 7},
     # quick: at least five timed calls, so a median is not one call's luck
-    True: {4 * common.KiB: 100, 64 * common.KiB: 50, 256 * common.KiB: 40, common.MiB: 30,
-           4 * common.MiB: 15, 16 * common.MiB: 9, 64 * common.MiB: 5, 256 * common.MiB: 5},
+    True: {4 * formats.KiB: 100, 64 * formats.KiB: 50, 256 * formats.KiB: 40, formats.MiB: 30,
+           4 * formats.MiB: 15, 16 * formats.MiB: 9, 64 * formats.MiB: 5, 256 * formats.MiB: 5},
 }
 # Chain mode: allreduces per tf.function call, per message size, long enough that
 # TensorFlow's ~0.1 ms per call adds at most ~4% to one allreduce as fast as
@@ -65,9 +64,9 @@ _TIMED = {
 # (full, quick). The warm-up is the size's (_WARMUP), in calls of the chain.
 # MWMS unrolls at most MWMS_CHAIN_MAX (its ops take ~1 ms each; longer graphs
 # only cost tracing time).
-CHAIN_LENGTHS = {4 * common.KiB: 200, 64 * common.KiB: 200, 256 * common.KiB: 100,
-                 common.MiB: 40, 4 * common.MiB: 16, 16 * common.MiB: 8, 64 * common.MiB: 3,
-                 256 * common.MiB: 3}
+CHAIN_LENGTHS = {4 * formats.KiB: 200, 64 * formats.KiB: 200, 256 * formats.KiB: 100,
+                 formats.MiB: 40, 4 * formats.MiB: 16, 16 * formats.MiB: 8, 64 * formats.MiB: 3,
+                 256 * formats.MiB: 3}
 MWMS_CHAIN_MAX = 50
 CHAIN_CALLS = {False: 20, True: 10}
 
@@ -82,7 +81,7 @@ def iterations(nbytes, quick):
     """(warmup, timed calls) of the modes that time one allreduce per call."""
     if nbytes in _TIMED[bool(quick)]:
         return _WARMUP[nbytes], _TIMED[bool(quick)][nbytes]
-    budget = (64 if quick else 1024) * common.MiB  # bytes moved per size, roughly
+    budget = (64 if quick else 1024) * formats.MiB  # bytes moved per size, roughly
     timed = int(min(1000 if not quick else 100, max(5, budget // max(nbytes, 1))))
     return _nearest_below(_WARMUP, nbytes), timed
 
@@ -155,12 +154,12 @@ def _record(ctx, mode, nbytes, warmup, durations, resources, correct, message, r
             chain_length=None):
     if mode == "chain":
         durations = [d / chain_length for d in durations]
-    stats = common.summarize(durations)
-    alg, bus = common.allreduce_bandwidth(nbytes, stats["median"], ranks)
-    _, bus_best = common.allreduce_bandwidth(nbytes, stats["min"], ranks)
+    stats = timing.summarize(durations)
+    alg, bus = timing.allreduce_bandwidth(nbytes, stats["median"], ranks)
+    _, bus_best = timing.allreduce_bandwidth(nbytes, stats["min"], ranks)
     rec = {"contender": ctx.contender, "mode": mode, "bytes": nbytes, "dtype": "float32",
            "ranks": ranks, "warmup": warmup, "iterations": len(durations),
-           "latency_us": common.scaled(stats, 1e6), "algbw_gbps": alg, "busbw_gbps": bus,
+           "latency_us": timing.scaled(stats, 1e6), "algbw_gbps": alg, "busbw_gbps": bus,
            "busbw_best_gbps": bus_best, "correct": correct, "check_error": message}
     if mode == "chain":
         rec["chain_length"] = chain_length  # allreduces per timed call (iterations: calls)
@@ -169,13 +168,13 @@ def _record(ctx, mode, nbytes, warmup, durations, resources, correct, message, r
                          cpu_ms_per_call=resources["cpu_ms_per_call"] / chain_length)
     rec.update(resources)
     ctx.log("%-8s %8s  median %10.1f us  busbw %7.3f GB/s  %s"
-            % (mode, common.human_bytes(nbytes), rec["latency_us"]["median"], bus or 0,
+            % (mode, formats.human_bytes(nbytes), rec["latency_us"]["median"], bus or 0,
                "ok" if correct else "WRONG: %s" % message))
     return rec
 
 
 # ---------------------------------------------------------------------------
-# Workers (run inside the contender's processes by worker.py)
+# Workers (run inside the contender's processes by lib/worker.py)
 
 
 def run_worker(ctx, cfg):
@@ -223,7 +222,7 @@ def _run_hvd(ctx, cfg, nbytes, warmup, timed):
             def call():
                 return chain(x)
         ctx.barrier()
-        durations, resources, last = common.time_calls(call, calls, warm)
+        durations, resources, last = timing.time_calls(call, calls, warm)
         correct, message = check(last.numpy(), expected,
                                  mode != "chain" or _chain_exact(ctx.size))
         records.append(_record(ctx, mode, nbytes, warm, durations, resources, correct,
@@ -273,7 +272,7 @@ def _run_mwms(ctx, cfg, nbytes, warmup, timed):
                 return chain(x)
             calls, warm = chain_calls, warm_chain
         ctx.barrier()
-        durations, resources, last = common.time_calls(call, calls, warm)
+        durations, resources, last = timing.time_calls(call, calls, warm)
         value = strategy.experimental_local_results(last)[0]
         correct, message = check(value.numpy(), expected,
                                  mode != "chain" or _chain_exact(ctx.size))
@@ -295,7 +294,7 @@ def _run_mpi4py(ctx, cfg, nbytes, warmup, timed):
     def call():
         comm.Allreduce(send, recv, op=MPI.SUM)
     comm.Barrier()
-    durations, resources, _ = common.time_calls(call, timed, warmup)
+    durations, resources, _ = timing.time_calls(call, timed, warmup)
     correct, message = check(recv, expected)
     records = [_record(ctx, "numpy", nbytes, warmup, durations, resources, correct, message,
                        ctx.size)]
@@ -307,7 +306,7 @@ def _run_mpi4py(ctx, cfg, nbytes, warmup, timed):
     def call_inplace():
         comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
     comm.Barrier()
-    durations, resources, _ = common.time_calls(call_inplace, timed, warmup)
+    durations, resources, _ = timing.time_calls(call_inplace, timed, warmup)
     np.copyto(buf, send)
     comm.Barrier()
     call_inplace()
@@ -324,12 +323,12 @@ def _run_local(ctx, cfg, nbytes, warmup, timed):
     out = np.empty_like(a)
     records = []
     # copy: the memory bandwidth one process gets (read + write of nbytes)
-    durations, resources, _ = common.time_calls(lambda: np.copyto(out, a), timed, warmup)
+    durations, resources, _ = timing.time_calls(lambda: np.copyto(out, a), timed, warmup)
     correct, message = check(out, a)
     records.append(_record(ctx, "copy", nbytes, warmup, durations, resources, correct,
                            message, 1))
     # add: the speed of the reduction itself (two reads + one write of nbytes)
-    durations, resources, _ = common.time_calls(lambda: np.add(a, b, out=out), timed, warmup)
+    durations, resources, _ = timing.time_calls(lambda: np.add(a, b, out=out), timed, warmup)
     correct, message = check(out, expected_sum(count, 2))
     records.append(_record(ctx, "add", nbytes, warmup, durations, resources, correct,
                            message, 1))
@@ -357,24 +356,24 @@ def print_tables(records, contenders):
         label = contenders[name].label if name in contenders else name
         for r in recs:
             lat = r["latency_us"]
-            rows.append([label, mode, common.human_bytes(r["bytes"]), r["iterations"],
-                         common.fmt(lat["median"]), common.fmt(lat["min"]),
-                         common.fmt(lat["max"]), common.fmt(r["algbw_gbps"]),
-                         common.fmt(r["busbw_gbps"]), common.fmt(r.get("minflt_per_call")),
-                         common.fmt(r.get("cpu_ms_per_call")),
+            rows.append([label, mode, formats.human_bytes(r["bytes"]), r["iterations"],
+                         formats.fmt(lat["median"]), formats.fmt(lat["min"]),
+                         formats.fmt(lat["max"]), formats.fmt(r["algbw_gbps"]),
+                         formats.fmt(r["busbw_gbps"]), formats.fmt(r.get("minflt_per_call")),
+                         formats.fmt(r.get("cpu_ms_per_call")),
                          "yes" if r["correct"] else "NO", rounds.fmt_spread(r.get("rounds"))])
-    common.print_table(
+    tables.print_table(
         "Allreduce (float32, sum): latency in microseconds, bandwidth in GB/s "
         "(numpy copy/add: one process, bytes / time)",
         ["contender", "mode", "size", "calls", "median_us", "min_us", "max_us", "algbw",
          "busbw", "minflt/call", "cpu_ms/call", "correct", "rounds: median_us [min-max]"],
         rows)
-    common.log("minflt/call: minor page faults per call in rank 0 (memory mapped afresh on "
+    tables.log("minflt/call: minor page faults per call in rank 0 (memory mapped afresh on "
                "every call; 256 MiB = 65536 pages). mpi4py (malloc reuse) runs with %s, so "
                "MPICH's temporary buffers stay in the heap between calls. cpu_ms/call: CPU "
                "time of rank 0 per call (above the latency = several busy threads); chain "
                "mode: both per allreduce, as its latency."
-               % " ".join("%s=%s" % kv for kv in sorted(common.MALLOC_REUSE_ENV.items())))
+               % " ".join("%s=%s" % kv for kv in sorted(knobs.MALLOC_REUSE_ENV.items())))
 
 
 def plot_axes(ax_lat, ax_bw, records, contenders,
@@ -384,7 +383,7 @@ def plot_axes(ax_lat, ax_bw, records, contenders,
                                      key=lambda kv: (launch.ORDER.index(kv[0][0]), kv[0][1])):
         if mode not in modes and not (mode == "eager" and "eager" in modes):
             continue
-        color, marker = common.style(name)
+        color, marker = tables.style(name)
         label = "%s%s" % (contenders[name].label if name in contenders else name,
                           "" if mode in ("numpy",) else
                           " [in place]" if mode == "numpy_inplace" else " [%s]" % mode)
@@ -402,7 +401,7 @@ def plot_axes(ax_lat, ax_bw, records, contenders,
         ax.set_xlabel("message size (bytes, float32)")
         sizes = sorted(set(r["bytes"] for r in records))
         ax.set_xticks(sizes)
-        ax.set_xticklabels([common.human_bytes(s).replace(" ", "") for s in sizes],
+        ax.set_xticklabels([formats.human_bytes(s).replace(" ", "") for s in sizes],
                            fontsize=8)
     ax_lat.set_ylabel("latency, median (µs)")
     ax_lat.set_title("Allreduce latency (lower is better)")
@@ -413,7 +412,7 @@ def plot_axes(ax_lat, ax_bw, records, contenders,
 
 
 def plot(records, contenders, header, path):
-    plt = common.pyplot()
+    plt = tables.pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(14, 10))
     plot_axes(axes[0][0], axes[0][1], records, contenders,
               modes=("function", "numpy", "numpy_inplace", "copy"))
@@ -424,7 +423,7 @@ def plot(records, contenders, header, path):
     axes[1][0].set_title("Allreduce latency, eager (lower is better)")
     axes[1][1].set_title("Allreduce bus bandwidth, eager (higher is better)")
     fig.suptitle("Allreduce, np=%s: tf_hvd and the alternatives" % header.get("np"))
-    fig.text(0.5, 0.005, common.caption(header), ha="center", fontsize=7)
+    fig.text(0.5, 0.005, tables.caption(header), ha="center", fontsize=7)
     fig.tight_layout(rect=(0, 0.02, 1, 0.97))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -433,19 +432,8 @@ def plot(records, contenders, header, path):
 def report(header, contenders, runs, results_dir, tag="allreduce", records=None):
     """Prints the tables, writes <tag>.json/.png; records: the part's records
     (default: those in runs; compare.py passes the medians of its rounds)."""
-    if records is None:
-        records = launch.part_records(runs, PART)
-    print_tables(records, contenders)
-    data = dict(header)
-    data["contenders"] = launch.contenders_section(contenders, runs)
-    data["results"] = records
-    json_path = "%s/%s.json" % (results_dir, tag)
-    png_path = "%s/%s.png" % (results_dir, tag)
-    common.write_json(json_path, data)
-    if records:
-        plot(records, contenders, header, png_path)
-    common.log("wrote %s and %s" % (json_path, png_path))
-    return records
+    return report_lib.write_part(sys.modules[__name__], header, contenders, runs, results_dir,
+                                 tag, records)
 
 
 def main(argv=None):
@@ -453,21 +441,14 @@ def main(argv=None):
     launch.add_common_arguments(parser, CONTENDERS)
     parser.add_argument("--sizes", default=None,
                         help="comma-separated message sizes (default %s)"
-                        % ",".join(common.human_bytes(s).replace(" ", "")[:-2] for s in SIZES))
+                        % ",".join(formats.human_bytes(s).replace(" ", "")[:-2] for s in SIZES))
     parser.add_argument("--modes", default=",".join(TF_MODES),
                         help="TensorFlow modes: eager, function, chain, eager_unnamed "
                              "(default all)")
     args = parser.parse_args(argv)
-    sizes = common.parse_list(args.sizes, common.parse_size) if args.sizes else SIZES
-    cfg = make_config(sizes, common.parse_list(args.modes), args.quick)
-    header = common.run_header("allreduce", args)
-    contenders, runs = launch.run_all("allreduce", {PART: sys.modules[__name__]}, args,
-                                      {PART: cfg}, CONTENDERS)
-    common.finish_header(header)
-    header["config"] = cfg
-    report(header, contenders, runs, common.ensure_dir(args.results_dir),
-           tag=args.tag or "allreduce")
-    return 0 if all(r["status"] == "ok" for r in runs.values()) else 1
+    sizes = formats.parse_list(args.sizes, formats.parse_size) if args.sizes else SIZES
+    cfg = make_config(sizes, formats.parse_list(args.modes), args.quick)
+    return report_lib.run_part(sys.modules[__name__], "allreduce", args, cfg)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,10 @@ import sys
 import tempfile
 import time
 
-import common
+from lib import formats, jsonio, paths, tables
 
-SMALL = (200, 16 * common.KiB)
-LARGE = (4, 4 * common.MiB)
+SMALL = (200, 16 * formats.KiB)
+LARGE = (4, 4 * formats.MiB)
 
 
 # -- one rank ------------------------------------------------------------------------------
@@ -101,7 +101,7 @@ def run_job(np_, steps, autotune, max_tuning_steps, log_path):
                           universal_newlines=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError("job failed (%d):\n%s" % (proc.returncode, proc.stdout[-4000:]))
-    result = common.read_json(out)
+    result = jsonio.read_json(out)
     os.unlink(out)
     return result
 
@@ -114,7 +114,7 @@ def summarize_runs(runs):
         summary[mode] = {"median_steps_per_s": statistics.median(rates), "min": min(rates),
                          "max": max(rates), "n": len(rates)}
     summary["autotune"]["kept"] = [
-        {"fusion_threshold_mib": r["final"][1] / common.MiB, "cycle_time_ms": r["final"][2],
+        {"fusion_threshold_mib": r["final"][1] / formats.MiB, "cycle_time_ms": r["final"][2],
          "response_cache": r["final"][3], "tuning_s": r["tuning_s"]}
         for r in runs["autotune"] if r["final"]]
     summary["ratio_autotune_over_defaults"] = (summary["autotune"]["median_steps_per_s"] /
@@ -128,13 +128,13 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--steps", type=int, default=40, help="timed steps per job")
     p.add_argument("--max-tuning-steps", type=int, default=2000)
-    p.add_argument("--results", default=common.DEFAULT_RESULTS_DIR)
+    p.add_argument("--results", default=paths.DEFAULT_RESULTS_DIR)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         return worker(args)
-    header = common.run_header("autotune", args)
+    header = jsonio.run_header("autotune", args)
     runs = {"defaults": [], "autotune": []}
     logs = []
     for rep in range(args.reps):
@@ -148,20 +148,20 @@ def main(argv=None):
                     res["log"] = f.read().splitlines()
                 os.unlink(log_path)
             runs[mode].append(res)
-            common.log("rep %d %-8s %.2f steps/s%s" % (
+            tables.log("rep %d %-8s %.2f steps/s%s" % (
                 rep, mode, res["steps_per_s"],
                 "  tuned in %.1fs: %s" % (res["tuning_s"], res["final"])
                 if mode == "autotune" else ""))
     summary = summarize_runs(runs)
-    common.print_table("fusion workload (200 x 16 KiB + 4 x 4 MiB), np=%d" % args.np,
+    tables.print_table("fusion workload (200 x 16 KiB + 4 x 4 MiB), np=%d" % args.np,
                        ["mode", "median steps/s", "min", "max"],
-                       [[m, common.fmt(summary[m]["median_steps_per_s"]),
-                         common.fmt(summary[m]["min"]), common.fmt(summary[m]["max"])]
+                       [[m, formats.fmt(summary[m]["median_steps_per_s"]),
+                         formats.fmt(summary[m]["min"]), formats.fmt(summary[m]["max"])]
                         for m in ("defaults", "autotune")])
     for k in summary["autotune"]["kept"]:
         print("kept: %s" % k)
     path = os.path.join(args.results, "autotune.json")
-    common.write_json(path, {"header": common.finish_header(header), "summary": summary,
+    jsonio.write_json(path, {"header": jsonio.finish_header(header), "summary": summary,
                              "runs": runs})
     print("wrote %s" % path)
     return 0

@@ -7,7 +7,7 @@ tf_hvd / alternative against the targets.
 
 Each round starts every contender once (its own set of processes), one after
 the other, and each runs all the parts it takes part in: allreduce, fusion and
-training (see those files). The rounds are interleaved (rounds.py): every figure
+training (see those files). The rounds are interleaved (lib/rounds.py): every figure
 is the median over the rounds with its spread (min-max), every ratio is taken
 per round from the two contenders' runs of that round, and a target is "met"
 only when the whole spread of its ratio clears the goal ("not met" when none of
@@ -18,28 +18,12 @@ compare-allreduce/-fusion/-training.{json,png} (the median round of every
 figure, with its spread) and the summary compare.json + compare.png; prints
 every table and the summary. --contention: see contention.py.
 
-The targets (ratios at np=2 on a 2-core machine). Allreduce figures are chain
-mode (allreduce_bench.py: dependent allreduces inside one tf.function, time per
-allreduce = call time / chain length), so TensorFlow's per-call dispatch is not
-what is compared:
-  allreduce, every size 64 KiB .. 256 MiB   tf_hvd (Gloo and MPI) bus bandwidth >= 1.0x
-                               the strongest plain mpi4py way at that size (send/receive
-                               or MPI.IN_PLACE on kept buffers, either malloc setting;
-                               its best in that round)                      (issue 22, 2)
-  256 MiB allreduce bus bw     tf_hvd (Gloo and MPI) >= 0.5x a memcpy of 256 MiB (numpy
-                               copyto into a kept buffer)                   (issue 22, 2)
-  training at the bound        Keras fit and the DistributedGradientTape tf.function loop,
-                               MLP and CNN, Gloo and MPI: tf_hvd >= 0.9x the compute bound
-                               (the same steps without any allreduce, measured in the
-                               contender's own N processes right before or after; the
-                               separate no_allreduce job's ratio is reported too) (issue 22, 1)
-  4 KiB allreduce latency      tf_hvd <= 1/20 of MWMS's; reach for <= 10x raw MPI's
-  unnamed eager 4 KiB allreduce  <= 1.3x the same call with a fixed name
-  fusion step rate             tf_hvd >= 3x MWMS's (each contender's best variant) and
-                               >= 0.8x mpi4py's fastest way of the same work
-  Keras fit throughput         tf_hvd >= 2x MWMS's for the MLP, >= 1.6x for the CNN
-  DistributedGradientTape      tf_hvd's tf.function training loop (MLP) >= 0.95x one
-                               process that owns both cores, training the global batch
+The targets (ratios at np=2 on a 2-core machine), their goals and where each goal came
+from are a table, lib/targets.py; this file looks their values up in the part records.
+Allreduce figures are chain mode (allreduce_bench.py: dependent allreduces inside one
+tf.function, time per allreduce = call time / chain length), so TensorFlow's per-call
+dispatch is not what is compared; training is judged against the compute bound measured
+in the contender's own processes.
 
 The summary also prints the chain allreduce per size (tf_hvd Gloo and MPI, the best
 mpi4py way, memcpy, and the ratios, each median [min-max] over the rounds); the JSON
@@ -55,12 +39,10 @@ import re
 import sys
 
 import allreduce_bench
-import common
 import contention
 import fusion_bench
-import launch
-import rounds
 import training_bench
+from lib import formats, jsonio, launch, machine, paths, rounds, tables, targets
 
 PARTS = {"allreduce": allreduce_bench, "fusion": fusion_bench, "training": training_bench}
 MPI4PY = ("mpi4py", "mpi4py_malloc")
@@ -126,136 +108,93 @@ def _own_bound(records, contender, model, mode):
 
 
 # ---------------------------------------------------------------------------
-# Targets
-
-
-def _target(name, description, hvd, alternative, hvd_value, alt_value, unit, better,
-            target, comparison, stretch=False, detail=None):
-    ratio = hvd_value / alt_value if (hvd_value and alt_value) else None
-    met = None
-    if ratio is not None:
-        met = ratio <= target if comparison == "<=" else ratio >= target
-    return {"name": name, "description": description, "tf_hvd": hvd,
-            "alternative": alternative, "tf_hvd_value": hvd_value,
-            "alternative_value": alt_value, "unit": unit, "better": better,
-            "ratio": ratio, "comparison": comparison, "target": target, "met": met,
-            "stretch": stretch, "detail": detail}
+# Targets (their names, goals and origins: lib/targets.py)
 
 
 def size_label(nbytes):
     """268435456 -> '256MiB' (the size as it appears in target names)."""
-    return common.human_bytes(nbytes).replace(" ", "")
+    return formats.human_bytes(nbytes).replace(" ", "")
 
 
 # the sizes of the allreduce-vs-mpi4py targets (issue 22: every size 64 KiB..256 MiB)
-CHAIN_TARGET_SIZES = [s for s in allreduce_bench.SIZES if s >= 64 * common.KiB]
-BOUND_GOAL = 0.9       # training: tf_hvd / compute bound
-MPI4PY_GOAL = 1.0      # chain allreduce bus bandwidth: tf_hvd / best plain mpi4py
-MEMCPY_GOAL = 0.5      # 256 MiB chain allreduce bus bandwidth / memcpy bandwidth
+CHAIN_TARGET_SIZES = [s for s in allreduce_bench.SIZES if s >= 64 * formats.KiB]
+BOUND_GOAL = targets.GOALS["bound"].goal              # training: tf_hvd / compute bound
+MPI4PY_GOAL = targets.GOALS["chain_vs_mpi4py"].goal   # chain bus bandwidth / best mpi4py
+MEMCPY_GOAL = targets.GOALS["memcpy"].goal            # 256 MiB chain bus bandwidth / memcpy
 
 
 def evaluate_targets(parts):
     """The list of target checks (one per tf_hvd transport) from the part records
-    of one round (aggregate() combines the rounds)."""
+    of one round (aggregate() combines the rounds), in lib/targets.py's order."""
     ar, fu, tr = parts.get("allreduce", []), parts.get("fusion", []), parts.get("training", [])
-    small, large = 4 * common.KiB, 256 * common.MiB
-    targets = []
+    small, large = 4 * formats.KiB, 256 * formats.MiB
+    check = targets.check
+    found = []
+
+    def each_transport(key, value_of, alternative, alt_value, detail=None, **names):
+        for hvd in launch.TF_HVD:
+            mine = value_of(hvd)
+            found.append(check(key, hvd, alternative, mine, alt_value,
+                               detail=detail(hvd, mine) if callable(detail) else detail,
+                               transport=hvd.split("_")[-1], **names))
+
+    # Inside a tf.function (chain mode: per allreduce, without TensorFlow's ~0.1-0.2 ms
+    # per-call overhead, which no collective can avoid).
+    mpi_name, mpi_lat = _best_mpi4py(ar, small, "latency")
     for hvd in launch.TF_HVD:
-        transport = hvd.split("_")[-1]
-        # Inside a tf.function (chain mode: per allreduce, without TensorFlow's
-        # ~0.1-0.2 ms per-call overhead, which no collective can avoid).
-        lat = _latency(ar, hvd, small, "chain")
-        targets.append(_target(
-            "latency_4KiB_vs_mwms[%s]" % transport,
-            "4 KiB allreduce latency inside tf.function (chains of %d and %d ops), "
-            "tf_hvd/MWMS" % (allreduce_bench.CHAIN_LENGTHS[small],
-                             allreduce_bench.MWMS_CHAIN_MAX), hvd, "mwms_ring", lat,
-            _latency(ar, "mwms_ring", small, "chain"), "us", "lower", 1.0 / 20, "<="))
-        mpi_name, mpi_lat = _best_mpi4py(ar, small, "latency")
-        targets.append(_target(
-            "latency_4KiB_vs_mpi4py[%s]" % transport,
-            "4 KiB allreduce latency inside tf.function, tf_hvd/raw mpi4py (stretch goal)",
-            hvd, mpi_name, lat, mpi_lat, "us", "lower", 10.0, "<=", stretch=True))
-        targets.append(_target(
-            "unnamed_eager_4KiB_vs_named[%s]" % transport,
-            "4 KiB eager allreduce latency, without name= / with a fixed name", hvd, hvd,
-            _latency(ar, hvd, small, "eager_unnamed"), _latency(ar, hvd, small, "eager"), "us",
-            "lower", 1.3, "<=", detail="alternative: the same contender, named"))
-    # Issue 22, item 2: the in-graph allreduce at every size against the strongest
-    # plain MPI way, and against the machine's memory bandwidth at 256 MiB.
+        transport, lat = hvd.split("_")[-1], _latency(ar, hvd, small, "chain")
+        found.append(check("latency_vs_mwms", hvd, "mwms_ring", lat,
+                           _latency(ar, "mwms_ring", small, "chain"), transport=transport,
+                           chain=allreduce_bench.CHAIN_LENGTHS[small],
+                           mwms_chain=allreduce_bench.MWMS_CHAIN_MAX))
+        found.append(check("latency_vs_mpi4py", hvd, mpi_name, lat, mpi_lat,
+                           transport=transport))
+        found.append(check("unnamed_eager", hvd, hvd, _latency(ar, hvd, small, "eager_unnamed"),
+                           _latency(ar, hvd, small, "eager"), transport=transport,
+                           detail="alternative: the same contender, named"))
     for nbytes in CHAIN_TARGET_SIZES:
         mpi_name, mpi_bw = _best_mpi4py(ar, nbytes, "busbw")
-        for hvd in launch.TF_HVD:
-            targets.append(_target(
-                "allreduce_chain_%s_vs_mpi4py[%s]" % (size_label(nbytes), hvd.split("_")[-1]),
-                "%s allreduce bus bandwidth inside tf.function (chain), tf_hvd/the strongest "
-                "plain mpi4py way (kept buffers)" % common.human_bytes(nbytes), hvd, mpi_name,
-                _busbw(ar, hvd, nbytes, "chain"), mpi_bw, "GB/s", "higher", MPI4PY_GOAL,
-                ">="))
-    copy = _busbw(ar, "numpy_local", large, "copy")
-    for hvd in launch.TF_HVD:
-        targets.append(_target(
-            "busbw_256MiB_vs_memcpy[%s]" % hvd.split("_")[-1],
-            "256 MiB allreduce bus bandwidth inside tf.function (chain), tf_hvd/memcpy of "
-            "256 MiB (numpy copyto into a kept buffer)", hvd, "numpy_local copy",
-            _busbw(ar, hvd, large, "chain"), copy, "GB/s", "higher", MEMCPY_GOAL, ">="))
-    # Issue 22, item 1: training at the compute bound, measured by each tf_hvd
-    # contender in its own processes (the separate no_allreduce job's ratio is
-    # among the other ratios).
+        each_transport("chain_vs_mpi4py", lambda h: _busbw(ar, h, nbytes, "chain"), mpi_name,
+                       mpi_bw, size=size_label(nbytes), human_size=formats.human_bytes(nbytes))
+    each_transport("memcpy", lambda h: _busbw(ar, h, large, "chain"), "numpy_local copy",
+                   _busbw(ar, "numpy_local", large, "copy"))
+    # Training at the compute bound, measured by each tf_hvd contender in its own
+    # processes (the separate no_allreduce job's ratio is among the other ratios).
     for model in training_bench.MODELS:
         for mode in training_bench.MODES:
             separate = _training(tr, "no_allreduce", model, mode)
             for hvd in launch.TF_HVD:
                 mine = _training(tr, hvd, model, mode)
-                targets.append(_target(
-                    "%s_%s_vs_bound[%s]" % (mode, model, hvd.split("_")[-1]),
-                    "%s throughput, %s, tf_hvd/the compute bound (the same processes "
-                    "without any allreduce)" % ("Keras model.fit" if mode == "fit" else
-                                                "DistributedGradientTape tf.function loop",
-                                                model.upper()),
-                    hvd, "same processes, no allreduce", mine,
-                    _own_bound(tr, hvd, model, mode), "samples/s", "higher", BOUND_GOAL,
-                    ">=", detail="against the separate no_allreduce job: %s"
-                    % common.fmt(mine / separate if mine and separate else None)))
+                found.append(check(
+                    "bound", hvd, "same processes, no allreduce", mine,
+                    _own_bound(tr, hvd, model, mode), transport=hvd.split("_")[-1],
+                    mode=mode, model=model, model_upper=model.upper(),
+                    what="Keras model.fit" if mode == "fit" else
+                    "DistributedGradientTape tf.function loop",
+                    detail="against the separate no_allreduce job: %s"
+                    % formats.fmt(mine / separate if mine and separate else None)))
     mwms_rate, mwms_variant = _fusion_rate(fu, "mwms_ring")
-    for hvd in launch.TF_HVD:
-        rate, variant = _fusion_rate(fu, hvd)
-        targets.append(_target(
-            "fusion_steps_vs_mwms[%s]" % hvd.split("_")[-1],
-            "fusion step rate (200 x 16 KiB + 4 x 4 MiB), tf_hvd/MWMS", hvd, "mwms_ring",
-            rate, mwms_rate, "steps/s", "higher", 3.0, ">=",
-            detail="tf_hvd variant %s, MWMS variant %s" % (variant, mwms_variant)))
-    for model, target in (("mlp", 2.0), ("cnn", 1.6)):
-        mwms, bound = _training(tr, "mwms_ring", model, "fit"), _training(tr, "no_allreduce",
-                                                                          model, "fit")
-        for hvd in launch.TF_HVD:
-            targets.append(_target(
-                "fit_%s_vs_mwms[%s]" % (model, hvd.split("_")[-1]),
-                "Keras model.fit throughput, %s, tf_hvd/MWMS (patched)" % model.upper(), hvd,
-                "mwms_ring", _training(tr, hvd, model, "fit"), mwms, "samples/s", "higher",
-                target, ">=",
-                detail="compute bound (N processes, no allreduce)/MWMS: %s"
-                       % common.fmt(bound / mwms if bound and mwms else None)))
+    each_transport("fusion_vs_mwms", lambda h: _fusion_rate(fu, h)[0], "mwms_ring", mwms_rate,
+                   detail=lambda h, _: "tf_hvd variant %s, MWMS variant %s"
+                   % (_fusion_rate(fu, h)[1], mwms_variant))
+    for model in ("mlp", "cnn"):
+        mwms = _training(tr, "mwms_ring", model, "fit")
+        bound = _training(tr, "no_allreduce", model, "fit")
+        each_transport("fit_%s_vs_mwms" % model, lambda h: _training(tr, h, model, "fit"),
+                       "mwms_ring", mwms,
+                       detail="compute bound (N processes, no allreduce)/MWMS: %s"
+                       % formats.fmt(bound / mwms if bound and mwms else None))
     mpi_rate, mpi_variant = _best_fusion_mpi4py(fu)
-    for hvd in launch.TF_HVD:
-        rate, variant = _fusion_rate(fu, hvd)
-        targets.append(_target(
-            "fusion_steps_vs_mpi4py[%s]" % hvd.split("_")[-1],
-            "fusion step rate (200 x 16 KiB + 4 x 4 MiB), tf_hvd/mpi4py's fastest way",
-            hvd, mpi_variant, rate, mpi_rate, "steps/s", "higher", 0.8, ">=",
-            detail="tf_hvd variant %s, mpi4py %s" % (variant, mpi_variant)))
+    each_transport("fusion_vs_mpi4py", lambda h: _fusion_rate(fu, h)[0], mpi_variant, mpi_rate,
+                   detail=lambda h, _: "tf_hvd variant %s, mpi4py %s"
+                   % (_fusion_rate(fu, h)[1], mpi_variant))
     single = _training(tr, "single_process", "mlp", "tape")
     bound = _training(tr, "no_allreduce", "mlp", "tape")
-    for hvd in launch.TF_HVD:
-        mine = _training(tr, hvd, "mlp", "tape")
-        targets.append(_target(
-            "tape_mlp_vs_single_process[%s]" % hvd.split("_")[-1],
-            "DistributedGradientTape tf.function loop throughput, MLP, tf_hvd/one process "
-            "with the global batch", hvd, "single_process", mine, single, "samples/s",
-            "higher", 0.95, ">=",
-            detail="compute bound (N processes, no allreduce)/one process: %s"
-                   % common.fmt(bound / single if bound and single else None)))
-    return targets
+    each_transport("tape_vs_single", lambda h: _training(tr, h, "mlp", "tape"),
+                   "single_process", single,
+                   detail="compute bound (N processes, no allreduce)/one process: %s"
+                   % formats.fmt(bound / single if bound and single else None))
+    return found
 
 
 def _best_fusion_mpi4py(records):
@@ -277,15 +216,15 @@ def extra_ratios(parts):
     """Informative ratios without a target."""
     ar, tr = parts.get("allreduce", []), parts.get("training", [])
     out = []
-    large = 256 * common.MiB
+    large = 256 * formats.MiB
     mpi_name, mpi_bw = _best_mpi4py(ar, large, "busbw")
     for hvd in launch.TF_HVD:
         transport = hvd.split("_")[-1]
         for mode in ("function", "eager"):  # one tf.function / eager call per allreduce
             out.append(_ratio_row(
                 "latency_4KiB_per_%s_call_vs_mwms[%s]" % (mode, transport),
-                _latency(ar, hvd, 4 * common.KiB, mode), "mwms_ring",
-                _latency(ar, "mwms_ring", 4 * common.KiB, mode)))
+                _latency(ar, hvd, 4 * formats.KiB, mode), "mwms_ring",
+                _latency(ar, "mwms_ring", 4 * formats.KiB, mode)))
         # the per-call view of the 256 MiB bandwidth (TensorFlow's dispatch included)
         out.append(_ratio_row("busbw_256MiB_per_function_call_vs_mpi4py[%s]" % transport,
                               _busbw(ar, hvd, large), mpi_name, mpi_bw))
@@ -338,7 +277,7 @@ def chain_table(parts_per_round):
         lengths = [r.get("chain_length") for p in parts_per_round for r in p["allreduce"]
                    if r["bytes"] == nbytes and r["mode"] == "chain"
                    and r["contender"] in launch.TF_HVD]
-        row = {"bytes": nbytes, "size": common.human_bytes(nbytes),
+        row = {"bytes": nbytes, "size": formats.human_bytes(nbytes),
                "chain_length": _labels(lengths),
                "mpi4py_best": _labels([r["mpi4py_best"] for r in per_round])}
         for field in CHAIN_FIELDS:
@@ -349,22 +288,22 @@ def chain_table(parts_per_round):
 
 def print_chain_table(table):
     def med(s):
-        return common.fmt(s["median"])
+        return formats.fmt(s["median"])
     rows = [[r["size"], r["chain_length"], med(r["gloo_latency_us"]), med(r["gloo_busbw_gbps"]),
              med(r["mpi_latency_us"]), med(r["mpi_busbw_gbps"]), med(r["mpi4py_best_gbps"]),
              med(r["memcpy_gbps"])] + [rounds.fmt_spread(r[f]) for f in CHAIN_FIELDS[6:]]
             for r in table]
-    common.print_table(
+    tables.print_table(
         "Allreduce inside tf.function (chain: per allreduce = call / ops), bus bandwidth in "
         "GB/s, medians over the rounds; ratios median [min-max] of the per-round ratios "
         "(goal: >= %s x mpi4py from 64 KiB, >= %s x memcpy at 256 MiB)"
-        % (common.fmt(MPI4PY_GOAL), common.fmt(MEMCPY_GOAL)),
+        % (formats.fmt(MPI4PY_GOAL), formats.fmt(MEMCPY_GOAL)),
         ["size", "ops", "gloo us", "gloo GB/s", "mpi us", "mpi GB/s", "mpi4py best GB/s",
          "memcpy GB/s", "gloo/mpi4py", "mpi/mpi4py", "gloo/memcpy", "mpi/memcpy"], rows)
 
 
 # ---------------------------------------------------------------------------
-# The host's placement of the two CPUs (common.cpu_placement, before and after
+# The host's placement of the two CPUs (machine.cpu_placement, before and after
 # each contender): this VM's host moves its two vCPUs between one chiplet and two
 # for minutes at a time, and every shared-memory allreduce slows several-fold on
 # two. A ratio of two contenders means something only where both ran on the same.
@@ -432,7 +371,7 @@ def print_placement(targets):
              ",".join(t["same_placement_rounds"]) or "-", t["same_placement_verdict"]]
             for t in targets if "placement_per_round" in t]
     if rows:
-        common.print_table(
+        tables.print_table(
             "Chain targets by the host's placement of the two CPUs (n: near, f: far, c: "
             "changed during the run; tf_hvd/alternative per round): the ratio over the rounds "
             "where both contenders ran on the same placement",
@@ -573,16 +512,16 @@ def agreement_record(quick, full, rows, paths):
 
 def print_agreement(rows):
     measured = [r for r in rows if r["agrees"] is not None]
-    common.print_table(
+    tables.print_table(
         "Quick against full: ratio median [min-max] of each run's rounds; agrees: the "
         "median of either run lies inside the other's spread",
         ["ratio", "quick", "full", "agrees", "verdict quick", "verdict full"],
         [[r["name"], rounds.fmt_spread(r["quick"]), rounds.fmt_spread(r["full"]),
-          common.fmt(r["agrees"]), r["quick_verdict"] or "-", r["full_verdict"] or "-"]
+          formats.fmt(r["agrees"]), r["quick_verdict"] or "-", r["full_verdict"] or "-"]
          for r in measured])
     placed = [r for r in measured if "placement" in r]
     if placed:
-        common.print_table(
+        tables.print_table(
             "Chain targets over the rounds where tf_hvd and its alternative ran on the same "
             "placement of the CPUs, in both runs (agrees: only with 3 such rounds in each)",
             ["target", "placement", "quick", "full", "quick/full - 1", "agrees",
@@ -590,9 +529,9 @@ def print_agreement(rows):
             [[r["name"], r["placement"], rounds.fmt_spread(r["quick_same_placement"]),
               rounds.fmt_spread(r["full_same_placement"]),
               "%+.1f%%" % (100 * r["same_placement_difference"]),
-              common.fmt(r["agrees_same_placement"]),
+              formats.fmt(r["agrees_same_placement"]),
               ", ".join(str(v) for v in r["same_placement_verdicts"])] for r in placed])
-    common.log("%d of %d ratios agree%s" % (
+    tables.log("%d of %d ratios agree%s" % (
         sum(1 for r in measured if r["agrees"]), len(measured),
         "; chain targets on the same placement: medians within %+.1f%% to %+.1f%%, the same "
         "verdict in %d of %d" % (
@@ -618,22 +557,22 @@ def print_summary(targets, extras, n_rounds):
         rows.append([t["name"], rounds.fmt_spread(t["tf_hvd_value_spread"]),
                      rounds.fmt_spread(t["alternative_value_spread"]), t["unit"],
                      rounds.fmt_spread(t["ratio_spread"]),
-                     "%s %s" % (t["comparison"], common.fmt(t["target"])),
+                     "%s %s" % (t["comparison"], formats.fmt(t["target"])),
                      (t["verdict"] or "no data") + (" (stretch)" if t["stretch"] else "")])
-    common.print_table(
+    tables.print_table(
         "Summary: ratios tf_hvd / alternative against the targets, median [min-max] of %d "
         "interleaved rounds (met: the whole spread clears the goal)" % n_rounds,
         ["target", "tf_hvd", "alternative", "unit", "ratio", "goal", "verdict"], rows)
     unmeasured = [t["name"] for t in targets if not _measured(t)]
     if unmeasured:
-        common.log("no data (part not run or no correct result): %s" % ", ".join(unmeasured))
+        tables.log("no data (part not run or no correct result): %s" % ", ".join(unmeasured))
     for t in filter(_measured, targets):
         if t.get("detail"):
-            common.log("%s: %s" % (t["name"], t["detail"]))
+            tables.log("%s: %s" % (t["name"], t["detail"]))
     rows = [[e["name"], rounds.fmt_spread(e["tf_hvd_value_spread"]),
              rounds.fmt_spread(e["alternative_value_spread"]),
              rounds.fmt_spread(e["ratio_spread"])] for e in filter(_measured, extras)]
-    common.print_table("Other ratios (no target), median [min-max] over the rounds",
+    tables.print_table("Other ratios (no target), median [min-max] over the rounds",
                        ["ratio", "tf_hvd", "alternative", "ratio"], rows)
 
 
@@ -657,7 +596,7 @@ def plot_targets(ax, targets):
         colors.append({"met": "#2ca02c", "unclear": "#bcbd22"}.get(
             t["verdict"], "#ff7f0e" if t["stretch"] else "#d62728"))
         texts.append("ratio %s (goal %s %s): %s" % (
-            rounds.fmt_spread(t["ratio_spread"]), t["comparison"], common.fmt(t["target"]),
+            rounds.fmt_spread(t["ratio_spread"]), t["comparison"], formats.fmt(t["target"]),
             t["verdict"]))
     ys = range(len(names))
     positive = [v for v in values if v > 0]
@@ -682,7 +621,7 @@ def plot_targets(ax, targets):
 
 
 def plot(parts, targets, contenders, header, path):
-    plt = common.pyplot()
+    plt = tables.pyplot()
     fig = plt.figure(figsize=(20, 16))
     grid = fig.add_gridspec(2, 3, height_ratios=(1, 1.5))  # ~40 targets below
     ax_lat, ax_bw = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
@@ -702,7 +641,7 @@ def plot(parts, targets, contenders, header, path):
     fig.suptitle("tf_hvd vs MultiWorkerMirroredStrategy, raw MPI and memcpy, np=%s, median of "
                  "%s rounds%s" % (header.get("np"), header.get("rounds"),
                                   " (quick run)" if header.get("quick") else ""))
-    fig.text(0.5, 0.005, common.caption(header), ha="center", fontsize=8)
+    fig.text(0.5, 0.005, tables.caption(header), ha="center", fontsize=8)
     fig.tight_layout(rect=(0, 0.02, 1, 0.97))
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -725,13 +664,13 @@ def main(argv=None):
                              "other's spread); runs nothing")
     args = parser.parse_args(argv)
     if args.agreement:
-        quick, full = (common.read_json(path) for path in args.agreement)
+        quick, full = (jsonio.read_json(path) for path in args.agreement)
         rows = agreement(quick, full)
         print_agreement(rows)
-        path = "%s/%s-agreement.json" % (common.ensure_dir(args.results_dir),
+        path = "%s/%s-agreement.json" % (paths.ensure_dir(args.results_dir),
                                          args.tag or "compare")
-        common.write_json(path, agreement_record(quick, full, rows, args.agreement))
-        common.log("wrote %s" % path)
+        jsonio.write_json(path, agreement_record(quick, full, rows, args.agreement))
+        tables.log("wrote %s" % path)
         return 0 if all(r["agrees"] is not False for r in rows) else 1
     least = QUICK_ROUNDS if args.quick else ROUNDS
     n_rounds = args.rounds or least
@@ -740,7 +679,7 @@ def main(argv=None):
                      "a target by" % (least, " with --quick" if args.quick else ""))
     if args.contention:
         return contention.main(args, n_rounds)
-    names = common.parse_list(args.parts)
+    names = formats.parse_list(args.parts)
     parts = dict((p, PARTS[p]) for p in names)
     configs = {}
     if "allreduce" in parts:
@@ -752,15 +691,15 @@ def main(argv=None):
         configs["training"] = training_bench.make_config(args.quick)
         configs["training"]["reference_workers"] = args.np
     tag = args.tag or "compare"
-    header = common.run_header("compare", args)
+    header = jsonio.run_header("compare", args)
     header["config"] = configs
     header["rounds"] = n_rounds
-    memcpy_start = common.memcpy_gbps()
+    memcpy_start = machine.memcpy_gbps()
     contenders, per_round = rounds.run_rounds(tag, parts, args, configs, launch.ORDER, n_rounds)
-    memcpy_end = common.memcpy_gbps()
-    common.finish_header(header)
-    header["machine_record"] = common.machine_record(header, memcpy_start, memcpy_end)
-    results_dir = common.ensure_dir(args.results_dir)
+    memcpy_end = machine.memcpy_gbps()
+    jsonio.finish_header(header)
+    header["machine_record"] = machine.machine_record(header, memcpy_start, memcpy_end)
+    results_dir = paths.ensure_dir(args.results_dir)
     last_runs = per_round[-1]
     parts_per_round = [dict((p, launch.part_records(runs, p)) for p in parts)
                        for runs in per_round]
@@ -784,7 +723,7 @@ def main(argv=None):
         print_chain_table(chain)
     print_summary(targets, extras, n_rounds)
     print_placement(targets)
-    common.log_machine_record(header["machine_record"])
+    machine.log_machine_record(header["machine_record"])
     summary = dict(header)
     summary["contenders"] = launch.contenders_section(contenders, last_runs)
     summary["round_runs"] = [dict((c, {"status": run["status"], "seconds": run["seconds"],
@@ -801,9 +740,9 @@ def main(argv=None):
     summary["results"] = records
     json_path = "%s/%s.json" % (results_dir, tag)
     png_path = "%s/%s.png" % (results_dir, tag)
-    common.write_json(json_path, summary)
+    jsonio.write_json(json_path, summary)
     plot(records, targets, contenders, header, png_path)
-    common.log("wrote %s and %s" % (json_path, png_path))
+    tables.log("wrote %s and %s" % (json_path, png_path))
     return 0 if all(r["status"] == "ok" for runs in per_round for r in runs.values()) else 1
 
 

@@ -31,7 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
 
-import common  # noqa: E402
+from lib import formats, jsonio, machine, paths, tables  # noqa: E402
 import engine_bench  # noqa: E402
 import engine_fit  # noqa: E402
 import netns_cluster  # noqa: E402
@@ -70,9 +70,9 @@ def run_once(cluster, contender, round_, config, log_dir, timeout):
         rec["final_loss"] = ranks[0]["final_loss"]
     else:
         rec["output_tail"] = text[-3000:]
-    common.log("[compression] round %d %-5s %s %s samples/s (step %s ms), load %.2f"
-               % (round_, contender, rec["status"], common.fmt(rec.get("samples_per_s"), 5),
-                  common.fmt(rec.get("step_ms_median"), 3), load_before[0]))
+    tables.log("[compression] round %d %-5s %s %s samples/s (step %s ms), load %.2f"
+               % (round_, contender, rec["status"], formats.fmt(rec.get("samples_per_s"), 5),
+                  formats.fmt(rec.get("step_ms_median"), 3), load_before[0]))
     return rec
 
 
@@ -108,14 +108,14 @@ def main(argv=None):
     p.add_argument("--delay-ms", type=float, default=0.2)
     p.add_argument("--contenders", default=",".join(CONTENDERS))
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per job")
-    p.add_argument("--results-dir", default=common.DEFAULT_RESULTS_DIR)
+    p.add_argument("--results-dir", default=paths.DEFAULT_RESULTS_DIR)
     p.add_argument("--tag", default="compression")
     args = p.parse_args(argv)
     config = dict(engine_bench.make_config(False, steps=args.steps, warmup=args.warmup),
                   model=args.model)
-    chosen = [c for c in CONTENDERS if c in common.parse_list(args.contenders)]
-    results_dir = common.ensure_dir(os.path.abspath(args.results_dir))
-    log_dir = common.ensure_dir(os.path.join(results_dir, "logs"))
+    chosen = [c for c in CONTENDERS if c in formats.parse_list(args.contenders)]
+    results_dir = paths.ensure_dir(os.path.abspath(args.results_dir))
+    log_dir = paths.ensure_dir(os.path.join(results_dir, "logs"))
     runs, t0 = [], time.time()
     with netns_cluster.Cluster(2, name="tfcb", rate_mbit=args.rate_mbit,
                                delay_ms=args.delay_ms) as cluster:
@@ -128,11 +128,11 @@ def main(argv=None):
                "summary": summarize(runs), "runs": runs, "seconds": round(time.time() - t0),
                "measured": "rank 0's samples/s over the timed steps (global batch x steps / "
                            "wall time after warm-up), inside the rank; bound: one rank's x 2",
-               "machine": {"cpus": os.cpu_count()}, "commit": common.git_revision(),
-               "machine_info": common.machine_info()}
+               "machine": {"cpus": os.cpu_count()}, "commit": machine.git_revision(),
+               "machine_info": machine.machine_info()}
     path = os.path.join(results_dir, "%s.json" % args.tag)
-    common.write_json(path, summary)
-    common.log("wrote %s" % path)
+    jsonio.write_json(path, summary)
+    tables.log("wrote %s" % path)
     print(json.dumps(summary["summary"], indent=1))
     return 0 if all(r["status"] == "ok" for r in runs) else 1
 

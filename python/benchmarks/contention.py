@@ -12,7 +12,7 @@ quiet-busy, busy-quiet, ... so drift weighs on both.
 
 Per round and condition: fit / bound (tf_hvd's samples/s over its own bound's, both
 under the same condition); per round: (busy fit / bound) / (quiet fit / bound),
-against the goal >= 0.8 (issue 22, item 4), verdict as in rounds.py. The bound's
+against the goal >= 0.8 (issue 22, item 4), verdict as in lib/rounds.py. The bound's
 ranks are counted over the time both were in their timed windows (training_bench.py):
 the busy loop takes its share of that time from the bound as it does from tf_hvd.
 The separate no_allreduce job (two processes that never meet) runs too, for its own
@@ -22,15 +22,13 @@ Writes <results>/compare-contention.json (--tag changes the prefix).
 
 import copy
 
-import common
-import launch
-import rounds
+from lib import formats, jsonio, launch, machine, paths, rounds, tables, targets
 import training_bench
 
 CONTENDERS = ("tf_hvd_gloo", "tf_hvd_mpi", "no_allreduce")
 CONDITIONS = ("quiet", "busy")
 MODEL, MODE = "mlp", "fit"
-GOAL = 0.8  # busy fit/bound over quiet fit/bound
+GOAL = targets.CONTENTION_GOAL  # busy fit/bound over quiet fit/bound
 # Timed MLP steps: windows of 1-2 s quiet (2-5 s busy) in --quick, twice that in a
 # full run. The busy loop and the ranks share a core in slices of milliseconds, and
 # the kernel moves tasks between the cores over tens of them: half-second windows
@@ -101,21 +99,21 @@ def print_summary(rows, extras, n_rounds):
     for r in rows:
         table.append([r["name"], rounds.fmt_spread(r["fit_vs_bound_quiet"]),
                       rounds.fmt_spread(r["fit_vs_bound_busy"]),
-                      rounds.fmt_spread(r["ratio_spread"]), ">= %s" % common.fmt(GOAL),
+                      rounds.fmt_spread(r["ratio_spread"]), ">= %s" % formats.fmt(GOAL),
                       r["verdict"] or "no data"])
-    common.print_table(
+    tables.print_table(
         "Contention: tf_hvd MLP fit / its own compute bound, without and with one busy process, "
         "median [min-max] of %d interleaved rounds" % n_rounds,
         ["target", "fit/bound quiet", "fit/bound busy", "busy/quiet", "goal", "verdict"], table)
     for r in rows:
-        common.log("%s samples/s: quiet %s, busy %s; its own bound: quiet %s, busy %s "
+        tables.log("%s samples/s: quiet %s, busy %s; its own bound: quiet %s, busy %s "
                    "(busy/quiet %s)" % (
                        r["tf_hvd"], rounds.fmt_spread(r["samples_per_s_quiet"]),
                        rounds.fmt_spread(r["samples_per_s_busy"]),
                        rounds.fmt_spread(r["own_bound_samples_per_s_quiet"]),
                        rounds.fmt_spread(r["own_bound_samples_per_s_busy"]),
                        rounds.fmt_spread(r["own_bound_busy_vs_quiet"])))
-    common.log("separate bound job (no_allreduce) samples/s: quiet %s, busy %s; busy/quiet %s"
+    tables.log("separate bound job (no_allreduce) samples/s: quiet %s, busy %s; busy/quiet %s"
                % (rounds.fmt_spread(extras["bound_samples_per_s_quiet"]),
                   rounds.fmt_spread(extras["bound_samples_per_s_busy"]),
                   rounds.fmt_spread(extras["bound_busy_vs_quiet"])))
@@ -129,16 +127,16 @@ def main(args, n_rounds):
     cfg["reference_workers"] = args.np
     parts = {training_bench.PART: training_bench}
     tag = (args.tag or "compare") + "-contention"
-    header = common.run_header("compare-contention", args)
+    header = jsonio.run_header("compare-contention", args)
     header["config"] = {training_bench.PART: cfg}
     header["rounds"] = n_rounds
-    memcpy_start = common.memcpy_gbps()
+    memcpy_start = machine.memcpy_gbps()
     per_round = []
     contenders = {}
     for index in range(n_rounds):
         by_condition = {}
         for condition in _conditions(index):
-            common.log("[contention] round %d of %d, %s" % (index + 1, n_rounds, condition))
+            tables.log("[contention] round %d of %d, %s" % (index + 1, n_rounds, condition))
             contenders, runs = launch.run_all(
                 "contention", parts, args, {training_bench.PART: cfg}, CONTENDERS,
                 order=lambda names, i=index: rounds.round_order(names, i),
@@ -146,12 +144,12 @@ def main(args, n_rounds):
                 around=(lambda name: rounds.BusyProcess()) if condition == "busy" else None)
             by_condition[condition] = runs
         per_round.append(by_condition)
-    memcpy_end = common.memcpy_gbps()
-    common.finish_header(header)
-    header["machine_record"] = common.machine_record(header, memcpy_start, memcpy_end)
+    memcpy_end = machine.memcpy_gbps()
+    jsonio.finish_header(header)
+    header["machine_record"] = machine.machine_record(header, memcpy_start, memcpy_end)
     rows, extras = evaluate(per_round)
     print_summary(rows, extras, n_rounds)
-    common.log_machine_record(header["machine_record"])
+    machine.log_machine_record(header["machine_record"])
     data = dict(header)
     data["contenders"] = dict((name, c.describe()) for name, c in contenders.items())
     data["targets"] = rows
@@ -162,10 +160,10 @@ def main(args, n_rounds):
                               "around": run.get("around")})
                          for c, run in runs.items())) for cond, runs in r.items())
         for r in per_round]
-    results_dir = common.ensure_dir(args.results_dir)
+    results_dir = paths.ensure_dir(args.results_dir)
     path = "%s/%s.json" % (results_dir, tag)
-    common.write_json(path, data)
-    common.log("wrote %s" % path)
+    jsonio.write_json(path, data)
+    tables.log("wrote %s" % path)
     ok = all(run["status"] == "ok" for r in per_round for runs in r.values()
              for run in runs.values())
     return 0 if ok else 1

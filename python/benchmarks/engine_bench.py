@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-import common
+from lib import formats, jsonio, tables
 import engine_fit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -192,9 +192,9 @@ def run_once(engine, round_, cluster, slurm, ray_nodes, per_host, config, log_di
     for line in text.splitlines():
         if line.startswith("ENGINE_RAY "):
             rec["ray_driver"] = json.loads(line[len("ENGINE_RAY "):])
-    common.log("[engines] round %d %-8s %s %s samples/s, start-up %s s, load %.2f"
-               % (round_, engine, rec["status"], common.fmt(rec.get("samples_per_s"), 5),
-                  common.fmt(rec.get("start_to_timed_s"), 3), load_before[0]))
+    tables.log("[engines] round %d %-8s %s %s samples/s, start-up %s s, load %.2f"
+               % (round_, engine, rec["status"], formats.fmt(rec.get("samples_per_s"), 5),
+                  formats.fmt(rec.get("start_to_timed_s"), 3), load_before[0]))
     return rec
 
 
@@ -264,14 +264,14 @@ def table_rows(summary):
     for engine, e in summary.items():
         sps, paired = e["samples_per_s"] or {}, e.get("per_round_ratio") or {}
         rows.append([engine, "%d/%d" % (e["runs_ok"], e["runs"]),
-                     common.fmt(sps.get("median"), 4),
-                     "%s-%s" % (common.fmt(sps.get("min"), 4), common.fmt(sps.get("max"), 4)),
-                     common.fmt(sps.get("spread_pct"), 2),
-                     common.fmt(e.get("ratio_of_medians"), 3),
-                     "%s (%s-%s)" % (common.fmt(paired.get("median"), 3),
-                                     common.fmt(paired.get("min"), 3),
-                                     common.fmt(paired.get("max"), 3)) if paired else "-",
-                     common.fmt((e["start_to_timed_s"] or {}).get("median"), 3)])
+                     formats.fmt(sps.get("median"), 4),
+                     "%s-%s" % (formats.fmt(sps.get("min"), 4), formats.fmt(sps.get("max"), 4)),
+                     formats.fmt(sps.get("spread_pct"), 2),
+                     formats.fmt(e.get("ratio_of_medians"), 3),
+                     "%s (%s-%s)" % (formats.fmt(paired.get("median"), 3),
+                                     formats.fmt(paired.get("min"), 3),
+                                     formats.fmt(paired.get("max"), 3)) if paired else "-",
+                     formats.fmt((e["start_to_timed_s"] or {}).get("median"), 3)])
     return rows
 
 
@@ -280,10 +280,10 @@ TABLE_HEADERS = ["engine", "ok", "samples/s median", "min-max", "spread %",
 
 
 def print_summary(summary, title="engines (rank 0's samples/s after warm-up)"):
-    common.print_table(title, TABLE_HEADERS, table_rows(summary))
+    tables.print_table(title, TABLE_HEADERS, table_rows(summary))
 
 
 if __name__ == "__main__":
     # python engine_bench.py results/multihost_engines_np2.json: the table again
-    data = common.read_json(sys.argv[1])
+    data = jsonio.read_json(sys.argv[1])
     print_summary((data.get("engines") or data)["summary"])

@@ -22,15 +22,14 @@ import sys
 
 import numpy as np
 
-import common
-import launch
-import rounds
+from lib import formats, launch, rounds, tables, timing
+from lib import report as report_lib
 
 PART = "fusion"
 KINDS = ("hvd", "mwms", "mpi4py")
 CONTENDERS = ("tf_hvd_gloo", "tf_hvd_mpi", "mwms_ring", "mpi4py", "mpi4py_malloc")
-SMALL = (200, 16 * common.KiB)
-LARGE = (4, 4 * common.MiB)
+SMALL = (200, 16 * formats.KiB)
+LARGE = (4, 4 * formats.MiB)
 
 VARIANTS = {
     "hvd": ("function_ops", "function_grouped", "eager_grouped"),
@@ -74,14 +73,14 @@ def check_all(results, expected):
 
 
 def _record(ctx, variant, cfg, counts, durations, resources, correct, message):
-    stats = common.summarize(durations)
+    stats = timing.summarize(durations)
     total = sum(counts) * 4
     rec = {"contender": ctx.contender, "variant": variant, "ranks": ctx.size,
            "tensors": len(counts), "bytes_per_step": total, "warmup": cfg["warmup"],
-           "steps": len(durations), "step_ms": common.scaled(stats, 1e3),
+           "steps": len(durations), "step_ms": timing.scaled(stats, 1e3),
            "steps_per_s": 1.0 / stats["median"] if stats["median"] else None,
            "steps_per_s_mean": 1.0 / stats["mean"] if stats["mean"] else None,
-           "busbw_gbps": common.allreduce_bandwidth(total, stats["median"], ctx.size)[1],
+           "busbw_gbps": timing.allreduce_bandwidth(total, stats["median"], ctx.size)[1],
            "correct": correct, "check_error": message}
     rec.update(resources)
     ctx.log("%-18s median step %9.2f ms  %8.1f steps/s  %s"
@@ -103,7 +102,7 @@ def run_worker(ctx, cfg):
     for variant in VARIANTS[ctx.kind]:
         ctx.barrier()
         call, fetch = runner(ctx, variant, inputs)
-        durations, resources, last = common.time_calls(call, cfg["steps"], cfg["warmup"])
+        durations, resources, last = timing.time_calls(call, cfg["steps"], cfg["warmup"])
         correct, message = check_all(fetch(last), expected)
         records.append(_record(ctx, variant, cfg, counts, durations, resources, correct,
                                message))
@@ -193,19 +192,19 @@ def print_tables(records, contenders):
         name = rec["contender"]
         st = rec["step_ms"]
         rows.append([contenders[name].label if name in contenders else name, rec["variant"],
-                     common.fmt(st["median"]), common.fmt(st["min"]), common.fmt(st["max"]),
-                     common.fmt(rec["steps_per_s"]), common.fmt(rec["busbw_gbps"]),
-                     common.fmt(rec.get("cpu_ms_per_call")),
+                     formats.fmt(st["median"]), formats.fmt(st["min"]), formats.fmt(st["max"]),
+                     formats.fmt(rec["steps_per_s"]), formats.fmt(rec["busbw_gbps"]),
+                     formats.fmt(rec.get("cpu_ms_per_call")),
                      "yes" if rec["correct"] else "NO", "*" if best[name] is rec else "",
                      rounds.fmt_spread(rec.get("rounds"))])
     if records:
         r0 = records[0]
         title = ("Fusion: one step = %d tensors, %s per step (200 x 16 KiB + 4 x 4 MiB), "
                  "%d ranks; * = the contender's best" % (
-                     r0["tensors"], common.human_bytes(r0["bytes_per_step"]), r0["ranks"]))
+                     r0["tensors"], formats.human_bytes(r0["bytes_per_step"]), r0["ranks"]))
     else:
         title = "Fusion: no results"
-    common.print_table(title, ["contender", "variant", "median_ms", "min_ms", "max_ms",
+    tables.print_table(title, ["contender", "variant", "median_ms", "min_ms", "max_ms",
                                "steps/s", "busbw", "cpu_ms/step", "correct", "best",
                                "rounds: steps/s [min-max]"], rows)
 
@@ -219,11 +218,11 @@ def plot_axes(ax, records, contenders):
         labels.append("%s\n%s" % (contenders[name].label if name in contenders else name,
                                   rec["variant"]))
         values.append(rec["steps_per_s"] or 0)
-        colors.append(common.style(name)[0])
+        colors.append(tables.style(name)[0])
     bars = ax.barh(range(len(rows)), values, color=colors)
     for bar, value, rec in zip(bars, values, rows):
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2,
-                " %s%s" % (common.fmt(value), "" if rec["correct"] else " WRONG"),
+                " %s%s" % (formats.fmt(value), "" if rec["correct"] else " WRONG"),
                 va="center", fontsize=7)
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(labels, fontsize=7)
@@ -236,10 +235,10 @@ def plot_axes(ax, records, contenders):
 
 
 def plot(records, contenders, header, path):
-    plt = common.pyplot()
+    plt = tables.pyplot()
     fig, ax = plt.subplots(figsize=(10, 0.45 * max(4, len(records)) + 1.5))
     plot_axes(ax, records, contenders)
-    fig.text(0.5, 0.005, common.caption(header), ha="center", fontsize=7)
+    fig.text(0.5, 0.005, tables.caption(header), ha="center", fontsize=7)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -248,20 +247,10 @@ def plot(records, contenders, header, path):
 def report(header, contenders, runs, results_dir, tag="fusion", records=None):
     """Prints the tables, writes <tag>.json/.png; records: the part's records
     (default: those in runs; compare.py passes the medians of its rounds)."""
-    if records is None:
-        records = launch.part_records(runs, PART)
-    print_tables(records, contenders)
-    data = dict(header)
-    data["contenders"] = launch.contenders_section(contenders, runs)
-    data["results"] = records
-    data["best"] = dict((k, v["variant"]) for k, v in best_by_contender(records).items())
-    json_path = "%s/%s.json" % (results_dir, tag)
-    png_path = "%s/%s.png" % (results_dir, tag)
-    common.write_json(json_path, data)
-    if records:
-        plot(records, contenders, header, png_path)
-    common.log("wrote %s and %s" % (json_path, png_path))
-    return records
+    return report_lib.write_part(
+        sys.modules[__name__], header, contenders, runs, results_dir, tag, records,
+        extra=lambda recs: {"best": dict((k, v["variant"])
+                                         for k, v in best_by_contender(recs).items())})
 
 
 def main(argv=None):
@@ -272,14 +261,7 @@ def main(argv=None):
     cfg = make_config(args.quick)
     if args.steps:
         cfg["steps"] = args.steps
-    header = common.run_header("fusion", args)
-    header["config"] = cfg
-    contenders, runs = launch.run_all("fusion", {PART: sys.modules[__name__]}, args,
-                                      {PART: cfg}, CONTENDERS)
-    common.finish_header(header)
-    report(header, contenders, runs, common.ensure_dir(args.results_dir),
-           tag=args.tag or "fusion")
-    return 0 if all(r["status"] == "ok" for r in runs.values()) else 1
+    return report_lib.run_part(sys.modules[__name__], "fusion", args, cfg)
 
 
 if __name__ == "__main__":

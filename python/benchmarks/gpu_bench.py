@@ -15,18 +15,18 @@ import argparse
 import os
 import sys
 
-import common
+from lib import formats, jsonio, paths, timing
 
-SIZES = [4 * common.KiB, 64 * common.KiB, common.MiB, 16 * common.MiB, 64 * common.MiB,
-         256 * common.MiB]
+SIZES = [4 * formats.KiB, 64 * formats.KiB, formats.MiB, 16 * formats.MiB, 64 * formats.MiB,
+         256 * formats.MiB]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few iterations")
-    parser.add_argument("--sizes", type=lambda t: common.parse_list(t, common.parse_size),
+    parser.add_argument("--sizes", type=lambda t: formats.parse_list(t, formats.parse_size),
                         default=SIZES)
-    parser.add_argument("--results", default=common.DEFAULT_RESULTS_DIR)
+    parser.add_argument("--results", default=paths.DEFAULT_RESULTS_DIR)
     args = parser.parse_args()
     import tensorflow as tf
     import tf_hvd as hvd
@@ -38,7 +38,7 @@ def main():
         return 0
     hvd.init()
     n, rank = hvd.size(), hvd.rank()
-    header = common.run_header("gpu", argparse.Namespace(quick=args.quick, np=n))
+    header = jsonio.run_header("gpu", argparse.Namespace(quick=args.quick, np=n))
     header["gpu_operations"] = os.environ.get("HOROVOD_GPU_OPERATIONS", "nccl")
     header["gpu"] = [d.name for d in tf.config.list_physical_devices("GPU")]
     rows = []
@@ -49,7 +49,7 @@ def main():
         "broadcast": (lambda t: hvd.broadcast(t, root_rank=0, name="bench_bc"), 1.0),
     }
     for nbytes in args.sizes:
-        warm, iters = (1, 5) if args.quick else (5, 50 if nbytes <= 16 * common.MiB else 10)
+        warm, iters = (1, 5) if args.quick else (5, 50 if nbytes <= 16 * formats.MiB else 10)
         with tf.device("/GPU:0"):
             tensor = tf.ones([nbytes // 4], tf.float32)
         for name, (op, factor) in ops.items():
@@ -57,19 +57,19 @@ def main():
                 with tf.device("/GPU:0"):
                     out = op(tensor)
                 return float(out[0].numpy())  # waits for the op on TensorFlow's stream
-            durations, _, last = common.time_calls(call, iters, warm)
-            stats = common.summarize(durations)
-            alg = nbytes / stats["median"] / common.GB if stats["median"] else None
+            durations, _, last = timing.time_calls(call, iters, warm)
+            stats = timing.summarize(durations)
+            alg = nbytes / stats["median"] / formats.GB if stats["median"] else None
             rows.append({"op": name, "bytes": nbytes, "latency_s": stats,
                          "algbw_GBps": alg, "busbw_GBps": alg * factor if alg else None,
                          "checked": last == (n if name == "allreduce" else 1.0)})
             if rank == 0:
                 print("%-10s %10s  median %9.1f us  busbw %8s GB/s%s" % (
-                    name, common.human_bytes(nbytes), stats["median"] * 1e6,
-                    common.fmt(rows[-1]["busbw_GBps"]), "" if rows[-1]["checked"] else "  WRONG"))
+                    name, formats.human_bytes(nbytes), stats["median"] * 1e6,
+                    formats.fmt(rows[-1]["busbw_GBps"]), "" if rows[-1]["checked"] else "  WRONG"))
     if rank == 0:
         path = os.path.join(args.results, "gpu.json")
-        common.write_json(path, {"header": common.finish_header(header), "rows": rows})
+        jsonio.write_json(path, {"header": jsonio.finish_header(header), "rows": rows})
         print("gpu_bench: wrote", path)
     hvd.shutdown()
     return 0

@@ -22,17 +22,16 @@ import statistics
 import sys
 
 import allreduce_bench
-import common
-import launch
+from lib import formats, jsonio, launch, paths, tables
 
 LINKS = ("mesh", "pairs", "pairs_busy_poll")
-SIZES = [4 * common.KiB, 256 * common.MiB]
+SIZES = [4 * formats.KiB, 256 * formats.MiB]
 MODES = ("function", "chain")
 MARGIN = 0.10
 
 
 def _contender(np_, links):
-    # Named tf_hvd_gloo so that launch.py starts it with tfhvdrun; the run's tag
+    # Named tf_hvd_gloo so that lib/launch.py starts it with tfhvdrun; the run's tag
     # and the records' "links" field tell the two apart.
     return launch.Contender(
         "tf_hvd_gloo", "hvd", "tf_hvd (Gloo, %s)" % links,
@@ -42,7 +41,7 @@ def _contender(np_, links):
 
 def _figure(rec):
     """The figure compared for one record: latency (us) or bus bandwidth (GB/s)."""
-    if rec["bytes"] <= 64 * common.KiB:
+    if rec["bytes"] <= 64 * formats.KiB:
         return "latency_us", rec["latency_us"]["median"]
     return "busbw_gbps", rec["busbw_gbps"]
 
@@ -80,8 +79,8 @@ def summarize(records):
 def verdict(rows):
     """'pairs' unless the mesh wins by more than MARGIN on a deciding figure."""
     deciding = [r for r in rows if r["mesh_advantage"] is not None and (
-        (r["bytes"] == 4 * common.KiB and r["mode"] == "chain")
-        or (r["bytes"] == 256 * common.MiB and r["mode"] == "function"))]
+        (r["bytes"] == 4 * formats.KiB and r["mode"] == "chain")
+        or (r["bytes"] == 256 * formats.MiB and r["mode"] == "function"))]
     worse = [r for r in deciding if r["mesh_advantage"] > 1.0 + MARGIN]
     return ("mesh" if worse else "pairs"), deciding
 
@@ -90,18 +89,18 @@ def print_summary(rows):
     table = []
     for r in rows:
         unit = "us" if r["figure"] == "latency_us" else "GB/s"
-        cells = [r["np"], common.human_bytes(r["bytes"]), r["mode"], unit]
+        cells = [r["np"], formats.human_bytes(r["bytes"]), r["mode"], unit]
         for links in LINKS:
             s = r[links]
-            cells += [common.fmt(s["median"]), "%s..%s" % (common.fmt(s["min"]),
-                                                           common.fmt(s["max"]))]
-        cells.append(common.fmt(r["mesh_advantage"]))
-        cells.append(common.fmt(r["mesh_advantage_over_pairs_busy_poll"]))
+            cells += [formats.fmt(s["median"]), "%s..%s" % (formats.fmt(s["min"]),
+                                                           formats.fmt(s["max"]))]
+        cells.append(formats.fmt(r["mesh_advantage"]))
+        cells.append(formats.fmt(r["mesh_advantage_over_pairs_busy_poll"]))
         table.append(cells)
     headers = ["np", "size", "mode", "unit"]
     for links in LINKS:
         headers += [links, "spread"]
-    common.print_table(
+    tables.print_table(
         "Gloo links: median over rounds of each run's median (spread = min..max of rounds); "
         "mesh_adv > 1 means the own mesh is better than pairs (busy: than pairs_busy_poll)",
         headers + ["mesh_adv", "mesh_adv_busy"], table)
@@ -116,26 +115,26 @@ def main(argv=None):
     parser.add_argument("--sizes", default=None, help="message sizes (default 4K,256M)")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds one run may take (default 600)")
-    parser.add_argument("--results-dir", default=common.DEFAULT_RESULTS_DIR)
+    parser.add_argument("--results-dir", default=paths.DEFAULT_RESULTS_DIR)
     parser.add_argument("--links", default=",".join(LINKS),
                         help="links kinds to run (default %(default)s)")
     parser.add_argument("--tag", default="links")
     args = parser.parse_args(argv)
-    sizes = common.parse_list(args.sizes, common.parse_size) if args.sizes else SIZES
+    sizes = formats.parse_list(args.sizes, formats.parse_size) if args.sizes else SIZES
     cfg = allreduce_bench.make_config(sizes, MODES, args.quick)
-    header = common.run_header("links", args)
-    results_dir = common.ensure_dir(os.path.abspath(args.results_dir))
+    header = jsonio.run_header("links", args)
+    results_dir = paths.ensure_dir(os.path.abspath(args.results_dir))
     run_dir = os.path.join(results_dir, "runs")
     log_dir = os.path.join(results_dir, "logs")
     records, runs, ok = [], [], True
-    for np_ in common.parse_list(args.nps, int):
+    for np_ in formats.parse_list(args.nps, int):
         for round_ in range(args.rounds):
-            for links in common.parse_list(args.links):
+            for links in formats.parse_list(args.links):
                 tag = "%s-np%d-%s-r%d" % (args.tag, np_, links, round_)
                 run = launch.run_contender(_contender(np_, links), [allreduce_bench.PART],
                                            {allreduce_bench.PART: cfg}, run_dir, log_dir,
                                            args.timeout, tag)
-                common.log("[links] np=%d %-5s round %d: %s in %.1f s (load %.1f -> %.1f)%s"
+                tables.log("[links] np=%d %-5s round %d: %s in %.1f s (load %.1f -> %.1f)%s"
                            % (np_, links, round_, run["status"], run["seconds"] or 0,
                               run["loadavg_1min"][0], run["loadavg_1min"][1],
                               ": " + run["error"] if run["error"] else ""))
@@ -146,18 +145,18 @@ def main(argv=None):
                 runs.append({"np": np_, "links": links, "round": round_,
                              "status": run["status"], "seconds": run["seconds"],
                              "loadavg_1min": run["loadavg_1min"], "error": run["error"]})
-    common.finish_header(header)
+    jsonio.finish_header(header)
     rows = summarize(records)
     print_summary(rows)
     choice, deciding = verdict(rows)
-    common.log("default links by the 10%% rule: %s (deciding rows: 4 KiB chain latency, "
+    tables.log("default links by the 10%% rule: %s (deciding rows: 4 KiB chain latency, "
                "256 MiB function bus bandwidth)" % choice)
     data = dict(header)
     data.update({"config": cfg, "runs": runs, "results": records, "summary": rows,
                  "verdict": choice})
     path = os.path.join(results_dir, "%s.json" % args.tag)
-    common.write_json(path, data)
-    common.log("wrote %s" % path)
+    jsonio.write_json(path, data)
+    tables.log("wrote %s" % path)
     return 0 if ok else 1
 
 

@@ -48,9 +48,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools")
 
 import allgather_bench  # noqa: E402
 import allreduce_bench  # noqa: E402
-import common  # noqa: E402
+from lib import formats, jsonio, launch, machine, paths, tables  # noqa: E402
 import engine_bench  # noqa: E402
-import launch  # noqa: E402
 import netns_cluster  # noqa: E402
 import training_bench  # noqa: E402
 
@@ -116,7 +115,7 @@ def mwms_runs(cluster, hosts, ports, worker):
 
 
 def _latency_table(records):
-    return dict((common.human_bytes(rec["bytes"]), {
+    return dict((formats.human_bytes(rec["bytes"]), {
         "mode": rec["mode"], "latency_us_median": rec["latency_us"]["median"],
         "latency_us_min": rec["latency_us"]["min"], "busbw_gbps": rec["busbw_gbps"],
         "correct": rec.get("correct")}) for rec in records)
@@ -181,7 +180,7 @@ def main(argv=None):
     p.add_argument("--contenders", default="tf_hvd_gloo,tf_hvd_gloo_hier,tf_hvd_mpi,"
                    "tf_hvd_mpi_hier,mwms_ring")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per contender")
-    p.add_argument("--results-dir", default=common.DEFAULT_RESULTS_DIR)
+    p.add_argument("--results-dir", default=paths.DEFAULT_RESULTS_DIR)
     p.add_argument("--tag", default="multihost")
     p.add_argument("--engines", action="store_true",
                    help="also run the engines part: tfhvdrun, Slurm and Ray in rounds")
@@ -195,14 +194,14 @@ def main(argv=None):
     reason = netns_cluster.Cluster.available()
     if reason:
         raise SystemExit("multihost_bench: cannot make the namespace cluster: %s" % reason)
-    sizes = common.parse_list(args.sizes, common.parse_size)
+    sizes = formats.parse_list(args.sizes, formats.parse_size)
     configs = {"allreduce": allreduce_bench.make_config(sizes, ["function"], args.quick),
                "allgather": allgather_bench.make_config(sizes, args.quick),
                "training": training_bench.make_config(args.quick, models=["mlp"],
                                                       modes=["fit"])}
     configs["training"]["reference_workers"] = NP
-    chosen = common.parse_list(args.contenders)
-    results_dir = common.ensure_dir(os.path.abspath(args.results_dir))
+    chosen = formats.parse_list(args.contenders)
+    results_dir = paths.ensure_dir(os.path.abspath(args.results_dir))
     runs, notes, engines = {}, [], None
     load_start = os.getloadavg()
     with netns_cluster.Cluster(2, name="tfhb", rate_mbit=args.rate_mbit,
@@ -214,12 +213,12 @@ def main(argv=None):
             names = [n for n, m in (("allreduce", allreduce_bench),
                                     ("allgather", allgather_bench),
                                     ("training", training_bench)) if c.kind in m.KINDS]
-            common.log("[multihost] %s ..." % c.name)
+            tables.log("[multihost] %s ..." % c.name)
             runs[c.name] = launch.run_contender(
                 c, names, dict((n, configs[n]) for n in names),
                 os.path.join(results_dir, "runs"), os.path.join(results_dir, "logs"),
                 args.timeout, args.tag)
-            common.log("[multihost] %s %s in %ss %s" % (c.name, runs[c.name]["status"],
+            tables.log("[multihost] %s %s in %ss %s" % (c.name, runs[c.name]["status"],
                                                          runs[c.name]["seconds"],
                                                          runs[c.name]["error"] or ""))
         if args.engines:
@@ -243,10 +242,10 @@ def main(argv=None):
                "engines": engines,
                "machine": {"cpus": os.cpu_count(), "loadavg_start": load_start,
                            "loadavg_end": os.getloadavg()},
-               "commit": common.git_revision(), "machine_info": common.machine_info()}
+               "commit": machine.git_revision(), "machine_info": machine.machine_info()}
     path = os.path.join(results_dir, "%s.json" % args.tag)
-    common.write_json(path, summary)
-    common.log("wrote %s" % path)
+    jsonio.write_json(path, summary)
+    tables.log("wrote %s" % path)
     print(json.dumps({"hierarchical_vs_flat": summary["hierarchical_vs_flat"],
                       "training": dict((k, v["training"]) for k, v in results.items()),
                       "engines": engines and engines["summary"]}, indent=1))
@@ -260,9 +259,9 @@ def run_engines(cluster, args, results_dir):
     """The engines part on ``cluster`` (see engine_bench.py); returns its JSON part."""
     rounds = args.engine_rounds or (3 if args.quick else 5)
     config = engine_bench.make_config(args.quick, steps=args.engine_steps)
-    log_dir = common.ensure_dir(os.path.join(results_dir, "logs"))
+    log_dir = paths.ensure_dir(os.path.join(results_dir, "logs"))
     per_host = args.engine_per_host
-    common.log("[multihost] engines: %d rounds of %s, %d rank(s) per host"
+    tables.log("[multihost] engines: %d rounds of %s, %d rank(s) per host"
                % (rounds, ", ".join(engine_bench.ENGINES), per_host))
     runs, setup = engine_bench.run_rounds(cluster, rounds, per_host, config, log_dir,
                                           args.timeout)

@@ -104,7 +104,7 @@ def _demo_worker(variant):
 
 def _demo(timeout):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from launch import free_ports
+    from lib.launch import free_ports
     for variant in ("unpatched", "nest-only", "patched"):
         ports = free_ports(2)
         procs = []

@@ -45,11 +45,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
 
 import allreduce_bench  # noqa: E402
-import common  # noqa: E402
-import launch  # noqa: E402
+from lib import formats, jsonio, launch, machine, paths, tables  # noqa: E402
 import multihost_bench  # noqa: E402
 import netns_cluster  # noqa: E402
-import rounds as rounds_lib  # noqa: E402
+from lib import rounds as rounds_lib  # noqa: E402
 import scaling_model  # noqa: E402
 import training_bench  # noqa: E402
 
@@ -58,10 +57,10 @@ LINK_PORT = 5301
 MWMS_PORT = 23456
 # (warm-up, timed calls) per size: fewer than allreduce_bench's, as every figure here is
 # the median of rounds and one 64 MiB call takes 0.5-1.2 s on these links
-ITERATIONS = {False: {common.MiB: (5, 60), 16 * common.MiB: (2, 10), 64 * common.MiB: (2, 8)},
-              True: {common.MiB: (3, 20), 16 * common.MiB: (2, 4), 64 * common.MiB: (2, 4)}}
+ITERATIONS = {False: {formats.MiB: (5, 60), 16 * formats.MiB: (2, 10), 64 * formats.MiB: (2, 8)},
+              True: {formats.MiB: (3, 20), 16 * formats.MiB: (2, 4), 64 * formats.MiB: (2, 4)}}
 TARGET = 0.9                     # busbw / link rate at TARGET_BYTES
-TARGET_BYTES = 64 * common.MiB
+TARGET_BYTES = 64 * formats.MiB
 CONTENDERS = ("tf_hvd_gloo", "tf_hvd_gloo_nospin", "mwms_ring", "no_allreduce")
 TF_HVD = ("tf_hvd_gloo", "tf_hvd_gloo_nospin")
 NOSPIN_ENV = {"HOROVOD_SPIN_US": "0"}
@@ -72,7 +71,7 @@ MLP_GRAD_BYTES = 4 * (784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10)
 # The core's ring moves each chunk in pieces of at most RING_PIECE_BYTES, and in at
 # least 3 pieces from 3 * RING_MIN_PIECE_BYTES on (RingAllreduce::PiecesPerChunk,
 # cc/common/algorithms/ring_allreduce.h), with up to two pieces in flight.
-RING_PIECE_BYTES = common.MiB
+RING_PIECE_BYTES = formats.MiB
 RING_MIN_PIECE_BYTES = 64 * 1024
 
 
@@ -230,12 +229,12 @@ def _delta(after, before):
 
 
 def run_host_count(n, args, configs, results_dir):
-    chosen = [c for c in CONTENDERS if c in common.parse_list(args.contenders)]
-    cs = contenders(n, dict(kv.split("=", 1) for kv in common.parse_list(args.hvd_env)))
+    chosen = [c for c in CONTENDERS if c in formats.parse_list(args.contenders)]
+    cs = contenders(n, dict(kv.split("=", 1) for kv in formats.parse_list(args.hvd_env)))
     per_round, links = [], {}
     with netns_cluster.Cluster(n, name="tfhs", rate_mbit=args.rate_mbit) as cluster:
         launch._commands = commands_on(cluster, n)
-        common.log("[scaling] N=%d: link reference ..." % n)
+        tables.log("[scaling] N=%d: link reference ..." % n)
         counters = link_counters(cluster)
         links["before"] = {"ring": measure_link(cluster, args.link_seconds, True),
                            "single": measure_link(cluster, args.link_seconds, False)}
@@ -250,7 +249,7 @@ def run_host_count(n, args, configs, results_dir):
                 parts = [p for p, m in (("allreduce", allreduce_bench),
                                         ("training", training_bench))
                          if c.kind in m.KINDS and p in args.parts]
-                common.log("[scaling] N=%d round %d/%d: %s ..." % (n, index + 1,
+                tables.log("[scaling] N=%d round %d/%d: %s ..." % (n, index + 1,
                                                                   args.rounds, name))
                 run = launch.run_contender(
                     c, parts, dict((p, configs[p]) for p in parts),
@@ -258,7 +257,7 @@ def run_host_count(n, args, configs, results_dir):
                     args.timeout, "%s-n%d-r%d" % (args.tag, n, index + 1))
                 now = link_counters(cluster)
                 run["link_counters"], counters = _delta(now, counters), now
-                common.log("[scaling] N=%d %s %s in %ss %s" % (
+                tables.log("[scaling] N=%d %s %s in %ss %s" % (
                     n, name, run["status"], run["seconds"], run["error"] or ""))
                 runs[name] = run
             per_round.append(runs)
@@ -294,7 +293,7 @@ def _records(run, part):
 
 
 def summarize_host_count(n, args, per_round, links, shaping):
-    link_gbps = args.rate_mbit * 1e6 / 8 / common.GB
+    link_gbps = args.rate_mbit * 1e6 / 8 / formats.GB
     tcp_ring = min(links[k]["ring"]["min"] or 0 for k in ("before", "after")) / 1e3 or None
     out = {"hosts": n, "layout": layout_of(n), "link": shaping, "link_rate_gbps": link_gbps,
            "tcp_reference": links, "allreduce": {}, "fit": {}, "runs": []}
@@ -313,7 +312,7 @@ def summarize_host_count(n, args, per_round, links, shaping):
         table = {}
         for nbytes, recs in sorted(sizes.items()):
             busbw = [r["busbw_gbps"] for r in recs]
-            table[common.human_bytes(nbytes)] = {
+            table[formats.human_bytes(nbytes)] = {
                 "bytes": nbytes, "correct": all(r["correct"] for r in recs),
                 "latency_s_median": rounds_lib.spread(
                     [r["latency_us"]["median"] / 1e6 for r in recs]),
@@ -322,14 +321,14 @@ def summarize_host_count(n, args, per_round, links, shaping):
                 "busbw_over_tcp_ring": rounds_lib.spread(
                     [b / tcp_ring for b in busbw] if tcp_ring else [])}
             if name in TF_HVD and tcp_ring:
-                table[common.human_bytes(nbytes)]["beyond_tcp"] = ring_overhead(
-                    n, nbytes, table[common.human_bytes(nbytes)]["latency_s_median"]["median"],
-                    tcp_ring * common.GB)
+                table[formats.human_bytes(nbytes)]["beyond_tcp"] = ring_overhead(
+                    n, nbytes, table[formats.human_bytes(nbytes)]["latency_s_median"]["median"],
+                    tcp_ring * formats.GB)
         if table:
             out["allreduce"][name] = table
     out["target"] = {"bytes": TARGET_BYTES, "busbw_over_link_rate": TARGET, "verdict": {}}
     for name in TF_HVD:
-        target = out["allreduce"].get(name, {}).get(common.human_bytes(TARGET_BYTES))
+        target = out["allreduce"].get(name, {}).get(formats.human_bytes(TARGET_BYTES))
         if target:
             out["target"]["verdict"][name] = rounds_lib.verdict(
                 target["busbw_over_link_rate"]["values"], ">=", TARGET)
@@ -366,7 +365,7 @@ def check_model(per_n, name):
         return None
     alpha, bandwidth = scaling_model.fit_ring(points)
     check = {"contender": name,
-             "fitted": {"alpha_s_per_hop": alpha, "bandwidth_gbps": bandwidth / common.GB},
+             "fitted": {"alpha_s_per_hop": alpha, "bandwidth_gbps": bandwidth / formats.GB},
              "allreduce": [], "fit_step": []}
     for n, nbytes, t in points:
         pred = scaling_model.ring_allreduce_seconds(n, nbytes, alpha, bandwidth)
@@ -393,7 +392,7 @@ def projection(per_n, args, name):
     """Projected efficiency on 25 Gbit/s links, with contender name's busbw/link ratio
     measured here (the smallest median over the host counts) as the ring's share of
     the link."""
-    key = common.human_bytes(TARGET_BYTES)
+    key = formats.human_bytes(TARGET_BYTES)
     ratios = [res["allreduce"][name][key]["busbw_over_link_rate"]["median"]
               for res in per_n.values() if key in res["allreduce"].get(name, {})]
     link_eff = min(min(ratios), 1.0) if ratios else 0.9
@@ -420,10 +419,10 @@ def projection(per_n, args, name):
 
 
 def print_summary(summary):
-    key = common.human_bytes(TARGET_BYTES)
+    key = formats.human_bytes(TARGET_BYTES)
     ar_rows, fit_rows = [], []
     for n, res in sorted(summary["hosts"].items()):
-        row = [n, common.fmt(res["tcp_reference"]["before"]["ring"]["min"])]
+        row = [n, formats.fmt(res["tcp_reference"]["before"]["ring"]["min"])]
         for name in TF_HVD + ("mwms_ring",):
             ar = res["allreduce"].get(name, {}).get(key)
             row += [rounds_lib.fmt_spread(ar and ar["busbw_over_link_rate"])]
@@ -435,32 +434,32 @@ def print_summary(summary):
                                for name in CONTENDERS] +
                         [rounds_lib.fmt_spread(fit.get("%s_over_mwms_ring" % name))
                          for name in TF_HVD])
-    common.print_table(
+    tables.print_table(
         "Allreduce %s, busbw / link rate (%g Mbit/s), median [min-max] over rounds"
         % (key, summary["link_rate_mbit"]),
         ["hosts", "TCP ring MB/s", "tf_hvd", "target", "tf_hvd no spin", "target",
          "MWMS"], ar_rows)
-    common.print_table("Keras fit, MLP, samples/s (all workers)",
+    tables.print_table("Keras fit, MLP, samples/s (all workers)",
                        ["hosts"] + list(CONTENDERS) + ["tf_hvd/MWMS", "no spin/MWMS"],
                        fit_rows)
     model = summary.get("model_check")
     if model:
-        common.log("model: alpha %.1f us per hop, bandwidth %.4f GB/s, overlap %s" % (
+        tables.log("model: alpha %.1f us per hop, bandwidth %.4f GB/s, overlap %s" % (
             model["fitted"]["alpha_s_per_hop"] * 1e6, model["fitted"]["bandwidth_gbps"],
-            common.fmt(model["fitted"].get("overlap"))))
-        common.print_table("Model vs measured", ["hosts", "what", "measured s",
+            formats.fmt(model["fitted"].get("overlap"))))
+        tables.print_table("Model vs measured", ["hosts", "what", "measured s",
                                                  "predicted s", "ratio"],
-                           [[p["hosts"], common.human_bytes(p["bytes"]),
-                             common.fmt(p["measured_s"], 4), common.fmt(p["predicted_s"], 4),
-                             common.fmt(p["measured_over_predicted"])]
+                           [[p["hosts"], formats.human_bytes(p["bytes"]),
+                             formats.fmt(p["measured_s"], 4), formats.fmt(p["predicted_s"], 4),
+                             formats.fmt(p["measured_over_predicted"])]
                             for p in model["allreduce"]] +
-                           [[p["hosts"], "fit step", common.fmt(p["measured_s"], 4),
-                             common.fmt(p["predicted_s"], 4),
-                             common.fmt(p["measured_over_predicted"])]
+                           [[p["hosts"], "fit step", formats.fmt(p["measured_s"], 4),
+                             formats.fmt(p["predicted_s"], 4),
+                             formats.fmt(p["measured_over_predicted"])]
                             for p in model["fit_step"]])
     proj = summary["projection"]
     workers = scaling_model.PROJECTED_WORKERS
-    common.print_table("Projected scaling efficiency, %g Gbit/s links" %
+    tables.print_table("Projected scaling efficiency, %g Gbit/s links" %
                        proj["assumptions"]["link_gbit"],
                        ["model", "overlap"] + [str(w) for w in workers],
                        [[r["label"], r["overlap"]] + ["%.0f%%" % (100 * r["efficiency"][w])
@@ -494,17 +493,17 @@ def main(argv=None):
     p.add_argument("--project-link-gbit", type=float, default=25.0)
     p.add_argument("--project-alpha-us", type=float, default=10.0,
                    help="per-hop latency of the projection (microseconds)")
-    p.add_argument("--results-dir", default=common.DEFAULT_RESULTS_DIR)
+    p.add_argument("--results-dir", default=paths.DEFAULT_RESULTS_DIR)
     p.add_argument("--tag", default="scaling")
     args = p.parse_args(argv)
     reason = netns_cluster.Cluster.available()
     if reason:
         raise SystemExit("scaling_bench: cannot make the namespace cluster: %s" % reason)
     args.rounds = args.rounds or (2 if args.quick else 3)
-    args.parts = common.parse_list(args.parts)
+    args.parts = formats.parse_list(args.parts)
     args.timeout = args.timeout or (300.0 if args.quick else 600.0)
-    sizes = common.parse_list(args.sizes or ("1M,64M" if args.quick else "1M,16M,64M"),
-                              common.parse_size)
+    sizes = formats.parse_list(args.sizes or ("1M,64M" if args.quick else "1M,16M,64M"),
+                              formats.parse_size)
     configs = {"allreduce": allreduce_bench.make_config(sizes, ["function"], args.quick),
                "training": training_bench.make_config(
                    args.quick, models=["mlp"], modes=["fit"],
@@ -512,20 +511,20 @@ def main(argv=None):
     for size in sizes:
         if size in ITERATIONS[args.quick]:
             configs["allreduce"]["iterations"][str(size)] = ITERATIONS[args.quick][size]
-    results_dir = common.ensure_dir(os.path.abspath(args.results_dir))
-    header = common.run_header("scaling", args)
-    memcpy_start = common.memcpy_gbps()
+    results_dir = paths.ensure_dir(os.path.abspath(args.results_dir))
+    header = jsonio.run_header("scaling", args)
+    memcpy_start = machine.memcpy_gbps()
     per_n = {}
-    for n in common.parse_list(args.hosts, int):
+    for n in formats.parse_list(args.hosts, int):
         if n < 2:
             raise SystemExit("scaling_bench: host counts must be >= 2 (got %d)" % n)
         per_n[n] = run_host_count(n, args, configs, results_dir)
-    memcpy_end = common.memcpy_gbps()
-    common.finish_header(header)
-    machine = common.machine_record(header, memcpy_start, memcpy_end)
+    memcpy_end = machine.memcpy_gbps()
+    jsonio.finish_header(header)
+    record = machine.machine_record(header, memcpy_start, memcpy_end)
     summary = dict(header)
     summary.update({
-        "machine_record": machine, "link_rate_mbit": args.rate_mbit, "rounds": args.rounds,
+        "machine_record": record, "link_rate_mbit": args.rate_mbit, "rounds": args.rounds,
         "config": configs, "target": "tf_hvd busbw at 64 MiB >= %.1fx the link rate at "
                                      "every host count, in every round" % TARGET,
         "notes": [multihost_bench.MPI_NOTE + "; MPI is left out of this benchmark",
@@ -546,10 +545,10 @@ def main(argv=None):
     summary["model_check"] = check_model(per_n, model_name)
     summary["projection"] = projection(per_n, args, model_name)
     path = os.path.join(results_dir, "%s.json" % args.tag)
-    common.write_json(path, summary)
-    common.log_machine_record(machine)
+    jsonio.write_json(path, summary)
+    machine.log_machine_record(record)
     print_summary(summary)
-    common.log("wrote %s" % path)
+    tables.log("wrote %s" % path)
     ok = all(r["status"] == "ok" for res in per_n.values() for runs in res["runs"]
              for r in runs.values())
     return 0 if ok else 1

@@ -35,7 +35,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import rounds  # noqa: E402
+from lib import rounds  # noqa: E402
 import training_bench  # noqa: E402
 
 VARIANTS = ("unsharded", "sharded")

@@ -30,8 +30,7 @@ import subprocess
 import sys
 import time
 
-import common
-import rounds
+from lib import formats, jsonio, machine, paths, rounds, tables
 
 VARIANTS = ("plain", "tape", "grouped", "in_step", "allreduce_only", "one_scalar")
 
@@ -118,32 +117,32 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--all-ranks", action="store_true", help="print every rank")
-    parser.add_argument("--results-dir", default=common.DEFAULT_RESULTS_DIR)
+    parser.add_argument("--results-dir", default=paths.DEFAULT_RESULTS_DIR)
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    args.variants = common.parse_list(args.variants)
+    args.variants = formats.parse_list(args.variants)
     if args.worker_out:
-        sys.path.insert(0, common.BENCH_DIR)
+        sys.path.insert(0, paths.BENCH_DIR)
         _worker(args)
         return 0
 
-    header = common.run_header("step_cost", args)
-    memcpy_start = common.memcpy_gbps()
-    out = os.path.join(common.ensure_dir(args.results_dir), ".step_cost_ranks.json")
+    header = jsonio.run_header("step_cost", args)
+    memcpy_start = machine.memcpy_gbps()
+    out = os.path.join(paths.ensure_dir(args.results_dir), ".step_cost_ranks.json")
     cmd = [sys.executable, "-m", "tf_hvd.runner", "-np", str(args.np)]
     cmd += ["--mpi"] if args.mpi else []
     cmd += [sys.executable, os.path.abspath(__file__), "--worker-out", out]
     cmd += [a for a in (argv if argv is not None else sys.argv[1:])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [common.BENCH_DIR, os.environ.get("PYTHONPATH", "")]))
+        [paths.BENCH_DIR, os.environ.get("PYTHONPATH", "")]))
     subprocess.run(cmd, check=True, timeout=args.timeout, env=env)
     with open(out) as f:
         per_rank = json.load(f)
     os.remove(out)
-    common.finish_header(header)
-    header["machine_record"] = common.machine_record(header, memcpy_start, common.memcpy_gbps())
-    common.log_machine_record(header["machine_record"])
+    jsonio.finish_header(header)
+    header["machine_record"] = machine.machine_record(header, memcpy_start, machine.memcpy_gbps())
+    machine.log_machine_record(header["machine_record"])
     variants = [v for v in args.variants if v in per_rank[0]]
     result = dict(header)
     result["config"] = {"model": args.model, "transport": "mpi" if args.mpi else "gloo",
@@ -159,18 +158,18 @@ def main(argv=None):
             continue
         for v in variants:
             s = rounds.spread(ranks_ms[v])
-            rows.append([rank, v, common.fmt(s["median"]),
-                         "[%s-%s]" % (common.fmt(s["min"]), common.fmt(s["max"]))])
-    common.print_table("ms per step, %s, np=%d, %s, %d rounds of %d steps"
+            rows.append([rank, v, formats.fmt(s["median"]),
+                         "[%s-%s]" % (formats.fmt(s["min"]), formats.fmt(s["max"]))])
+    tables.print_table("ms per step, %s, np=%d, %s, %d rounds of %d steps"
                        % (args.model, args.np, result["config"]["transport"], args.rounds,
                           args.steps), ["rank", "variant", "median", "[min-max]"], rows)
     for v, s in result["plain_over"].items():
-        common.log("plain/%s (step rate against the bound): %s [%s-%s]"
-                   % (v, common.fmt(s["median"]), common.fmt(s["min"]), common.fmt(s["max"])))
+        tables.log("plain/%s (step rate against the bound): %s [%s-%s]"
+                   % (v, formats.fmt(s["median"]), formats.fmt(s["min"]), formats.fmt(s["max"])))
     path = os.path.join(args.results_dir, "step_cost-%s-%s.json"
                         % (args.model, result["config"]["transport"]))
-    common.write_json(path, result)
-    common.log("wrote %s" % path)
+    jsonio.write_json(path, result)
+    tables.log("wrote %s" % path)
     return 0
 
 

@@ -36,9 +36,8 @@ import time
 
 import numpy as np
 
-import common
-import launch
-import rounds
+from lib import formats, launch, rounds, tables, timing
+from lib import report as report_lib
 
 PART = "training"
 KINDS = ("hvd", "hvd_bound", "mwms", "single")
@@ -160,7 +159,7 @@ def _record(ctx, cfg, model, mode, times, workers, batch, final_loss, extra=None
     rec = {"contender": ctx.contender, "model": model, "mode": mode, "workers": workers,
            "batch_per_worker": batch, "global_batch": global_batch, "warmup": cfg["warmup"],
            "steps": len(durations or []), "samples_per_s": throughput,
-           "step_ms": common.scaled(common.summarize(durations or []), 1e3),
+           "step_ms": timing.scaled(timing.summarize(durations or []), 1e3),
            "final_loss": final_loss, "finite_loss": bool(np.isfinite(final_loss))}
     rec.update(extra or {})
     ctx.log("%-4s %-5s %10.0f samples/s  median step %8.2f ms  loss %.4f%s"
@@ -400,17 +399,17 @@ def print_tables(records, contenders, notes=()):
         rows.append([rec["model"], rec["mode"],
                      contenders[name].label if name in contenders else name,
                      rec["workers"], rec["global_batch"], rec["steps"],
-                     common.fmt(rec["samples_per_s"]), common.fmt(st["median"]),
-                     common.fmt(st["max"]), common.fmt(ratio),
-                     common.fmt(rec["samples_per_s"] / own if own and rec["samples_per_s"]
+                     formats.fmt(rec["samples_per_s"]), formats.fmt(st["median"]),
+                     formats.fmt(st["max"]), formats.fmt(ratio),
+                     formats.fmt(rec["samples_per_s"] / own if own and rec["samples_per_s"]
                                 else None),
-                     common.fmt(rec["final_loss"]), rounds.fmt_spread(rec.get("rounds"))])
-    common.print_table("Training throughput (samples/s over all workers, synthetic data)",
+                     formats.fmt(rec["final_loss"]), rounds.fmt_spread(rec.get("rounds"))])
+    tables.print_table("Training throughput (samples/s over all workers, synthetic data)",
                        ["model", "mode", "contender", "workers", "global_batch", "steps",
                         "samples/s", "median_step_ms", "max_step_ms", "x MWMS",
                         "x own bound", "loss", "rounds: samples/s [min-max]"], rows)
     for note in notes:
-        common.log("note: " + note)
+        tables.log("note: " + note)
 
 
 def plot_axes(ax, records, contenders):
@@ -425,7 +424,7 @@ def plot_axes(ax, records, contenders):
             if rec and rec["samples_per_s"]:
                 xs.append(i + (j - (len(names) - 1) / 2.0) * width)
                 ys.append(rec["samples_per_s"])
-        color = common.style(name)[0]
+        color = tables.style(name)[0]
         bars = ax.bar(xs, ys, width, color=color,
                       label=contenders[name].label if name in contenders else name)
         for bar, y in zip(bars, ys):
@@ -442,10 +441,10 @@ def plot_axes(ax, records, contenders):
 
 
 def plot(records, contenders, header, path):
-    plt = common.pyplot()
+    plt = tables.pyplot()
     fig, ax = plt.subplots(figsize=(10, 6))
     plot_axes(ax, records, contenders)
-    fig.text(0.5, 0.005, common.caption(header), ha="center", fontsize=7)
+    fig.text(0.5, 0.005, tables.caption(header), ha="center", fontsize=7)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -454,25 +453,13 @@ def plot(records, contenders, header, path):
 def report(header, contenders, runs, results_dir, tag="training", records=None):
     """Prints the tables, writes <tag>.json/.png; records: the part's records
     (default: those in runs; compare.py passes the medians of its rounds)."""
-    if records is None:
-        records = launch.part_records(runs, PART)
     notes = []
     for run in runs.values():
         for note in (run.get("result") or {}).get("notes", []):
             if note not in notes:
                 notes.append(note)
-    print_tables(records, contenders, notes)
-    data = dict(header)
-    data["contenders"] = launch.contenders_section(contenders, runs)
-    data["results"] = records
-    data["notes"] = notes
-    json_path = "%s/%s.json" % (results_dir, tag)
-    png_path = "%s/%s.png" % (results_dir, tag)
-    common.write_json(json_path, data)
-    if records:
-        plot(records, contenders, header, png_path)
-    common.log("wrote %s and %s" % (json_path, png_path))
-    return records
+    return report_lib.write_part(sys.modules[__name__], header, contenders, runs, results_dir,
+                                 tag, records, extra={"notes": notes}, table_args=(notes,))
 
 
 def main(argv=None):
@@ -483,17 +470,10 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default 200)")
     parser.add_argument("--batch", type=int, default=64, help="batch per worker")
     args = parser.parse_args(argv)
-    cfg = make_config(args.quick, common.parse_list(args.models), common.parse_list(args.modes),
+    cfg = make_config(args.quick, formats.parse_list(args.models), formats.parse_list(args.modes),
                       args.batch, args.steps)
     cfg["reference_workers"] = args.np
-    header = common.run_header("training", args)
-    header["config"] = cfg
-    contenders, runs = launch.run_all("training", {PART: sys.modules[__name__]}, args,
-                                      {PART: cfg}, CONTENDERS)
-    common.finish_header(header)
-    report(header, contenders, runs, common.ensure_dir(args.results_dir),
-           tag=args.tag or "training")
-    return 0 if all(r["status"] == "ok" for r in runs.values()) else 1
+    return report_lib.run_part(sys.modules[__name__], "training", args, cfg)
 
 
 if __name__ == "__main__":

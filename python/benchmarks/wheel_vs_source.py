@@ -19,12 +19,11 @@ import sys
 import tempfile
 import zipfile
 
-import common
-import rounds
+from lib import formats, jsonio, paths, rounds, tables, targets
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-GOAL = 0.97
+GOAL = targets.WHEEL_GOAL
 
 
 def _chain_seconds(library, sizes, np_, results_dir, tag):
@@ -34,7 +33,7 @@ def _chain_seconds(library, sizes, np_, results_dir, tag):
            str(np_), "--contenders", "tf_hvd_gloo", "--modes", "chain", "--sizes", sizes,
            "--results-dir", results_dir, "--tag", tag]
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-    data = common.read_json(os.path.join(results_dir, tag + ".json"))
+    data = jsonio.read_json(os.path.join(results_dir, tag + ".json"))
     out = {}
     for rec in data["results"]:
         if rec.get("mode") == "chain":
@@ -52,9 +51,9 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--np", type=int, default=2)
     parser.add_argument("--sizes", default="64K,1M,16M,64M")
-    parser.add_argument("--results-dir", default=common.DEFAULT_RESULTS_DIR)
+    parser.add_argument("--results-dir", default=paths.DEFAULT_RESULTS_DIR)
     args = parser.parse_args(argv)
-    results_dir = common.ensure_dir(args.results_dir)
+    results_dir = paths.ensure_dir(args.results_dir)
     with tempfile.TemporaryDirectory() as tmp:
         with zipfile.ZipFile(args.wheel) as z:
             z.extractall(tmp)
@@ -71,7 +70,7 @@ def main(argv=None):
                 got[which] = _chain_seconds(libraries[which], args.sizes, args.np, tmp,
                                             "%s-%d" % (which, r))
             per_round.append(got)
-            common.log("round %d: %s" % (r + 1, {w: {s: "%.1f us" % (t * 1e6) for s, t in v.items()}
+            tables.log("round %d: %s" % (r + 1, {w: {s: "%.1f us" % (t * 1e6) for s, t in v.items()}
                                                  for w, v in got.items()}))
     sizes = sorted(per_round[0]["source"])
     rows = []
@@ -87,11 +86,11 @@ def main(argv=None):
         rows.append({"bytes": size, "source_s": src, "wheel_s": whl, "ratio": ratio,
                      "verdict": verdict})
         print("%-10s %-18s %-18s %-21s %s" % (
-            common.human_bytes(size).replace(" ", ""),
+            formats.human_bytes(size).replace(" ", ""),
             "%.1f [%.1f-%.1f]" % tuple(x * 1e6 for x in (src["median"], src["min"], src["max"])),
             "%.1f [%.1f-%.1f]" % tuple(x * 1e6 for x in (whl["median"], whl["min"], whl["max"])),
             "%.3f [%.3f-%.3f]" % (ratio["median"], ratio["min"], ratio["max"]), verdict))
-    common.write_json(os.path.join(results_dir, "wheel_vs_source.json"),
+    jsonio.write_json(os.path.join(results_dir, "wheel_vs_source.json"),
                       {"wheel": os.path.basename(args.wheel), "np": args.np,
                        "rounds": args.rounds, "goal": GOAL, "results": rows})
     return 0

@@ -23,7 +23,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import common  # noqa: E402
+from lib import jsonio, paths, tables  # noqa: E402
 import training_bench as tb  # noqa: E402
 
 SKIP = 3  # steps of a round not timed
@@ -35,7 +35,7 @@ def worker(args):
     import tf_hvd.keras as hvd
     hvd.init()
     size, rank = hvd.size(), hvd.rank()
-    header = common.run_header("xla", args)  # the load at the start
+    header = jsonio.run_header("xla", args)  # the load at the start
     cfg = tb.make_config(quick=False)
     ds = tb.dataset(tf, "mlp", args.batch, seed=100 + rank)
     models = {}
@@ -74,9 +74,9 @@ def worker(args):
         # Per round (the two fits ran back to back under the same load).
         results["ratio_per_round"] = [b / a for a, b in zip(rounds[False], rounds[True])]
         header["results"] = results
-        common.finish_header(header)
-        path = os.path.join(common.ensure_dir(args.results_dir), args.tag + ".json")
-        common.write_json(path, header)
+        jsonio.finish_header(header)
+        path = os.path.join(paths.ensure_dir(args.results_dir), args.tag + ".json")
+        jsonio.write_json(path, header)
         print("median samples/s: jit_compile=False %.0f, True %.0f (XLA/plain %.2fx, "
               "per round %s); load %s -> %s; wrote %s" % (
                   results["jit_compile=False"]["median"], results["jit_compile=True"]["median"],
@@ -109,7 +109,7 @@ def main(argv=None):
         a for a in (argv if argv is not None else sys.argv[1:])]
     t0 = time.time()
     code = subprocess.call(cmd, env=env)
-    common.log("xla_bench: job ended with code %d after %.0fs" % (code, time.time() - t0))
+    tables.log("xla_bench: job ended with code %d after %.0fs" % (code, time.time() - t0))
     return code
 
 

@@ -14,7 +14,7 @@ sys.path.insert(0, BENCH)
 
 import compare  # noqa: E402
 import contention  # noqa: E402
-import rounds  # noqa: E402
+from lib import rounds  # noqa: E402
 import training_bench  # noqa: E402
 
 

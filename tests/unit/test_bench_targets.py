@@ -16,15 +16,15 @@ BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abs
 sys.path.insert(0, BENCH)
 
 import allreduce_bench  # noqa: E402
-import common  # noqa: E402
+from lib import formats, jsonio, machine  # noqa: E402
 import compare  # noqa: E402
 
-KiB, MiB = common.KiB, common.MiB
+KiB, MiB = formats.KiB, formats.MiB
 
 
 def allreduce_rec(contender, nbytes, mode, busbw, correct=True):
     """A record as allreduce_bench writes it, np=2 (bus bandwidth = bytes / time)."""
-    seconds = nbytes / (busbw * common.GB)
+    seconds = nbytes / (busbw * formats.GB)
     return {"contender": contender, "bytes": nbytes, "mode": mode, "correct": correct,
             "latency_us": {"median": seconds * 1e6}, "busbw_gbps": busbw}
 
@@ -270,18 +270,18 @@ def test_agreement_of_quick_and_full_runs(tmp_path, capsys):
     rows = dict((r["name"], r["agrees"]) for r in compare.agreement(quick, full))
     assert rows == {"a": True, "b": False, "c": None}
     qpath, fpath = tmp_path / "q.json", tmp_path / "f.json"
-    common.write_json(str(qpath), quick)
-    common.write_json(str(fpath), full)
+    jsonio.write_json(str(qpath), quick)
+    jsonio.write_json(str(fpath), full)
     check = ["--agreement", str(qpath), str(fpath), "--results-dir", str(tmp_path)]
     assert compare.main(check) == 1
     out = capsys.readouterr().out
     assert "1 of 2 ratios agree" in out
-    written = common.read_json(str(tmp_path / "compare-agreement.json"))
+    written = jsonio.read_json(str(tmp_path / "compare-agreement.json"))
     assert (written["ratios"], written["agree"]) == (2, 1)
     assert (written["quick"]["file"], written["full"]["file"]) == (str(qpath), str(fpath))
     assert [r["name"] for r in written["rows"]] == ["a", "b", "c"]
     full["targets"][1]["ratio_spread"] = compare.rounds.spread([0.52, 0.6])
-    common.write_json(str(fpath), full)
+    jsonio.write_json(str(fpath), full)
     assert compare.main(check) == 0
 
 
@@ -351,7 +351,7 @@ def test_chain_verdict_on_the_same_placement_uses_only_rounds_where_both_shared_
 def test_cpu_placement_probe_builds_and_measures_the_first_two_cpus(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))  # a fresh build of the probe
     cpus = sorted(os.sched_getaffinity(0))
-    got = common.cpu_placement()
+    got = machine.cpu_placement()
     if len(cpus) < 2:
         assert got is None
         return

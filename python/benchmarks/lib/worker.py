@@ -3,7 +3,7 @@ communicating once, then run the requested benchmark parts in order.
 
     python worker.py --config RUN.config.json --out RUN.result.json
 
-The driver (launch.py) writes the config: the contender, its kind (hvd, mwms,
+The driver (lib/launch.py) writes the config: the contender, its kind (hvd, mwms,
 mpi4py, local, single), the parts with their settings and a deadline. Rank 0
 writes the result file after every part, so a later failure or timeout keeps
 the earlier results. The process ends itself at the deadline whatever it is
@@ -19,7 +19,12 @@ import threading
 import time
 import traceback
 
-import common
+# Run as a script (python lib/worker.py): the drivers' folder, not lib/, goes first on the
+# path, so that `lib` is the package and the part modules (allreduce_bench, ...) import.
+if __name__ == "__main__":
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from lib import jsonio, knobs, tables  # noqa: E402
 
 PART_MODULES = {"allreduce": "allreduce_bench", "allgather": "allgather_bench",
                 "fusion": "fusion_bench", "training": "training_bench"}
@@ -76,7 +81,7 @@ class Context(object):
             self.runtime["mpi_vendor"] = "%s %s" % (MPI.get_vendor()[0],
                                                     ".".join(map(str, MPI.get_vendor()[1])))
         self.runtime["ranks"] = self.size
-        self.runtime["knobs"] = common.knobs()
+        self.runtime["knobs"] = knobs.knobs()
 
     def _setup_tf(self, threads):
         import tensorflow as tf
@@ -108,7 +113,7 @@ class Context(object):
 
     def log(self, message):
         if self.rank == 0:
-            common.log("[%s] %s" % (self.contender, message))
+            tables.log("[%s] %s" % (self.contender, message))
 
     def barrier(self):
         """All ranks meet here (through the contender's own communication)."""
@@ -149,7 +154,7 @@ def main(argv=None):
     parser.add_argument("--config", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    config = common.read_json(args.config)
+    config = jsonio.read_json(args.config)
     _watchdog(config["deadline"])
     started = time.time()
     ctx = Context(config["kind"], config["contender"], config.get("threads"))
@@ -171,7 +176,7 @@ def main(argv=None):
         result["part_seconds"][part] = round(time.time() - t0, 2)
         result["algorithm_counts"] = ctx.algorithm_counts()
         if ctx.rank == 0:
-            common.write_json(args.out, result)
+            jsonio.write_json(args.out, result)
         if status:
             break  # the ranks may now disagree on what comes next: stop here
     if status == 0:

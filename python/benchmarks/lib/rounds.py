@@ -21,8 +21,7 @@ import subprocess
 import sys
 import time
 
-import common
-import launch
+from lib import formats, launch, tables
 
 
 def spread(values):
@@ -65,9 +64,9 @@ def fmt_spread(s, digits=3):
     if not s or s.get("median") is None:
         return "-"
     if s["n"] == 1:
-        return common.fmt(s["median"], digits)
-    return "%s [%s-%s]" % (common.fmt(s["median"], digits), common.fmt(s["min"], digits),
-                           common.fmt(s["max"], digits))
+        return formats.fmt(s["median"], digits)
+    return "%s [%s-%s]" % (formats.fmt(s["median"], digits), formats.fmt(s["min"], digits),
+                           formats.fmt(s["max"], digits))
 
 
 def round_order(names, index):
@@ -88,13 +87,13 @@ def run_rounds(bench_name, parts, args, part_configs, valid_contenders, rounds):
     contenders = {}
     started = time.time()
     for index in range(rounds):
-        common.log("[%s] round %d of %d" % (bench_name, index + 1, rounds))
+        tables.log("[%s] round %d of %d" % (bench_name, index + 1, rounds))
         contenders, runs = launch.run_all(
             bench_name, parts, args, part_configs, valid_contenders,
             order=lambda names: round_order(names, index),
             tag="%s-r%d" % (args.tag or bench_name, index + 1))
         per_round.append(runs)
-    common.log("[%s] %d rounds done in %.1f s" % (bench_name, rounds, time.time() - started))
+    tables.log("[%s] %d rounds done in %.1f s" % (bench_name, rounds, time.time() - started))
     return contenders, per_round
 
 

@@ -30,9 +30,9 @@ import subprocess
 import sys
 import time
 
-import common
+from lib import formats, jsonio, knobs, machine, paths, tables
 
-WORKER_PY = os.path.join(common.BENCH_DIR, "worker.py")
+WORKER_PY = os.path.join(paths.LIB_DIR, "worker.py")
 
 ORDER = ("tf_hvd_gloo", "tf_hvd_mpi", "mwms_ring", "mpi4py", "mpi4py_malloc",
          "numpy_local", "single_process", "no_allreduce")
@@ -56,9 +56,9 @@ class Contender(object):
 
 def make_contenders(np_, hvd_launcher_args=(), malloc_reuse_all=False):
     """All contenders, by name, in the order they run."""
-    extra = dict(common.MALLOC_REUSE_ENV) if malloc_reuse_all else {}
+    extra = dict(knobs.MALLOC_REUSE_ENV) if malloc_reuse_all else {}
     launcher_args = "".join(" " + shlex.quote(a) for a in hvd_launcher_args)
-    malloc = " ".join("%s=%s" % kv for kv in sorted(common.MALLOC_REUSE_ENV.items()))
+    malloc = " ".join("%s=%s" % kv for kv in sorted(knobs.MALLOC_REUSE_ENV.items()))
     contenders = [
         Contender("tf_hvd_gloo", "hvd", "tf_hvd (Gloo)",
                   "tf_hvd over Gloo TCP, started by tfhvdrun -np %d%s" % (np_, launcher_args),
@@ -76,7 +76,7 @@ def make_contenders(np_, hvd_launcher_args=(), malloc_reuse_all=False):
         Contender("mpi4py_malloc", "mpi4py", "mpi4py (malloc reuse)",
                   "as mpi4py, with %s so MPICH's large temporary buffers are reused instead "
                   "of being mapped and unmapped on every call" % malloc, np_,
-                  dict(common.MALLOC_REUSE_ENV)),
+                  dict(knobs.MALLOC_REUSE_ENV)),
         Contender("numpy_local", "local", "numpy copy",
                   "one process: numpy.copyto (and numpy.add) between preallocated arrays, the "
                   "memory bandwidth limit of one machine", 1, extra),
@@ -164,15 +164,15 @@ def run_contender(contender, parts, part_configs, run_dir, log_dir, timeout, tag
     The record has status ok / failed / timeout / error, the wall time, the
     commands, the log files and the worker's result (None if it wrote none).
     """
-    common.ensure_dir(run_dir)
-    common.ensure_dir(log_dir)
+    paths.ensure_dir(run_dir)
+    paths.ensure_dir(log_dir)
     stem = "%s-%s" % (tag, contender.name)
     config_path = os.path.join(run_dir, stem + ".config.json")
     out_path = os.path.join(run_dir, stem + ".result.json")
     if os.path.exists(out_path):
         os.remove(out_path)
     deadline = time.time() + timeout - 5.0
-    common.write_json(config_path, {"contender": contender.name, "kind": contender.kind,
+    jsonio.write_json(config_path, {"contender": contender.name, "kind": contender.kind,
                                     "description": contender.description,
                                     "order": list(parts), "parts": part_configs,
                                     "deadline": deadline, "threads": threads})
@@ -190,7 +190,7 @@ def run_contender(contender, parts, part_configs, run_dir, log_dir, timeout, tag
     env_base.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     env_base.setdefault("PYTHONUNBUFFERED", "1")
     procs = []
-    record["placement"] = {"before": common.cpu_placement()}
+    record["placement"] = {"before": machine.cpu_placement()}
     load_before = os.getloadavg()[0]
     t0 = time.time()
     try:
@@ -208,7 +208,7 @@ def run_contender(contender, parts, part_configs, run_dir, log_dir, timeout, tag
             with open(log_path, "w") as logf:
                 procs.append(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                                               stdout=logf, stderr=subprocess.STDOUT,
-                                              start_new_session=True, cwd=common.REPO_ROOT))
+                                              start_new_session=True, cwd=paths.REPO_ROOT))
         failed_at = None
         status = None
         while True:
@@ -229,7 +229,7 @@ def run_contender(contender, parts, part_configs, run_dir, log_dir, timeout, tag
     record["seconds"] = round(time.time() - t0, 2)
     # 1-minute load average before and after: other work on the machine skews the numbers
     record["loadavg_1min"] = [load_before, os.getloadavg()[0]]
-    record["placement"]["after"] = common.cpu_placement()
+    record["placement"]["after"] = machine.cpu_placement()
     codes = [p.returncode for p in procs]
     record["returncode"] = codes if len(codes) > 1 else (codes[0] if codes else None)
     if status is None:
@@ -237,7 +237,7 @@ def run_contender(contender, parts, part_configs, run_dir, log_dir, timeout, tag
     record["status"] = status
     if os.path.exists(out_path):
         try:
-            record["result"] = common.read_json(out_path)
+            record["result"] = jsonio.read_json(out_path)
         except (OSError, ValueError) as e:
             record["error"] = "unreadable result file: %s" % e
     if status == "ok" and record["result"] is None:
@@ -278,7 +278,7 @@ def add_common_arguments(parser, default_contenders):
                         help="processes per distributed contender (default 2)")
     parser.add_argument("--quick", action="store_true",
                         help="fewer sizes/iterations/steps: a check that everything runs")
-    parser.add_argument("--results-dir", default=common.DEFAULT_RESULTS_DIR,
+    parser.add_argument("--results-dir", default=paths.DEFAULT_RESULTS_DIR,
                         help="where the JSON, PNG and logs go (default %(default)s)")
     parser.add_argument("--contenders", default=",".join(default_contenders),
                         help="comma-separated subset of: %s (default: %%(default)s)"
@@ -291,7 +291,7 @@ def add_common_arguments(parser, default_contenders):
                              "'--cycle-time-ms 1 --fusion-threshold-mb 32'")
     parser.add_argument("--malloc-reuse-all", action="store_true",
                         help="run every contender with %s"
-                        % " ".join("%s=%s" % kv for kv in sorted(common.MALLOC_REUSE_ENV.items())))
+                        % " ".join("%s=%s" % kv for kv in sorted(knobs.MALLOC_REUSE_ENV.items())))
     parser.add_argument("--threads", type=int, default=None,
                         help="TensorFlow intra- and inter-op threads per process for the "
                              "TensorFlow contenders (default: TensorFlow's choice)")
@@ -311,13 +311,13 @@ def run_all(bench_name, parts, args, part_configs, valid_contenders, order=None,
     """
     all_contenders = make_contenders(args.np, shlex.split(args.hvd_launcher_args),
                                      args.malloc_reuse_all)
-    chosen = common.parse_list(args.contenders)
+    chosen = formats.parse_list(args.contenders)
     unknown = [c for c in chosen if c not in all_contenders or c not in valid_contenders]
     if unknown:
         raise SystemExit("%s: unknown contender(s) %s; choose from %s"
                          % (bench_name, ", ".join(unknown), ", ".join(valid_contenders)))
     timeout = args.timeout or (300.0 if args.quick else 1800.0)
-    results_dir = common.ensure_dir(os.path.abspath(args.results_dir))
+    results_dir = paths.ensure_dir(os.path.abspath(args.results_dir))
     run_dir = os.path.join(results_dir, "runs")
     log_dir = os.path.join(results_dir, "logs")
     tag = tag or args.tag or bench_name
@@ -331,7 +331,7 @@ def run_all(bench_name, parts, args, part_configs, valid_contenders, order=None,
         if not names:
             continue
         contenders[name] = contender
-        common.log("[%s] %-15s %s ..." % (bench_name, name, "+".join(names)))
+        tables.log("[%s] %-15s %s ..." % (bench_name, name, "+".join(names)))
         with (around(name) if around else _nothing()) as held:
             run = run_contender(contender, names, dict((p, part_configs[p]) for p in names),
                                 run_dir, log_dir, timeout, tag,
@@ -345,13 +345,13 @@ def run_all(bench_name, parts, args, part_configs, valid_contenders, order=None,
             run["loadavg_1min"][1])
         if run["error"]:
             line += ": " + run["error"]
-        common.log(line)
+        tables.log(line)
         if run["status"] != "ok":
             for path in run["logs"]:
-                common.log("    --- last lines of %s ---" % path)
+                tables.log("    --- last lines of %s ---" % path)
                 for text in _tail(path).splitlines():
-                    common.log("    " + text)
-    common.log("[%s] all contenders done in %.1f s" % (bench_name, time.time() - started))
+                    tables.log("    " + text)
+    tables.log("[%s] all contenders done in %.1f s" % (bench_name, time.time() - started))
     return contenders, runs
 
 
@@ -381,7 +381,7 @@ def contenders_section(contenders, runs):
                       "loadavg_1min": run.get("loadavg_1min"),
                       "placement": run.get("placement"),
                       "error": run.get("error"), "commands": run.get("commands"),
-                      "logs": [os.path.relpath(p, common.REPO_ROOT) for p in run.get("logs", [])],
+                      "logs": [os.path.relpath(p, paths.REPO_ROOT) for p in run.get("logs", [])],
                       "runtime": result.get("runtime"), "notes": result.get("notes", []),
                       "part_seconds": result.get("part_seconds")})
         section[name] = entry
