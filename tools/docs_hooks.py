@@ -1,10 +1,6 @@
 """MkDocs hooks for tf_hvd's documentation site (mkdocs.yml, `hooks:`).
 
-Pages being written on other branches are named in mkdocs.yml's ``extra.pages_to_come``:
-their nav entries are left out while the page does not exist yet (any other nav entry
-without its page still fails the strict build).
-
-Two more jobs, each so that docs/ reads the same on GitHub and in the built site:
+Two jobs, each so that docs/ reads the same on GitHub and in the built site:
 
 * Benchmark results (python/benchmarks/results/), example programs (python/examples/) and
   the experiments behind the figures (experiments/) live outside docs/. Pages link them as
@@ -20,7 +16,6 @@ Two more jobs, each so that docs/ reads the same on GitHub and in the built site
   found by reading the sources, so that the pages survive a name moving between modules.
 """
 
-import logging
 import os
 import re
 
@@ -42,29 +37,6 @@ _README_LINK = re.compile(
     r"\]\(((?:\.\./)*(?:benchmark-results|examples|experiments)/(?:[^)\s]*/)?)README\.md([#)])")
 _DIRECTIVE = re.compile(r"^::: (tf_hvd\.[A-Za-z_][A-Za-z0-9_]*)\s*$", re.M)
 _package = {}
-log = logging.getLogger("mkdocs.hooks.tf_hvd")
-
-
-def _drop_missing(nav, docs_dir, to_come):
-    kept = []
-    for entry in nav:
-        title, value = next(iter(entry.items())) if isinstance(entry, dict) else (None, entry)
-        if isinstance(value, list):
-            value = _drop_missing(value, docs_dir, to_come)
-            if not value:
-                continue
-        elif value in to_come and not os.path.isfile(os.path.join(docs_dir, value)):
-            log.info("docs: %s is not written yet; left out of the nav", value)
-            continue
-        kept.append({title: value} if title is not None else value)
-    return kept
-
-
-def on_config(config):
-    to_come = set(config["extra"].get("pages_to_come", ()))
-    if config["nav"] and to_come:
-        config["nav"] = _drop_missing(config["nav"], config["docs_dir"], to_come)
-    return config
 
 
 def on_files(files, config):
