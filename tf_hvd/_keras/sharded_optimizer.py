@@ -180,6 +180,7 @@ class ShardedState(object):
         self.slot_keys = None      # optimizer.variables as _structure keys
         self.plain_keys = None     # the unsharded optimizer's variables, same keys
         self.pending = None        # (iterations, values) gathered for a save
+        self.before_build = []     # (optimizer, ids of its variables before build)
         self.agg_helper = None
         if params.backward_passes_per_step > 1:
             helper = (LocalGradientAggregationHelperEager if tf.executing_eagerly()
@@ -229,6 +230,19 @@ class ShardedState(object):
 
     def finish_build(self, optimizer):
         self.slot_keys = _structure(optimizer, self.shards, self.records)
+
+    def unbuild(self):
+        """Drop the layout, the shards and the variables the optimizer (and a
+        LossScaleOptimizer's inner one) made when it was built, so that it builds
+        again for the ranks as they are now; iterations and learning rate stay."""
+        for opt, kept in self.before_build:
+            for v in [v for v in opt._variables if id(v) not in kept]:
+                opt._untrack_variable(v)
+            opt._trainable_variables_indices.clear()
+            opt.built = False
+        self.layout, self.shards, self.keys = None, [], {}
+        self.records.clear()
+        self.slot_keys, self.pending, self.before_build = None, None, []
 
     # -- one step ----------------------------------------------------------
     def in_layout_order(self, grads, variables):
@@ -435,7 +449,50 @@ class ShardedState(object):
         return values
 
     def _is_root(self, root_rank):
-        return self.size == 1 or topology.rank() == int(root_rank)
+        """Whether this rank gets the state (root_rank None: every rank does)."""
+        return root_rank is None or self.size == 1 or topology.rank() == int(root_rank)
+
+    def broadcast_full(self, optimizer, values, root_rank):
+        """``root_rank``'s ``values`` (an unsharded state, as gather_full gives it;
+        ignored elsewhere) on every rank, one broadcast per dtype. Collective."""
+        plain = self.plain_structure(optimizer)
+        slots, own = self._slot_by_key(optimizer)
+        specs = []
+        for key in plain:
+            if key[0] == "own":
+                v = own[key[1]]
+                specs.append((tuple(v.shape), np.dtype(tf.as_dtype(v.dtype).as_numpy_dtype)))
+            else:
+                g, _ = self.layout.group_of[key[1]]
+                dtype = tf.as_dtype(slots[(g, key[2])].dtype).as_numpy_dtype
+                specs.append((self.layout.variables[key[1]][1], np.dtype(dtype)))
+        mine = self.size == 1 or topology.rank() == int(root_rank)
+        if mine and len(values) != len(specs):
+            raise ShardingError(
+                "broadcasting the optimizer state: rank %d has %d optimizer variables, "
+                "but a %s built on these %d trainable variables has %d"
+                % (topology.rank(), len(values), type(optimizer)._hvd_base.__name__,
+                   len(self.model_vars), len(specs)))
+        arrays = [np.asarray(values[j], dtype) if mine else np.zeros(shape, dtype)
+                  for j, (shape, dtype) in enumerate(specs)]
+        if self.size == 1:
+            return arrays
+        by_dtype = {}
+        for j, a in enumerate(arrays):
+            by_dtype.setdefault(a.dtype.name, []).append(j)
+        out = list(arrays)
+        for name, members in sorted(by_dtype.items()):
+            flat = np.concatenate([arrays[j].ravel() for j in members])
+            got = ops.broadcast(tf.constant(flat), int(root_rank),
+                                name="%s_state_%s" % (self.name, name),
+                                ignore_name_scope=True,
+                                process_set=self.params.process_set).numpy()
+            at = 0
+            for j in members:
+                n = arrays[j].size
+                out[j] = got[at:at + n].reshape(arrays[j].shape)
+                at += n
+        return out
 
     def load_full(self, optimizer, values):
         """Take this rank's slices of an unsharded optimizer's variable values
@@ -516,6 +573,8 @@ def sharded_class(base, params, name):
                 inner._hvd_shard = st
                 if not getattr(type(inner), "_hvd_sharded_clip", False):
                     inner.__class__ = _clip_subclass(type(inner))
+            st.before_build = [(opt, set(id(v) for v in opt._variables))
+                               for opt in (self, inner) if opt is not None]
             base.build(self, st.shards)
             st.finish_build(self)
 
@@ -558,14 +617,18 @@ def sharded_class(base, params, name):
             "PartialDistributedOptimizer")
 
     def gather_state(self, root_rank=0):
-        """Collect the whole optimizer state on ``root_rank`` for a checkpoint.
+        """Collect the whole optimizer state on ``root_rank`` for a checkpoint
+        (``root_rank=None``: on every rank, as an elastic commit keeps it).
 
         Every rank of the optimizer must call it (it allgathers the slots, one
         at a time); afterwards ``model.save(...)`` / ``model.save_weights(...)``
         on ``root_rank`` writes an ordinary Keras checkpoint holding what an
         unsharded optimizer of the same class would hold, until the next step.
         Returns that state (a list of numpy arrays in the unsharded
-        optimizer's variable order) on ``root_rank``, None elsewhere.
+        optimizer's variable order) on ``root_rank``, None elsewhere::
+
+            state = opt.gather_state(root_rank=None)     # every rank
+            opt.load_state(state)                         # back to it, any time
         """
         st = self._hvd_shard
         if st.layout is None:
@@ -573,6 +636,46 @@ def sharded_class(base, params, name):
         values = st.gather_full(self, root_rank)
         st.pending = None if values is None else (int(self.iterations.numpy()), values)
         return values
+
+    def load_state(self, values, root_rank=None):
+        """Set the optimizer to a whole (unsharded) state: ``values`` as
+        ``gather_state`` returns them, a list in the unsharded optimizer's
+        variable order; each rank keeps its slices of the slots. With
+        ``root_rank``, ``root_rank``'s ``values`` are broadcast first (every rank
+        calls it; ``values`` is ignored elsewhere). Returns the state loaded.
+        ShardingError (a ValueError) naming what differs if it does not fit::
+
+            state = opt.gather_state(root_rank=None)
+            opt.reshard()                                 # after the job re-formed
+            opt.load_state(state, root_rank=0)            # rank 0's, every rank's slice
+        """
+        st = self._hvd_shard
+        if st.layout is None:
+            raise ShardingError("load_state(): the optimizer is not built yet")
+        if root_rank is not None:
+            values = st.broadcast_full(self, values, root_rank)
+        st.load_full(self, values)
+        return values
+
+    def reshard(self):
+        """Lay the state out again over the optimizer's ranks as they are now
+        (after an elastic job re-formed at another size): the slot variables
+        are made anew for this rank's new slice, with their initial values, and
+        the ranks check again that they have the same variables (a collective).
+        Then ``load_state`` fills them; tf_hvd.elastic's Keras states do both::
+
+            state = opt.gather_state(root_rank=None)      # at N ranks
+            ...                                           # the job re-forms at M
+            opt.reshard()
+            opt.load_state(state, root_rank=0)
+        """
+        st = self._hvd_shard
+        if st.layout is None:
+            raise ShardingError("reshard(): the optimizer is not built yet")
+        variables = st.model_vars
+        with tf.init_scope():
+            st.unbuild()
+        self.build(variables)
 
     def replicated_variables(self):
         """The optimizer variables every rank holds in full (iterations,
@@ -608,7 +711,8 @@ def sharded_class(base, params, name):
 
     methods = dict(__init__=__init__, build=build, apply=apply,
                    _clip_gradients=_clip_gradients, register_local_var=register_local_var,
-                   gather_state=gather_state, replicated_variables=replicated_variables,
+                   gather_state=gather_state, load_state=load_state, reshard=reshard,
+                   replicated_variables=replicated_variables,
                    save_own_variables=save_own_variables,
                    load_own_variables=load_own_variables)
     if is_lso:

@@ -51,28 +51,10 @@ class KerasState(TensorFlowKerasState):
     >>> state.restore()                  # back to the last commit
     >>> state.epoch
     0
+
+    A sharded DistributedOptimizer (``sharded=True``) is re-sharded from the last
+    commit when the job re-forms at another size (tf_hvd.elastic.TensorFlowKerasState).
     """
-
-    def __init__(self, model, optimizer=None, backend=None, **kwargs):
-        _refuse_sharded(optimizer if optimizer is not None else
-                        getattr(model, "optimizer", None))
-        TensorFlowKerasState.__init__(self, model, optimizer=optimizer, backend=backend,
-                                      **kwargs)
-
-    def _state_variables(self):
-        _refuse_sharded(self._optimizer())
-        return TensorFlowKerasState._state_variables(self)
-
-
-def _refuse_sharded(optimizer):
-    """Elastic state is committed and synced from rank 0 whole; a sharded
-    optimizer's slots are each rank's own slice, which would be lost or
-    overwritten when the job re-forms."""
-    if getattr(type(optimizer), "_hvd_sharded", False):
-        raise ValueError(
-            "elastic KerasState does not support a sharded DistributedOptimizer yet (its "
-            "slots are split over the ranks, and re-forming the job would need them "
-            "re-sharded); use DistributedOptimizer(..., sharded=False) in elastic jobs")
 
 
 def _counters(state):
