@@ -43,8 +43,7 @@ from tf_hvd._keras import flavors
 from tf_hvd._library import lib as _lib
 from tf_hvd.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from tf_hvd.reduce_ops import Max
-from tf_hvd.job import rank_env
-from tf_hvd.job.rendezvous import RendezvousClient
+from tf_hvd.runner.rendezvous import RendezvousClient
 
 __all__ = ["run", "State", "ObjectState", "TensorFlowState", "TensorFlowKerasState",
            "HorovodInternalError", "HostsUpdatedInterrupt"]
@@ -60,9 +59,9 @@ SETTLE_SECONDS = 1.0  # survivors wait this long without a newcomer before formi
 # left out after this.
 LISTED_WAIT_SECONDS = 30.0
 ROUND_ENV = "HOROVOD_ELASTIC_ROUND"   # the round of the job's current form (knob)
-ID_ENV = rank_env.ELASTIC_ID          # this process's id: its rank when the launcher started it
-JOIN_ENV = rank_env.ELASTIC_JOIN      # "1": started by the launcher to join a running job
-HOST_ENV = rank_env.ELASTIC_HOST      # the host the launcher started this process on
+ID_ENV = "TF_HVD_ELASTIC_ID"          # this process's id: its rank when the launcher started it
+JOIN_ENV = "TF_HVD_ELASTIC_JOIN"      # "1": started by the launcher to join a running job
+HOST_ENV = "TF_HVD_ELASTIC_HOST"      # the host the launcher started this process on
 STORE = "tf_hvd/elastic/"             # keys in the launcher's rendezvous store
 # Keys the launcher reads (tf_hvd/runner/state_holders.py): who holds the committed state.
 JOINED_KEY = STORE + "joined/%d"      # a newcomer came to the rendezvous
@@ -99,7 +98,7 @@ class State(object):
     def check_host_updates(self):
         """Raises HostsUpdatedInterrupt on every rank (they agree through an allreduce)
         when the launcher has started ranks on hosts its discovery script added."""
-        if not _elastic_launcher():
+        if "TF_HVD_ELASTIC_MIN_NP" not in os.environ:
             return  # not started by an elastic launcher (tfhvdrun --min-np)
         # rank 0 tells the launcher how far the job got (named should the state be lost)
         commits = getattr(self, "_tf_hvd_commits", None) if topology.rank() == 0 else None
@@ -207,21 +206,61 @@ class TensorFlowKerasState(TensorFlowState):
     """A Keras model and its optimizer (their variables, the optimizer's as soon as it
     has created them) plus Python attributes. ``optimizer`` defaults to the model's.
     After a reset the model's compiled functions are dropped, so that the next fit
-    traces them again for the new number of ranks."""
+    traces them again for the new number of ranks.
+
+    A sharded DistributedOptimizer (``sharded=True``) is kept in a form that does not
+    depend on the number of ranks: a commit gathers its whole state (what an unsharded
+    optimizer would hold) onto every rank, restore gives each rank its slices of it
+    again, and after the job re-forms at another size ``sync`` lays the state out over
+    the new ranks and gives each its slices of rank 0's copy::
+
+        opt = hvd.DistributedOptimizer(keras.optimizers.Adam(1e-3), sharded=True)
+        model.compile(optimizer=opt, loss="mse")
+        state = hvd.elastic.TensorFlowKerasState(model, epoch=0)
+        state.commit()        # every rank: allgathers the slots, keeps the whole state
+    """
 
     def __init__(self, model, optimizer=None, backend=None, **kwargs):
         self.model = model
         self.optimizer = optimizer
         self.backend = backend  # accepted as in Horovod; tf_hvd does not need it
+        self._sharded_state = None  # a sharded optimizer's whole state at the last save
         TensorFlowState.__init__(self, [], **kwargs)
+        self._sharded_state = self._gather_sharded()
 
     def _optimizer(self):
         return self.optimizer if self.optimizer is not None else \
             getattr(self.model, "optimizer", None)
 
+    def _sharded_optimizer(self):
+        """The optimizer if it is a sharded DistributedOptimizer, else None."""
+        opt = self._optimizer()
+        return opt if getattr(type(opt), "_hvd_sharded", False) else None
+
+    def _gather_sharded(self):
+        """A built sharded optimizer's whole state, on every rank (a collective)."""
+        opt = self._sharded_optimizer()
+        if opt is None or not flavors.optimizer_built(opt):
+            return None
+        return opt.gather_state(root_rank=None)
+
+    def save(self):
+        gathered = self._gather_sharded()  # first: should it fail, the last save stays whole
+        TensorFlowState.save(self)
+        self._sharded_state = gathered
+
+    def restore(self):
+        TensorFlowState.restore(self)
+        opt = self._sharded_optimizer()
+        if (opt is not None and self._sharded_state is not None
+                and flavors.optimizer_built(opt)):
+            opt.load_state(self._sharded_state)  # this rank's slices, in its current layout
+
     def _state_variables(self):
         variables = list(self.model.weights)
         opt = self._optimizer()
+        if self._sharded_optimizer() is not None:
+            return variables  # its state travels whole, by save/restore/sync below
         if opt is not None and not isinstance(opt, str) and flavors.optimizer_built(opt):
             variables += [v for v in flavors.optimizer_variables(opt)
                           if not any(v is w for w in variables)]
@@ -242,8 +281,24 @@ class TensorFlowKerasState(TensorFlowState):
             opt.build(trainable)
 
     def sync(self):
-        self._build_optimizer()
+        opt = self._sharded_optimizer()
+        if opt is None:
+            self._build_optimizer()
+            TensorFlowState.sync(self)
+            return
+        # Every rank lays the state out for the ranks as they are now: one that had built
+        # the optimizer lays it out again, one that had not (it joined) builds it.
+        if flavors.optimizer_built(opt):
+            opt.reshard()
+        else:
+            self._build_optimizer()
         TensorFlowState.sync(self)
+        held = functions.broadcast_object(self._sharded_state is not None, 0,
+                                          name="elastic.sharded_state")
+        if held:  # rank 0's last save, each rank taking its slices
+            self._sharded_state = opt.load_state(self._sharded_state, root_rank=0)
+        else:     # saved before the optimizer existed: its fresh state is the state
+            self._sharded_state = self._gather_sharded()
 
     def on_reset(self):
         for name in ("train_function", "test_function", "predict_function"):
@@ -264,12 +319,6 @@ def _hosts_version(commits=None):
     return value.decode() if value is not None else None
 
 
-def _elastic_launcher():
-    """Whether an elastic launcher (tfhvdrun --min-np, Ray's elastic executor) started
-    this process: it then reads the launcher's store at commits and re-forms."""
-    return rank_env.RankEnv.from_environ(os.environ).elastic_min_np is not None
-
-
 def _ids(store):
     value = store.get(STORE + "ids")  # the launcher publishes every process's id
     return [int(i) for i in value.decode().split(",")] if value is not None else []
@@ -279,10 +328,9 @@ def _reform(my_id, round_, announce=False):
     """Agree with the other processes of round ``round_`` on who takes part; return
     (rank, size): ranks in the order of the processes' ids."""
     prefix = STORE + "round%d/" % round_
-    launched = rank_env.RankEnv.from_environ(os.environ)
-    timeout = 600.0 if launched.elastic_timeout is None else launched.elastic_timeout
+    timeout = float(os.environ.get("TF_HVD_ELASTIC_TIMEOUT", "600"))
     entered = time.monotonic()
-    min_np = launched.elastic_min_np or 1
+    min_np = int(os.environ.get("TF_HVD_ELASTIC_MIN_NP", "1"))
     with _client() as store:
         # the value is this process's host: the new topology groups ranks by it
         if _seen["holds"]:
@@ -368,7 +416,7 @@ def _lost_message(verdict, round_):
 
 
 def _my_host():
-    return rank_env.RankEnv.from_environ(os.environ).elastic_host or socket.gethostname()
+    return os.environ.get(HOST_ENV) or socket.gethostname()
 
 
 def _topology(rank, hosts):
@@ -407,7 +455,7 @@ def _init_round(my_id, round_, announce=False):
 def join_before_init():
     """For a process the launcher started to join a running job (hvd.init() calls this):
     meet the others in the next round instead of the job's first rendezvous."""
-    my_id = rank_env.RankEnv.from_environ(os.environ).elastic_id
+    my_id = int(os.environ[ID_ENV])
     del os.environ[JOIN_ENV]
     _seen["holds"] = False  # until the committed state reaches it (run's first sync)
     with _client() as store:
@@ -419,7 +467,7 @@ def join_before_init():
 def _after_sync(state):
     """The committed state has reached this process (``state.sync()`` succeeded): carry
     the commit count from rank 0 and tell the launcher this process now holds it."""
-    if not _elastic_launcher():
+    if "TF_HVD_ELASTIC_MIN_NP" not in os.environ:
         return
     count = functions.broadcast_object(getattr(state, "_tf_hvd_commits", 0), 0,
                                        session=getattr(state, "session", None),

@@ -33,6 +33,22 @@ const char* ReduceOpName(ReduceOp op);
 const char* OpTypeName(OpType op);
 bool IsFloatingPoint(DataType dtype);
 
+// How a reducescatter splits dimension 0 of its tensor over `size` ranks:
+// dim0 / size rows each, the first dim0 % size ranks one more (Horovod's
+// split, the same on the CPU and GPU paths).
+//
+//   RowSplit split{/*dim0=*/7, /*size=*/3};
+//   split.rows(0);   // 3
+//   split.first(2);  // 5
+struct RowSplit {
+  int64_t dim0;
+  int64_t size;
+  int64_t rows(int64_t rank) const { return dim0 / size + (rank < dim0 % size ? 1 : 0); }
+  int64_t first(int64_t rank) const {
+    return rank * (dim0 / size) + (rank < dim0 % size ? rank : dim0 % size);
+  }
+};
+
 // An error is a value. Codes map one-to-one onto TensorFlow error classes in
 // the adapter (InvalidArgument, Aborted, Unavailable, FailedPrecondition, ...).
 class Status {

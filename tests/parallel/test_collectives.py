@@ -40,7 +40,7 @@ def test_collectives(tmp_path, np_, transport, mode):
 # Fusion, the response cache and the allreduce algorithm (gather, ring, shared
 # memory) change how tensors
 # travel, never the results.
-KNOB_SECTIONS = "topology,cases eager,cases tf.function,repeated,join,errors"
+KNOB_SECTIONS = "topology,cases eager,cases tf.function,repeated,paths,join,errors"
 
 
 @pytest.mark.parametrize("np_,transport,knobs", [

@@ -10,10 +10,12 @@ momentum, ...) for its slice of the parameters only (ZeRO stage 1). A step:
    refreshed from the model's variables at every step) is updated by the
    wrapped optimizer class's own ``apply``: Keras' update rule, weight decay,
    loss scaling and ``iterations`` as usual, on 1/N of the elements;
-3. every rank gets the updated parameters (the slices gathered: an allreduce
-   Sum of each rank's slice placed in zeros, the same values bit for bit as
-   ``hvd.allgather``, faster on one host: see gather_by_allreduce), which
-   are written back into the model's variables.
+3. every rank gets the updated parameters (``hvd.allgather`` of the slices),
+   which are written back into the model's variables.
+
+The two collectives move the bytes of one allreduce: the core's reduce-scatter
+moves only the slices (a ring over the network, shared memory on one host),
+and so does its allgather.
 
 The extra work is local copies (the gradients concatenated, the slice
 refreshed, the gathered parameters split back), and the extra memory is the
@@ -55,15 +57,6 @@ SUPPORTED = ("SGD", "Adam", "AdamW", "Adamax", "Nadam", "RMSprop", "Adagrad",
 def supported_classes():
     import keras
     return tuple(getattr(keras.optimizers, name) for name in SUPPORTED)
-
-
-# How the updated slices reach every rank: hvd.allgather, or an allreduce (Sum) of
-# each rank's slice placed in zeros (the same values, bit for bit). When every rank
-# is on one host the core's shared-memory allreduce is faster than its allgather
-# (docs/performance.md, "Sharded optimizer state"), so the allreduce is used there;
-# across hosts the allgather moves half the bytes over the network.
-def gather_by_allreduce():
-    return topology.cross_size() == 1
 
 
 class ShardingError(ValueError):
@@ -303,16 +296,6 @@ class ShardedState(object):
         for k, (group, shard) in enumerate(zip(self.layout.groups, self.shards)):
             if self.size == 1:
                 full = tf.convert_to_tensor(shard.value)
-            elif gather_by_allreduce():
-                # Each rank's slice in place, zeros elsewhere, summed: x + 0 is x
-                # exactly, so this is the allgather, bit for bit.
-                start, end = group.bounds(self.rank)
-                padded = tf.pad(tf.convert_to_tensor(shard.value),
-                                [[start, group.total - end]])
-                full = ops.allreduce(padded, op=Sum,
-                                     name="%s_shard_params_%d" % (self.name, k),
-                                     ignore_name_scope=True,
-                                     process_set=self.params.process_set)
             else:
                 full = ops.allgather(shard.value, name="%s_shard_params_%d" % (self.name, k),
                                      ignore_name_scope=True,

@@ -1,15 +1,18 @@
 // Runs an allgather with the algorithm selection.h picks: the hierarchical
 // one over the host link sets (opened by AllreduceRunner::Open for either
-// hierarchical knob), else the transport's own allgather.
+// hierarchical knob), shared memory on one host, else the transport's own
+// allgather.
 //
 //   AllgatherRunner allgather(transport, params);
-//   Status s = allgather.Run(allreduce_runner.host_links(), in, out, bytes_per_rank);
+//   Status s = allgather.Run(allreduce_runner.host_links(), allreduce_runner.shared_memory(),
+//                            in, out, bytes_per_rank);
 #ifndef TFHVD_COMMON_ALGORITHMS_ALLGATHER_RUNNER_H_
 #define TFHVD_COMMON_ALGORITHMS_ALLGATHER_RUNNER_H_
 
 #include <cstdint>
 #include <vector>
 
+#include "cc/common/algorithms/shm_allreduce.h"
 #include "cc/common/algorithms/topology_links.h"
 #include "cc/common/parameters.h"
 #include "cc/common/transport/transport.h"
@@ -24,7 +27,9 @@ class AllgatherRunner {
   // host_links: the local and cross link sets of a job on several hosts with
   // the same number of ranks each, or nullptr. Every rank contributes
   // bytes_per_rank[rank] bytes from in; out receives them all in rank order.
-  Status Run(const TopologyLinks* host_links, const void* in, void* out,
+  // shm: the job's shared-memory regions when every rank is on this host,
+  // else nullptr.
+  Status Run(const TopologyLinks* host_links, ShmAllreduce* shm, const void* in, void* out,
              const std::vector<int64_t>& bytes_per_rank);
 
  private:

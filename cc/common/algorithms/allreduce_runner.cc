@@ -6,6 +6,7 @@
 #include "cc/common/transport/link_collectives.h"
 #include "cc/common/autotune/parameter_manager.h"
 #include "cc/common/logging.h"
+#include "cc/common/reduce_kernels.h"
 
 namespace tfhvd {
 
@@ -74,9 +75,14 @@ AllreduceCase AllreduceRunner::Case(int64_t bytes, ReduceOp op) const {
   return c;
 }
 
-ShmAllreduce* AllreduceRunner::SharedMemoryFor(int64_t bytes, ReduceOp op) {
-  return SelectAllreduce(Case(bytes, op), params_) == AllreduceAlgorithm::SHARED_MEMORY ? &shm_
-                                                                                         : nullptr;
+bool AllreduceRunner::TakesSegments(int64_t bytes, ReduceOp op) const {
+  return SelectAllreduce(Case(bytes, op), params_) == AllreduceAlgorithm::SHARED_MEMORY;
+}
+
+Status AllreduceRunner::RunSegments(const std::vector<ShmAllreduce::Segment>& segments,
+                                    DataType dtype, ReduceOp op, double postscale) {
+  CountAlgorithm("allreduce", AllreduceAlgorithmName(AllreduceAlgorithm::SHARED_MEMORY));
+  return shm_.Allreduce(segments, dtype, op, postscale);
 }
 
 Status AllreduceRunner::Run(const void* input, void* output, int64_t count, DataType dtype,
@@ -103,6 +109,44 @@ Status AllreduceRunner::Run(const void* input, void* output, int64_t count, Data
       return ring_.Run(*transport_->links(), input, output, count, dtype, op);
   }
   return Status::Unknown("no allreduce algorithm selected");
+}
+
+Status AllreduceRunner::ReduceScatter(const void* input, void* output,
+                                      const std::vector<int64_t>& first,
+                                      const std::vector<int64_t>& counts, DataType dtype,
+                                      ReduceOp op, double postscale, void* scratch) {
+  const size_t elem = DataTypeSize(dtype);
+  const size_t me = static_cast<size_t>(topology_.rank);
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  const AllreduceCase c = Case(total * static_cast<int64_t>(elem), op);
+  const AllreduceAlgorithm a = SelectAllreduce(c, params_);
+  if (a == AllreduceAlgorithm::SHARED_MEMORY) {
+    CountAlgorithm("reducescatter", "shared-memory");
+    return shm_.ReduceScatter(input, output, first, counts, dtype, op, postscale);
+  }
+  // MPI's own allreduce is tuned for small messages; above that size the
+  // ring's halved bytes pay for its n-1 steps.
+  const bool ring = a == AllreduceAlgorithm::RING ||
+                    (a == AllreduceAlgorithm::BACKEND && c.bytes > params_.gloo_direct_max_bytes);
+  const char* reduced = static_cast<const char*>(scratch);  // unscaled, every slice's place
+  Status s;
+  if (a == AllreduceAlgorithm::COPY) {
+    CountAlgorithm("reducescatter", "copy");
+    reduced = static_cast<const char*>(input);
+  } else if (ring) {
+    CountAlgorithm("reducescatter", "ring");
+    s = ring_.ReduceScatter(*transport_->links(), input, scratch, first, counts, dtype, op);
+  } else {
+    CountAlgorithm("reducescatter", "allreduce");
+    s = Run(input, scratch, total, dtype, op);
+  }
+  if (!s.ok()) return s;
+  const size_t mine = static_cast<size_t>(counts[me]);
+  const char* slice = reduced + first[me] * static_cast<int64_t>(elem);
+  if (mine > 0 && output != slice) std::memcpy(output, slice, mine * elem);
+  ScaleBuffer(dtype, output, mine, postscale);
+  return Status();
 }
 
 }  // namespace tfhvd

@@ -44,10 +44,25 @@ class AllreduceRunner {
   Status Run(const void* input, void* output, int64_t count, DataType dtype, ReduceOp op,
              const std::vector<int64_t>& tensor_counts = {});
 
-  // The shared-memory allreduce when the table picks it for `bytes` of dtype
-  // (a fused response then reduces its tensors in place of a fusion-buffer
-  // copy: ShmAllreduce::Allreduce(segments, ...)); nullptr otherwise.
-  ShmAllreduce* SharedMemoryFor(int64_t bytes, ReduceOp op);
+  // Reduce-scatter (a reducescatter's rows): rank q ends with the reduction
+  // of elements [first[q], first[q] + counts[q]) of every rank's input in
+  // output (counts[rank] elements), multiplied by postscale. The allreduce's
+  // table picks the way: shared memory and the ring move only the slices
+  // (half an allreduce's bytes); where it picks a one-round or hierarchical
+  // allreduce (latency-bound sizes), that allreduce runs and each rank keeps
+  // its slice. scratch: room for the whole input (the ring's partial sums).
+  Status ReduceScatter(const void* input, void* output, const std::vector<int64_t>& first,
+                       const std::vector<int64_t>& counts, DataType dtype, ReduceOp op,
+                       double postscale, void* scratch);
+
+  // Whether a fused response of `bytes` goes through shared memory, which
+  // reduces its tensors from their inputs into their outputs (RunSegments)
+  // in place of a fusion-buffer copy in and out.
+  bool TakesSegments(int64_t bytes, ReduceOp op) const;
+  // The tensors of a fused response reduced as one, each from its input into
+  // its output, multiplied by postscale. Only where TakesSegments.
+  Status RunSegments(const std::vector<ShmAllreduce::Segment>& segments, DataType dtype,
+                     ReduceOp op, double postscale);
   // The shared-memory region of every rank when it is mapped (the job on one
   // host), for the negotiation's bit vector; nullptr otherwise.
   ShmAllreduce* shared_memory() { return shm_.active() ? &shm_ : nullptr; }

@@ -6,24 +6,40 @@
 
 namespace tfhvd {
 
+// Where the pieces of a ring step lie: chunk c is elements [begin[c],
+// begin[c] + length[c]) of the message, cut into `pieces` pieces (the same
+// number for every chunk, from the largest chunk's size).
+struct RingPieces {
+  std::vector<size_t> begin, length;
+  size_t pieces;
+  size_t first(size_t c, size_t k) const { return begin[c] + length[c] * k / pieces; }
+  size_t length_of(size_t c, size_t k) const { return first(c, k + 1) - first(c, k); }
+  size_t largest() const { return *std::max_element(length.begin(), length.end()); }
+};
+
 namespace {
 
-// Where the pieces of a ring step lie: chunk c is elements [begin(c),
-// begin(c+1)), cut into `pieces` pieces.
-struct Pieces {
-  size_t count, n, pieces;
-  size_t begin(size_t c) const { return count * c / n; }
-  size_t first(size_t c, size_t k) const {
-    return begin(c) + (begin(c + 1) - begin(c)) * k / pieces;
+// The allreduce's chunks: chunk c is elements [count*c/n, count*(c+1)/n).
+RingPieces EvenPieces(int64_t count, int size, size_t elem) {
+  const size_t n = static_cast<size_t>(size), total = static_cast<size_t>(count);
+  RingPieces at{std::vector<size_t>(n), std::vector<size_t>(n), 0};
+  for (size_t c = 0; c < n; ++c) {
+    at.begin[c] = total * c / n;
+    at.length[c] = total * (c + 1) / n - at.begin[c];
   }
-  size_t length(size_t c, size_t k) const { return first(c, k + 1) - first(c, k); }
-};
+  at.pieces = RingAllreduce::PiecesPerChunk(count, size, elem);
+  return at;
+}
 
 }  // namespace
 
 size_t RingAllreduce::PiecesPerChunk(int64_t count, int size, size_t elem) {
-  const size_t largest = (static_cast<size_t>(count) + static_cast<size_t>(size) - 1) /
-                         static_cast<size_t>(size);  // elements of the largest chunk
+  return PiecesFor((static_cast<size_t>(count) + static_cast<size_t>(size) - 1) /
+                       static_cast<size_t>(size),
+                   elem);
+}
+
+size_t RingAllreduce::PiecesFor(size_t largest, size_t elem) {
   const size_t bytes = largest * elem;
   size_t p = (bytes + kPieceBytes - 1) / kPieceBytes;
   p = std::max(p, std::min<size_t>(3, bytes / kMinPieceBytes));
@@ -38,17 +54,39 @@ Status RingAllreduce::Run(Links& links, const void* input, void* output, int64_t
 
 Status RingAllreduce::ReduceScatter(Links& links, const void* input, void* output, int64_t count,
                                     DataType dtype, ReduceOp op) {
+  return ReduceScatterPieces(links, input, output,
+                             EvenPieces(count, links.size(), DataTypeSize(dtype)), dtype, op);
+}
+
+Status RingAllreduce::ReduceScatter(Links& links, const void* input, void* output,
+                                    const std::vector<int64_t>& first,
+                                    const std::vector<int64_t>& counts, DataType dtype,
+                                    ReduceOp op) {
+  // Rank q must end with its own slice: the ring leaves chunk q + 1 on rank
+  // q, so chunk c is the slice of rank c - 1.
+  const size_t n = static_cast<size_t>(links.size());
+  RingPieces at{std::vector<size_t>(n), std::vector<size_t>(n), 0};
+  for (size_t c = 0; c < n; ++c) {
+    const size_t q = (c + n - 1) % n;
+    at.begin[c] = static_cast<size_t>(first[q]);
+    at.length[c] = static_cast<size_t>(counts[q]);
+  }
+  at.pieces = PiecesFor(at.largest(), DataTypeSize(dtype));
+  return ReduceScatterPieces(links, input, output, at, dtype, op);
+}
+
+Status RingAllreduce::ReduceScatterPieces(Links& links, const void* input, void* output,
+                                          const RingPieces& at, DataType dtype, ReduceOp op) {
   const size_t elem = DataTypeSize(dtype);
   const size_t n = static_cast<size_t>(links.size());
   const size_t r = static_cast<size_t>(links.rank());
-  const Pieces at{static_cast<size_t>(count), n, PiecesPerChunk(count, links.size(), elem)};
   const size_t P = at.pieces, items = (n - 1) * P;
   const char* in = static_cast<const char*>(input);
   char* out = static_cast<char*>(output);
   const int next = static_cast<int>((r + 1) % n), prev = static_cast<int>((r + n - 1) % n);
   // One scratch piece per piece in flight, and one being reduced.
   const size_t slots = Links::kMaxStarted + 1;
-  const size_t largest = (at.count + n - 1) / n;                  // elements of a chunk
+  const size_t largest = at.largest();                            // elements of a chunk
   const size_t piece_bytes = std::max<size_t>(1, (largest + P - 1) / P) * elem;  // at most
   scratch_.resize(slots * piece_bytes);
   // Item j = piece j % P of step j / P. At step s send chunk r-s (this rank's
@@ -65,9 +103,9 @@ Status RingAllreduce::ReduceScatter(Links& links, const void* input, void* outpu
       const size_t j = started, k = j % P;
       const size_t sc = send_chunk(j), rc = recv_chunk(j);
       const char* src = (j < P ? in : out) + at.first(sc, k) * elem;
-      Status st = links.StartExchange(next, src, at.length(sc, k) * elem, prev,
+      Status st = links.StartExchange(next, src, at.length_of(sc, k) * elem, prev,
                                       scratch_.data() + (j % slots) * piece_bytes,
-                                      at.length(rc, k) * elem);
+                                      at.length_of(rc, k) * elem);
       if (!st.ok()) return st;
       ++started;
     }
@@ -81,7 +119,7 @@ Status RingAllreduce::ReduceScatter(Links& links, const void* input, void* outpu
     if (!st.ok()) return st;
     const size_t rc = recv_chunk(j), first = at.first(rc, j % P);
     ReduceBuffers(dtype, op, out + first * elem, in + first * elem,
-                  scratch_.data() + (j % slots) * piece_bytes, at.length(rc, j % P));
+                  scratch_.data() + (j % slots) * piece_bytes, at.length_of(rc, j % P));
   }
   return Status();
 }
@@ -90,7 +128,7 @@ Status RingAllreduce::Allgather(Links& links, void* output, int64_t count, DataT
   const size_t elem = DataTypeSize(dtype);
   const size_t n = static_cast<size_t>(links.size());
   const size_t r = static_cast<size_t>(links.rank());
-  const Pieces at{static_cast<size_t>(count), n, PiecesPerChunk(count, links.size(), elem)};
+  const RingPieces at = EvenPieces(count, links.size(), elem);
   const size_t P = at.pieces, items = (n - 1) * P;
   char* out = static_cast<char*>(output);
   const int next = static_cast<int>((r + 1) % n), prev = static_cast<int>((r + n - 1) % n);
@@ -105,8 +143,8 @@ Status RingAllreduce::Allgather(Links& links, void* output, int64_t count, DataT
       const size_t s = started / P, k = started % P;
       const size_t sc = (r + 1 + n - s) % n, rc = (r + n - s) % n;
       Status st = links.StartExchange(next, out + at.first(sc, k) * elem,
-                                      at.length(sc, k) * elem, prev,
-                                      out + at.first(rc, k) * elem, at.length(rc, k) * elem);
+                                      at.length_of(sc, k) * elem, prev,
+                                      out + at.first(rc, k) * elem, at.length_of(rc, k) * elem);
       if (!st.ok()) return st;
       ++started;
     }

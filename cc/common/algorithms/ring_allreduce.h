@@ -25,6 +25,8 @@
 
 namespace tfhvd {
 
+struct RingPieces;  // where a step's pieces lie (ring_allreduce.cc)
+
 class RingAllreduce {
  public:
   // Largest piece of a chunk that one exchange moves.
@@ -46,11 +48,25 @@ class RingAllreduce {
   Status Allgather(Links& links, void* output, int64_t count, DataType dtype);
   static int OwnedChunk(int rank, int size) { return (rank + 1) % size; }
 
+  // A reduce-scatter whose slices are chosen by the caller (a reducescatter's
+  // rows): afterwards elements [first[q], first[q] + counts[q]) of output
+  // hold the reduction over all ranks on rank q; the rest of output is
+  // scratch (every element of it may be written). Each rank sends and
+  // receives (n-1)/n of the message: half an allreduce.
+  Status ReduceScatter(Links& links, const void* input, void* output,
+                       const std::vector<int64_t>& first, const std::vector<int64_t>& counts,
+                       DataType dtype, ReduceOp op);
+
   // Pieces per chunk (the same for every chunk of a message): piece k of
   // chunk c is elements [begin + len*k/P, begin + len*(k+1)/P) of it.
   static size_t PiecesPerChunk(int64_t count, int size, size_t elem);
+  // The same for chunks of at most `largest` elements.
+  static size_t PiecesFor(size_t largest, size_t elem);
 
  private:
+  Status ReduceScatterPieces(Links& links, const void* input, void* output,
+                             const RingPieces& at, DataType dtype, ReduceOp op);
+
   std::vector<char> scratch_;  // Links::kMaxStarted + 1 pieces
 };
 

@@ -54,6 +54,11 @@ const AllgatherRow kAllgatherTable[] = {
     {AllgatherAlgorithm::HIERARCHICAL, [](const AllgatherCase& c, const Parameters& k) {
        return k.hierarchical_allgather && c.hierarchical_ready && c.ranks > 1;
      }},
+    // One host: each rank's part is copied into shared memory once and out by
+    // every other rank, instead of through loopback sockets.
+    {AllgatherAlgorithm::SHARED_MEMORY, [](const AllgatherCase& c, const Parameters& k) {
+       return c.shm_ready && c.bytes >= k.shm_min_bytes;
+     }},
     {AllgatherAlgorithm::BACKEND, [](const AllgatherCase&, const Parameters&) { return true; }},
 };
 
@@ -69,6 +74,7 @@ AllgatherAlgorithm SelectAllgather(const AllgatherCase& c, const Parameters& kno
 const char* AllgatherAlgorithmName(AllgatherAlgorithm a) {
   switch (a) {
     case AllgatherAlgorithm::HIERARCHICAL: return "hierarchical";
+    case AllgatherAlgorithm::SHARED_MEMORY: return "shared-memory";
     case AllgatherAlgorithm::BACKEND: return "backend";
   }
   return "?";

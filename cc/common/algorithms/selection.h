@@ -48,7 +48,8 @@ AllreduceAlgorithm SelectAllreduce(const AllreduceCase& c, const Parameters& kno
 
 // The allgather's table (HOROVOD_HIERARCHICAL_ALLGATHER), the same way.
 enum class AllgatherAlgorithm : uint8_t {
-  HIERARCHICAL,  // hierarchical_allgather.h: across hosts, then within hosts
+  HIERARCHICAL,   // hierarchical_allgather.h: across hosts, then within hosts
+  SHARED_MEMORY,  // shm_allreduce.h: every rank on this host
   BACKEND,       // the transport's allgather (Gloo's allgatherv, MPI_Allgatherv)
 };
 
@@ -59,6 +60,8 @@ struct AllgatherCase {
   // Several hosts, each with the same number of ranks, and their local and
   // cross link sets are open.
   bool hierarchical_ready = false;
+  int64_t bytes = 0;       // the gathered result's
+  bool shm_ready = false;  // every rank on this host, the shared-memory regions mapped
 };
 
 AllgatherAlgorithm SelectAllgather(const AllgatherCase& c, const Parameters& knobs);

@@ -1,35 +1,30 @@
 #include "cc/common/algorithms/shm_allreduce.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <linux/futex.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <random>
 #include <thread>
 
+#include "cc/common/algorithms/shm_copies.h"
+#include "cc/common/algorithms/shm_region.h"
 #include "cc/common/logging.h"
 #include "cc/common/reduce_kernels.h"
 #include "cc/common/reduce_last_step.h"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
 namespace tfhvd {
 
 namespace {
-
-std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 using Clock = std::chrono::steady_clock;
 
@@ -47,133 +42,12 @@ constexpr int64_t kMaxSpinUs = 50;
 // Blocks staged, reduced and consumed; negotiation rounds (OrWords).
 enum Counter { kStaged = 0, kReduced = 1, kConsumed = 2, kRounds = 3, kCounters = 4 };
 
-// Copies with stores that bypass the cache (x86 SSE2; elsewhere memcpy).
-void StreamCopy(char* dst, const char* src, size_t n) {
-#if defined(__x86_64__)
-  size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
-  if (n < head + 64) {
-    std::memcpy(dst, src, n);
-    return;
-  }
-  std::memcpy(dst, src, head);
-  dst += head;
-  src += head;
-  n -= head;
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    const __m128i* s = reinterpret_cast<const __m128i*>(src + i);
-    __m128i* d = reinterpret_cast<__m128i*>(dst + i);
-    __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
-    __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
-    _mm_stream_si128(d, a);
-    _mm_stream_si128(d + 1, b);
-    _mm_stream_si128(d + 2, c);
-    _mm_stream_si128(d + 3, e);
-  }
-  std::memcpy(dst + i, src + i, n - i);
-  _mm_sfence();  // the stores are visible before the "done" counter that follows
-#else
-  std::memcpy(dst, src, n);
-#endif
-}
-
-void CopyOut(char* dst, const char* src, size_t n, bool streaming) {
-  if (streaming) {
-    StreamCopy(dst, src, n);
-  } else {
-    std::memcpy(dst, src, n);
-  }
-}
-
-// Allreduces at least this large stream their output past the cache: half
-// the last-level cache (or 16 MiB when the C library cannot tell).
-size_t StreamingThreshold() {
-  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  return l3 > 0 ? static_cast<size_t>(l3) / 2 : size_t{16} << 20;
-}
-
-// Flushes the cache lines of [p, p + n) from every cache (clflushopt: weakly
-// ordered, so the flushes of a piece overlap). Never changes what memory holds.
-#if defined(__x86_64__)
-__attribute__((target("clflushopt"))) void FlushLines(const char* p, size_t n) {
-  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
-  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
-  for (uintptr_t line = first; line < end; line += 64) {
-    _mm_clflushopt(reinterpret_cast<void*>(line));
-  }
-}
-
-bool CpuCanFlushOpt() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid_max(0, nullptr) < 7) return false;
-  __cpuid_count(7, 0, a, b, c, d);
-  return (b & (1u << 23)) != 0;  // CPUID.(EAX=7,ECX=0):EBX[23] = CLFLUSHOPT
-}
-#else
-void FlushLines(const char*, size_t) {}
-bool CpuCanFlushOpt() { return false; }
-#endif
-
 inline void CpuRelax() {
 #if defined(__x86_64__)
   _mm_pause();
 #else
   std::this_thread::yield();
 #endif
-}
-
-// Creates and maps a region only this job knows the name of. Space is
-// reserved up front: a tmpfs that runs out later would kill the process with
-// SIGBUS in the middle of a copy.
-char* CreateRegion(size_t bytes, std::string* name, std::string* error) {
-  std::random_device rd;
-  *name = "/tfhvd." + std::to_string(getpid()) + "." + std::to_string(rd()) +
-          std::to_string(rd());
-  int fd = shm_open(name->c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) {
-    *error = Errno("shm_open(" + *name + ")");
-    name->clear();
-    return nullptr;
-  }
-  int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-  if (rc != 0) {
-    errno = rc;
-    *error = Errno("reserving " + std::to_string(bytes) + " bytes in /dev/shm");
-    close(fd);
-    shm_unlink(name->c_str());
-    name->clear();
-    return nullptr;
-  }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    *error = Errno("mmap of " + *name);
-    shm_unlink(name->c_str());
-    name->clear();
-    return nullptr;
-  }
-  return static_cast<char*>(p);
-}
-
-char* OpenRegion(const std::string& name, size_t bytes, std::string* error) {
-  int fd = shm_open(name.c_str(), O_RDWR, 0600);
-  if (fd < 0) {
-    *error = Errno("shm_open(" + name + ")");
-    return nullptr;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
-    *error = name + " is smaller than expected";
-    close(fd);
-    return nullptr;
-  }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    *error = Errno("mmap of " + name);
-    return nullptr;
-  }
-  return static_cast<char*>(p);
 }
 
 }  // namespace
@@ -347,13 +221,91 @@ Status ShmAllreduce::Allreduce(const std::vector<Segment>& segments, DataType dt
   const size_t per_block = std::max<size_t>(1, slot_bytes_ / elem) * elem;
   static const size_t streaming_bytes = StreamingThreshold();
   const bool streaming = span.bytes() >= streaming_bytes;
+  const size_t n = static_cast<size_t>(size_);
+  BlockChunks chunks{std::vector<size_t>(n), std::vector<size_t>(n), std::vector<size_t>(n)};
   for (size_t done = 0; done < span.bytes();) {
     const size_t bytes = std::min(per_block, span.bytes() - done);
-    Status s = Block(span, done, bytes, dtype, op, postscale, streaming);
+    // Chunk c of the block: its c-th n-th, at the same offset in the slots.
+    const size_t count = bytes / elem;
+    for (size_t c = 0; c < n; ++c) {
+      chunks.slot_at[c] = count * c / n * elem;
+      chunks.from[c] = done + chunks.slot_at[c];
+      chunks.bytes[c] = count * (c + 1) / n * elem - chunks.slot_at[c];
+    }
+    Status s = Block(span, chunks, Mode::kAllreduce, dtype, op, postscale, streaming);
     if (!s.ok()) return s;
     done += bytes;
   }
   return Status();
+}
+
+// Rank c's slice [first[c], first[c] + counts[c]) (elements of elem bytes)
+// is cut into pieces of at most `step` elements; block b carries piece b of
+// every rank's slice, rank c's at c * step in the slots.
+Status ShmAllreduce::Slices(const Span& span, const std::vector<int64_t>& first,
+                            const std::vector<int64_t>& counts, size_t elem, Mode mode,
+                            DataType dtype, ReduceOp op, double postscale) {
+  const size_t n = static_cast<size_t>(size_);
+  // A multiple of a cache line per rank, so the ranks' pieces never share one.
+  const size_t step = std::max<size_t>(1, slot_bytes_ / n / 64 * 64 / elem);
+  const int64_t longest = *std::max_element(counts.begin(), counts.end());
+  static const size_t streaming_bytes = StreamingThreshold();
+  const bool streaming = span.bytes() >= streaming_bytes;
+  BlockChunks chunks{std::vector<size_t>(n), std::vector<size_t>(n), std::vector<size_t>(n)};
+  for (size_t at = 0; at < static_cast<size_t>(longest); at += step) {
+    for (size_t c = 0; c < n; ++c) {
+      const size_t count = static_cast<size_t>(counts[c]);
+      const size_t lo = std::min(at, count), hi = std::min(at + step, count);
+      chunks.from[c] = (static_cast<size_t>(first[c]) + lo) * elem;
+      chunks.bytes[c] = (hi - lo) * elem;
+      chunks.slot_at[c] = c * step * elem;
+    }
+    Status s = Block(span, chunks, mode, dtype, op, postscale, streaming);
+    if (!s.ok()) return s;
+  }
+  return Status();
+}
+
+Status ShmAllreduce::ReduceScatter(const void* input, void* output,
+                                   const std::vector<int64_t>& first,
+                                   const std::vector<int64_t>& counts, DataType dtype,
+                                   ReduceOp op, double postscale) {
+  const size_t elem = DataTypeSize(dtype);
+  const size_t me = static_cast<size_t>(rank_);
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  // Only this rank's slice is written (to output); the others' outputs are
+  // never touched, so they point at the input.
+  const char* in = static_cast<const char*>(input);
+  char* unused = const_cast<char*>(in);
+  const int64_t mine = first[me], end = mine + counts[me];
+  const std::vector<Segment> segments = {
+      {in, unused, mine},
+      {in + mine * static_cast<int64_t>(elem), output, counts[me]},
+      {in + end * static_cast<int64_t>(elem), unused + end * static_cast<int64_t>(elem),
+       total - end}};
+  return Slices(Span(segments, elem), first, counts, elem, Mode::kReduceScatter, dtype, op,
+                postscale);
+}
+
+Status ShmAllreduce::Allgather(const void* input, void* output,
+                               const std::vector<int64_t>& bytes_per_rank) {
+  const size_t me = static_cast<size_t>(rank_);
+  std::vector<int64_t> first(bytes_per_rank.size());
+  int64_t total = 0;
+  for (size_t c = 0; c < bytes_per_rank.size(); ++c) {
+    first[c] = total;
+    total += bytes_per_rank[c];
+  }
+  // This rank's part is read from input (and written to its place in output),
+  // the others' parts are written to output.
+  char* out = static_cast<char*>(output);
+  const int64_t end = first[me] + bytes_per_rank[me];
+  const std::vector<Segment> segments = {{out, out, first[me]},
+                                         {input, out + first[me], bytes_per_rank[me]},
+                                         {out + end, out + end, total - end}};
+  return Slices(Span(segments, 1), first, bytes_per_rank, 1, Mode::kAllgather, DataType::UINT8,
+                ReduceOp::SUM, 1.0);
 }
 
 Status ShmAllreduce::WaitFor(int which, uint64_t target, int peer, bool stall_limit) {
@@ -448,14 +400,19 @@ void ShmAllreduce::Publish(int which, uint64_t value) {
   }
 }
 
-Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataType dtype,
-                           ReduceOp op, double postscale, bool streaming) {
+Status ShmAllreduce::Block(const Span& span, const BlockChunks& chunks, Mode mode,
+                           DataType dtype, ReduceOp op, double postscale, bool streaming) {
   const size_t elem = DataTypeSize(dtype);
-  const size_t count = bytes / elem;
   const size_t n = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
   const uint64_t block = blocks_done_++;
-  // Byte offset of chunk c within the block (and within every slot).
-  auto begin = [&](size_t c) { return count * c / n * elem; };
+  // Visits chunk c's span bytes: fn(input, output, offset in the slots, length).
+  auto visit = [&](size_t c, auto fn) {
+    const size_t from = chunks.from[c], slot_at = chunks.slot_at[c];
+    span.Visit(from, from + chunks.bytes[c],
+               [&](const char* in, char* out, size_t at, size_t len) {
+                 fn(in, out, slot_at + (at - from), len);
+               });
+  };
   auto publish = [&](Counter which) { Publish(which, block + 1); };
   // Rank 0 decides whether readers flush this block; the others follow what it
   // last published (a block late at worst: it changes speed, never results).
@@ -476,46 +433,57 @@ Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataTyp
   if (block >= kSlots) s = WaitFor(kConsumed, block + 1 - kSlots);
   if (!s.ok()) return s;
   char* mine = slot(me, block);
-  for (size_t c = 0; c < n; ++c) {
-    if (c == me) continue;
-    span.Visit(start + begin(c), start + begin(c + 1),
-               [&](const char* in, char*, size_t at, size_t len) {
-                 std::memcpy(mine + (at - start), in, len);
-               });
-  }
-  publish(kStaged);
+  if (mode == Mode::kAllgather) {
+    // This rank's part is final already: into its slot and its output.
+    visit(me, [&](const char* in, char* out, size_t offset, size_t len) {
+      std::memcpy(mine + offset, in, len);
+      if (out != in) std::memcpy(out, in, len);
+    });
+    publish(kReduced);
+  } else {
+    for (size_t c = 0; c < n; ++c) {
+      if (c == me) continue;
+      visit(c, [&](const char* in, char*, size_t offset, size_t len) {
+        std::memcpy(mine + offset, in, len);
+      });
+    }
+    publish(kStaged);
 
-  // 2. Reduce this rank's chunk in rank order, piece by piece, and scale it.
-  s = WaitFor(kStaged, block + 1);
-  if (!s.ok()) return s;
-  const size_t piece = std::max<size_t>(1, kPieceBytes / elem) * elem;
-  span.Visit(start + begin(me), start + begin(me + 1),
-             [&](const char* in, char* out, size_t at, size_t len) {
-               for (size_t done = 0; done < len; done += piece) {
-                 const size_t part = std::min(piece, len - done);
-                 const size_t offset = at - start + done;  // within the slots
-                 auto source = [&](size_t r) {
-                   return r == me ? in + done : slot(r, block) + offset;
-                 };
-                 char* acc = mine + offset;
-                 const void* left = source(0);
-                 for (size_t r = 1; r + 1 < n; ++r) {
-                   ReduceBuffers(dtype, op, acc, left, source(r), part / elem);
-                   left = acc;
-                 }
-                 // The last rank's piece, the scale and the copy out in one pass
-                 // (streamed outputs are copied apart, past the cache).
-                 ReduceScaleStore(dtype, op, acc, streaming ? nullptr : out + done, left,
-                                  source(n - 1), part / elem, postscale);
-                 if (streaming) CopyOut(out + done, acc, part, streaming);
-                 if (flush) {
-                   for (size_t r = 0; r < n; ++r) {
-                     if (r != me) FlushLines(source(r), part);
-                   }
-                 }
-               }
-             });
-  publish(kReduced);
+    // 2. Reduce this rank's chunk in rank order, piece by piece, and scale it.
+    s = WaitFor(kStaged, block + 1);
+    if (!s.ok()) return s;
+    const size_t piece = std::max<size_t>(1, kPieceBytes / elem) * elem;
+    visit(me, [&](const char* in, char* out, size_t offset, size_t len) {
+      for (size_t done = 0; done < len; done += piece) {
+        const size_t part = std::min(piece, len - done);
+        auto source = [&](size_t r) {
+          return r == me ? in + done : slot(r, block) + offset + done;
+        };
+        char* acc = mine + offset + done;
+        const void* left = source(0);
+        for (size_t r = 1; r + 1 < n; ++r) {
+          ReduceBuffers(dtype, op, acc, left, source(r), part / elem);
+          left = acc;
+        }
+        // The last rank's piece, the scale and the copy out in one pass
+        // (streamed outputs are copied apart, past the cache).
+        ReduceScaleStore(dtype, op, acc, streaming ? nullptr : out + done, left, source(n - 1),
+                         part / elem, postscale);
+        if (streaming) CopyOut(out + done, acc, part, streaming);
+        if (flush) {
+          for (size_t r = 0; r < n; ++r) {
+            if (r != me) FlushLines(source(r), part);
+          }
+        }
+      }
+    });
+    if (mode == Mode::kReduceScatter) {
+      // Every chunk this rank reads is read: nothing to hand out.
+      publish(kConsumed);
+      return Status();
+    }
+    publish(kReduced);
+  }
 
   // 3. The other chunks from their owners.
   for (size_t c = 0; c < n; ++c) {
@@ -523,14 +491,15 @@ Status ShmAllreduce::Block(const Span& span, size_t start, size_t bytes, DataTyp
     s = WaitFor(kReduced, block + 1, static_cast<int>(c));
     if (!s.ok()) return s;
     const char* theirs = slot(c, block);
-    span.Visit(start + begin(c), start + begin(c + 1),
-               [&](const char*, char* out, size_t at, size_t len) {
-                 CopyOut(out, theirs + (at - start), len, streaming);
-                 if (flush) FlushLines(theirs + (at - start), len);
-               });
+    visit(c, [&](const char*, char* out, size_t offset, size_t len) {
+      CopyOut(out, theirs + offset, len, streaming);
+      if (flush) FlushLines(theirs + offset, len);
+    });
   }
   publish(kConsumed);
-  if (rank_ == 0) {
+  if (rank_ == 0 && mode == Mode::kAllreduce) {
+    size_t bytes = 0;
+    for (size_t b : chunks.bytes) bytes += b;
     flush_policy_.Record(block, flush, bytes,
                          std::chrono::duration<double, std::nano>(Clock::now() - began).count());
   }

@@ -24,6 +24,12 @@
 //      at once instead of reduced, scaled and copied; publish "reduced";
 //   3. copy every other chunk from its owner's slot once the owner has
 //      reduced it; publish "consumed".
+// The reduce-scatter and the allgather run the same blocks over per-rank
+// slices (a block carries the next piece of every rank's slice, rank c's
+// piece reduced or owned by rank c): the reduce-scatter runs steps 1 and 2
+// into the slice's owner's output only, the allgather only step 3 (each
+// rank's part is final: copied into its slot, then out by the others). Each
+// moves half of what the allreduce moves.
 // Ranks wait on each other's counters in shared memory (spinning briefly,
 // then sleeping on a futex that the publisher wakes; never sched_yield, which
 // on a busy machine hands the core away for a whole time slice), not on a
@@ -117,6 +123,18 @@ class ShmAllreduce {
   Status Allreduce(const std::vector<Segment>& segments, DataType dtype, ReduceOp op,
                    double postscale = 1.0);
 
+  // Reduce-scatter: rank q receives, in output, the reduction of elements
+  // [first[q], first[q] + counts[q]) of every rank's input, multiplied by
+  // postscale. Only the slices move: each rank stages the others' slices and
+  // reduces its own; no rank copies a result out of another's slot.
+  Status ReduceScatter(const void* input, void* output, const std::vector<int64_t>& first,
+                       const std::vector<int64_t>& counts, DataType dtype, ReduceOp op,
+                       double postscale = 1.0);
+  // Allgather: each rank's bytes_per_rank[rank] bytes of input, in rank order
+  // in every rank's output (each rank writes its part to its slot once and
+  // copies every other part out of its owner's slot).
+  Status Allgather(const void* input, void* output, const std::vector<int64_t>& bytes_per_rank);
+
   // The negotiation's bit vector (Transport::BitwiseOr) through the region:
   // each rank writes its words, publishes a round number and ORs in its
   // peers' words once they have published the same round. Two buffers used
@@ -128,8 +146,21 @@ class ShmAllreduce {
  private:
   struct Header;
   class Span;
-  Status Block(const Span& span, size_t start, size_t bytes, DataType dtype, ReduceOp op,
-               double postscale, bool streaming);
+  // A block's steps: the allreduce runs all three (stage, reduce, copy
+  // out), the reduce-scatter the first two, the allgather the last (each
+  // rank's part is final already).
+  enum class Mode { kAllreduce, kReduceScatter, kAllgather };
+  // Chunk c of a block, reduced (or owned) by rank c: span bytes [from[c],
+  // from[c] + bytes[c]), kept at slot_at[c] in every rank's slot.
+  struct BlockChunks {
+    std::vector<size_t> from, bytes, slot_at;
+  };
+  Status Block(const Span& span, const BlockChunks& chunks, Mode mode, DataType dtype,
+               ReduceOp op, double postscale, bool streaming);
+  // Runs per-rank slices (reduce-scatter, allgather) block by block.
+  Status Slices(const Span& span, const std::vector<int64_t>& first,
+                const std::vector<int64_t>& counts, size_t elem, Mode mode, DataType dtype,
+                ReduceOp op, double postscale);
   // Waits until counter `which` of rank `peer` (of every other rank when
   // peer is -1) is at least target.
   // stall_limit: fail when the peer makes no progress for a minute.

@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "cc/common/algorithms/algorithm_counts.h"
 #include "cc/common/reduce_kernels.h"
 #include "cc/common/algorithms/shm_allreduce.h"
 #include "cc/common/timeline.h"
@@ -48,8 +47,12 @@ Status CollectiveOps::Perform(const Response& r, std::vector<TensorTableEntry>& 
       if (present[i]) Complete(entries[i], err);
     return Status();
   }
-  Status s = PlaceGpuTensors(r, entries, present);
-  if (!s.ok() || (gpu_ != nullptr && r.on_gpu && gpu_->RunsOnDevice(r))) return s;
+  // GPU tensors either run on the device backend as they are (every rank's
+  // tensors on a GPU, and the knobs choose it: NCCL), or this rank stages its
+  // GPU tensors through host memory and the CPU path below runs as usual.
+  if (gpu_ != nullptr && r.on_gpu && gpu_->RunsOnDevice(r)) return gpu_->Perform(r, entries, present);
+  Status s = StageGpuTensors(r, entries, present);
+  if (!s.ok()) return s;
   switch (r.type) {
     case OpType::ALLREDUCE:
       return Allreduce(r, entries, present);
@@ -86,14 +89,9 @@ Status CollectiveOps::Perform(const Response& r, std::vector<TensorTableEntry>& 
   return s;
 }
 
-// GPU tensors either run on the device backend as they are (every rank's
-// tensors on a GPU, and the knobs choose it: NCCL), or this rank stages its
-// GPU tensors through host memory and the CPU path below runs as usual.
-Status CollectiveOps::PlaceGpuTensors(const Response& r, std::vector<TensorTableEntry>& entries,
+// Copies this rank's GPU tensors to host memory for the CPU path.
+Status CollectiveOps::StageGpuTensors(const Response& r, std::vector<TensorTableEntry>& entries,
                                       const std::vector<bool>& present) {
-  if (gpu_ != nullptr && r.on_gpu && gpu_->RunsOnDevice(r)) {
-    return gpu_->Perform(r, entries, present);
-  }
   Status failed;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (!present[i] || !entries[i].gpu.on_gpu()) continue;
@@ -130,7 +128,7 @@ void CollectiveOps::PostScale(const Response& r, void* buf, size_t n) {
 // input and written to its output by the allreduce itself, which saves the
 // two copies through the fusion buffer (each as large as the response). The
 // postscale is applied inside the allreduce, while each piece is in cache.
-Status CollectiveOps::AllreduceSegments(ShmAllreduce* shm, const Response& r,
+Status CollectiveOps::AllreduceSegments(const Response& r,
                                         std::vector<TensorTableEntry>& entries,
                                         const std::vector<bool>& present) {
   Timeline& timeline = GlobalTimeline();
@@ -156,8 +154,7 @@ Status CollectiveOps::AllreduceSegments(ShmAllreduce* shm, const Response& r,
     }
   }
   if (traced) TraceAllreduce(r);
-  CountAlgorithm("allreduce", AllreduceAlgorithmName(AllreduceAlgorithm::SHARED_MEMORY));
-  Status s = shm->Allreduce(segments, r.dtype, r.reduce_op, PostScaleFactor(r));
+  Status s = allreduce_->RunSegments(segments, r.dtype, r.reduce_op, PostScaleFactor(r));
   if (traced) for (const auto& name : r.names) timeline.ActivityEnd(name);
   for (size_t i = 0; i < entries.size(); ++i) {
     if (present[i]) Complete(entries[i], s);
@@ -172,11 +169,13 @@ Status CollectiveOps::Allreduce(const Response& r, std::vector<TensorTableEntry>
   Status s;
   int64_t total = 0;
   for (int64_t n : r.sizes) total += n;
-  ShmAllreduce* shm = allreduce_->SharedMemoryFor(total * static_cast<int64_t>(elem), r.reduce_op);
   // Through shared memory every rank must take the same path: the owner of
   // each chunk applies the postscale, so a rank that joined (its entries
   // absent) contributes the op's identity from scratch memory here too.
-  if (shm != nullptr && r.prescale == 1.0) return AllreduceSegments(shm, r, entries, present);
+  if (r.prescale == 1.0 &&
+      allreduce_->TakesSegments(total * static_cast<int64_t>(elem), r.reduce_op)) {
+    return AllreduceSegments(r, entries, present);
+  }
   if (entries.size() == 1 && present[0]) {
     // One tensor: the algorithm reads the input and writes the output, no
     // staging copy. A prescale must not touch the input, so it is applied to
@@ -259,7 +258,8 @@ Status CollectiveOps::Allgather(const Response& r, TensorTableEntry* e, bool pre
   }
   const void* in = present ? e->input : nullptr;
   if (!present) bytes[static_cast<size_t>(topology_.rank)] = 0;
-  Status s = allgather_.Run(allreduce_->host_links(), in, out, bytes);
+  Status s = allgather_.Run(allreduce_->host_links(), allreduce_->shared_memory(), in, out,
+                              bytes);
   if (present) Complete(*e, s.ok() ? alloc : s);
   return s;
 }
@@ -310,34 +310,36 @@ Status CollectiveOps::Alltoall(const Response& r, TensorTableEntry& e) {
 
 Status CollectiveOps::Reducescatter(const Response& r, TensorTableEntry& e) {
   const int64_t size = topology_.size;
-  const int64_t rank = topology_.rank;
   const size_t elem = DataTypeSize(r.dtype);
   const int64_t dim0 = e.request.shape.empty() ? 1 : e.request.shape[0];
   const int64_t row_elems = dim0 ? NumElements(e.request.shape) / dim0 : 0;
   const int64_t total = NumElements(e.request.shape);
-  // Rows per rank: dim0 / size each, the first dim0 % size ranks one more.
-  int64_t base = dim0 / size, extra = dim0 % size;
-  int64_t my_rows = base + (rank < extra ? 1 : 0);
-  int64_t first_row = rank * base + std::min(rank, extra);
-  auto* buffer = static_cast<char*>(fusion_.Get(static_cast<size_t>(total) * elem + 1));
-  if (total) std::memcpy(buffer, e.input, static_cast<size_t>(total) * elem);
-  ScaleBuffer(r.dtype, buffer, static_cast<size_t>(total), r.prescale);
-  Status s = allreduce_->Run(buffer, buffer, total, r.dtype, r.reduce_op);
-  if (!s.ok()) {
-    Complete(e, s);
-    return s;
+  const RowSplit split{dim0, size};
+  std::vector<int64_t> first(static_cast<size_t>(size)), counts(static_cast<size_t>(size));
+  for (int64_t k = 0; k < size; ++k) {
+    first[static_cast<size_t>(k)] = split.first(k) * row_elems;
+    counts[static_cast<size_t>(k)] = split.rows(k) * row_elems;
   }
   Shape shape = e.request.shape;
-  shape[0] = my_rows;
+  shape[0] = split.rows(topology_.rank);
+  const int64_t mine = counts[static_cast<size_t>(topology_.rank)];
   void* out = nullptr;
   Status alloc = e.allocate_output(shape, &out);
-  if (alloc.ok()) {
-    size_t n = static_cast<size_t>(my_rows * row_elems);
-    if (n) std::memcpy(out, buffer + first_row * row_elems * static_cast<int64_t>(elem), n * elem);
-    PostScale(r, out, n);
+  // A rank whose output cannot be allocated still takes part.
+  if (!alloc.ok()) out = scratch_.Get(static_cast<size_t>(mine) * elem + 1);
+  // The fusion buffer holds the algorithm's partial sums, and first the
+  // prescaled input (the input itself must not change).
+  auto* buffer = static_cast<char*>(fusion_.Get(static_cast<size_t>(total) * elem + 1));
+  const void* input = e.input;
+  if (r.prescale != 1.0) {
+    if (total) std::memcpy(buffer, e.input, static_cast<size_t>(total) * elem);
+    ScaleBuffer(r.dtype, buffer, static_cast<size_t>(total), r.prescale);
+    input = buffer;
   }
-  Complete(e, alloc);
-  return Status();
+  Status s = allreduce_->ReduceScatter(input, out, first, counts, r.dtype, r.reduce_op,
+                                       PostScaleFactor(r), buffer);
+  Complete(e, s.ok() ? alloc : s);
+  return s;
 }
 
 }  // namespace tfhvd

@@ -35,7 +35,7 @@ class CollectiveOps {
                  const std::vector<bool>& present);
 
  private:
-  Status PlaceGpuTensors(const Response& r, std::vector<TensorTableEntry>& e,
+  Status StageGpuTensors(const Response& r, std::vector<TensorTableEntry>& e,
                          const std::vector<bool>& present);
   Status Allreduce(const Response& r, std::vector<TensorTableEntry>& e,
                    const std::vector<bool>& present);
@@ -46,7 +46,7 @@ class CollectiveOps {
   // Every tensor straight from its input to its output through shared memory,
   // absent ones (a joined rank's) as the op's identity; divides for Average,
   // then applies postscale.
-  Status AllreduceSegments(ShmAllreduce* shm, const Response& r,
+  Status AllreduceSegments(const Response& r,
                            std::vector<TensorTableEntry>& entries,
                            const std::vector<bool>& present);
   // postscale / size for Average, postscale otherwise.

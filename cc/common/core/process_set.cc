@@ -135,7 +135,7 @@ Status ProcessSet::Open() {
     });
   }
   if (s.ok() && id != 0) {
-    const bool shm = allreduce->SharedMemoryFor(INT64_MAX, ReduceOp::SUM) != nullptr;
+    const bool shm = allreduce->TakesSegments(INT64_MAX, ReduceOp::SUM);
     TFHVD_LOG(DEBUG) << label << ": rank " << topology.rank << " of " << topology.size << ", "
                      << topology.local_size << " on this host; shared-memory allreduce "
                      << (shm ? "mapped" : "not used");

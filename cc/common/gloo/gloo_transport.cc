@@ -11,7 +11,6 @@
 #include <exception>
 #include <stdexcept>
 
-#include "cc/common/transport/link_collectives.h"
 #include "cc/common/gloo/http_store.h"
 #include "cc/common/logging.h"
 #include "gloo/allgather.h"
@@ -154,18 +153,6 @@ void GlooTransport::Finalize() {
   pairs_.Close();
   mesh_.Close();
   context_.reset();
-}
-
-Status GlooTransport::GatherBytes(const std::string& mine, std::vector<std::string>* all) {
-  return GatherStrings(*links_, mine, all);
-}
-
-Status GlooTransport::BroadcastBytes(std::string* data, int root) {
-  return BroadcastString(*links_, data, root);
-}
-
-Status GlooTransport::BitwiseOr(uint64_t* words, size_t n) {
-  return BitwiseOrWords(*links_, words, n, &scratch_);
 }
 
 Status GlooTransport::Allgatherv(const void* in, void* out,

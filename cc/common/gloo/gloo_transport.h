@@ -26,9 +26,6 @@ class GlooTransport : public Transport {
   const char* name() const override { return "gloo"; }
   Status Init(Topology* topology) override;
   void Finalize() override;
-  Status GatherBytes(const std::string& mine, std::vector<std::string>* all) override;
-  Status BroadcastBytes(std::string* data, int root) override;
-  Status BitwiseOr(uint64_t* words, size_t n) override;
   Links* links() override { return links_; }
   Status Allgatherv(const void* in, void* out,
                     const std::vector<int64_t>& bytes_per_rank) override;
@@ -43,7 +40,6 @@ class GlooTransport : public Transport {
   GlooPairLinks pairs_;                     // links when it is "pairs" or "pairs_busy_poll"
   Links* links_ = nullptr;
   Parameters params_;
-  std::vector<char> scratch_;  // BitwiseOr's gathered words, reused
   int rank_ = 0, size_ = 1;
 };
 

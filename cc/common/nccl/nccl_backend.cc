@@ -371,9 +371,9 @@ Status NcclBackend::Reducescatter(const Response& r, TensorTableEntry& e) {
   const size_t elem = DataTypeSize(r.dtype);
   const int64_t dim0 = e.request.shape.empty() ? 1 : e.request.shape[0];
   const int64_t row_elems = dim0 ? NumElements(e.request.shape) / dim0 : 0;
-  const int64_t base = dim0 / size, extra = dim0 % size;
+  const RowSplit split{dim0, size};
   Shape shape = e.request.shape;
-  shape[0] = base + (rank < extra ? 1 : 0);
+  shape[0] = split.rows(rank);
   void* out = nullptr;
   Status s = AllocateOutput(e, shape, &out);
   if (!s.ok()) return s;
@@ -388,15 +388,15 @@ Status NcclBackend::Reducescatter(const Response& r, TensorTableEntry& e) {
                       "ncclRedOpCreatePreMulSum");
     if (!s.ok()) return s;
   }
-  if (extra == 0) {
-    s = comm_->Settle(ncclReduceScatter(e.input, out, static_cast<size_t>(base * row_elems), type,
-                                        op, comm_->get(), ctx_->stream()), what);
+  if (dim0 % size == 0) {
+    s = comm_->Settle(ncclReduceScatter(e.input, out, static_cast<size_t>(split.rows(0) * row_elems),
+                                        type, op, comm_->get(), ctx_->stream()), what);
   } else {
     s = comm_->Settle(ncclGroupStart(), what);
     const char* in = static_cast<const char*>(e.input);
     for (int64_t k = 0; k < size && s.ok(); ++k) {
-      int64_t first = k * base + std::min(k, extra);
-      size_t count = static_cast<size_t>((base + (k < extra ? 1 : 0)) * row_elems);
+      const int64_t first = split.first(k);
+      size_t count = static_cast<size_t>(split.rows(k) * row_elems);
       s = comm_->Settle(ncclReduce(in + static_cast<size_t>(first * row_elems) * elem, out, count,
                                    type, op, static_cast<int>(k), comm_->get(), ctx_->stream()),
                         what);

@@ -6,18 +6,6 @@
 
 namespace tfhvd {
 
-Status SubsetTransport::GatherBytes(const std::string& mine, std::vector<std::string>* all) {
-  return GatherStrings(*links_, mine, all);
-}
-
-Status SubsetTransport::BroadcastBytes(std::string* data, int root) {
-  return BroadcastString(*links_, data, root);
-}
-
-Status SubsetTransport::BitwiseOr(uint64_t* words, size_t n) {
-  return BitwiseOrWords(*links_, words, n, &scratch_);
-}
-
 // Step k sends this member's block to member+k and receives member-k's block.
 Status SubsetTransport::Allgatherv(const void* in, void* out,
                                    const std::vector<int64_t>& bytes_per_rank) {

@@ -27,9 +27,6 @@ class SubsetTransport : public Transport {
       : global_(global), links_(std::move(links)) {}
   const char* name() const override { return global_->name(); }
   Status Init(Topology*) override { return Status(); }
-  Status GatherBytes(const std::string& mine, std::vector<std::string>* all) override;
-  Status BroadcastBytes(std::string* data, int root) override;
-  Status BitwiseOr(uint64_t* words, size_t n) override;
   Links* links() override { return links_.get(); }
   bool has_backend_allreduce() const override { return links_->has_backend_allreduce(); }
   Status BackendAllreduce(const void* input, void* output, int64_t count, DataType dtype,
@@ -46,7 +43,6 @@ class SubsetTransport : public Transport {
  private:
   Transport* global_;
   std::unique_ptr<LinkSet> links_;
-  std::vector<char> scratch_;
 };
 
 }  // namespace tfhvd

@@ -34,12 +34,13 @@ class Transport {
   virtual Status Init(Topology* topology) = 0;
   virtual void Finalize() {}
 
-  // Negotiation. Every rank calls each of these in the same order.
+  // Negotiation. Every rank calls each of these in the same order. Default:
+  // over links() (link_collectives.h); a backend with its own (MPI) overrides.
   // Gathers every rank's bytes on rank 0 (*all is filled on rank 0 only).
-  virtual Status GatherBytes(const std::string& mine, std::vector<std::string>* all) = 0;
-  virtual Status BroadcastBytes(std::string* data, int root) = 0;
+  virtual Status GatherBytes(const std::string& mine, std::vector<std::string>* all);
+  virtual Status BroadcastBytes(std::string* data, int root);
   // Bitwise OR of n 64-bit words across ranks, in place.
-  virtual Status BitwiseOr(uint64_t* words, size_t n) = 0;
+  virtual Status BitwiseOr(uint64_t* words, size_t n);
 
   // Point-to-point links to every other rank; valid between Init and Finalize.
   virtual Links* links() = 0;
@@ -69,6 +70,9 @@ class Transport {
   virtual Status Alltoallv(const void* in, const std::vector<int64_t>& send_bytes,
                            void* out, const std::vector<int64_t>& recv_bytes) = 0;
   virtual Status Barrier() = 0;
+
+ private:
+  std::vector<char> or_scratch_;  // the default BitwiseOr's gathered words, reused
 };
 
 }  // namespace tfhvd

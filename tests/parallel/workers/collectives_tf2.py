@@ -229,6 +229,30 @@ def check_objects_by_value(ck, n, r):
              [200 * (q + 1) for q in range(n)])
 
 
+def check_paths(ck, n, r):
+    """A reducescatter moves only the slices (shared memory on one host, else the ring
+    over the links: never a whole allreduce of which each rank keeps its rows), and an
+    allgather on one host goes through shared memory; read from the core's counters."""
+    from tf_hvd import _hvd
+    shm = os.environ.get("HOROVOD_SHM_ALLREDUCE") != "0"
+    before = dict(_hvd.algorithm_counts())
+    x = tf.fill([n * 100003 + 1, 3], float(r + 1))
+    got = hvd.reducescatter(x, op=hvd.Sum, name="path_reducescatter")
+    rows = (n * 100003 + 1) // n + (1 if r < (n * 100003 + 1) % n else 0)
+    ck.equal("reducescatter rows", got.shape[0], rows)
+    ck.equal("reducescatter values", float(tf.reduce_max(tf.abs(got - n * (n + 1) / 2))), 0.0)
+    hvd.allgather(tf.fill([100000 + r, 4], float(r)), name="path_allgather")
+    after = dict(_hvd.algorithm_counts())
+    moved = {k: after.get(k, 0) - before.get(k, 0) for k in after
+             if after.get(k, 0) != before.get(k, 0) and k.split("/")[0] != "allreduce"}
+    ck.equal("paths taken", moved, {
+        "reducescatter/" + ("shared-memory" if shm else "ring"): 1,
+        "allgather/" + ("shared-memory" if shm else "backend"): 1})
+    ck.equal("no allreduce for the reducescatter",
+             [k for k in after if k.startswith("allreduce/")
+              and after[k] != before.get(k, 0)], [])
+
+
 def main():
     args = checklib.parse_args()
     hvd.init()
@@ -245,6 +269,7 @@ def main():
     ck.section("cases eager", cc.run_cases, ck, cc.eager_subset(cases), "eager")
     ck.section("cases tf.function", cc.run_cases, ck, cases, "function")
     ck.section("repeated", check_repeated, ck, n, r)
+    ck.section("paths", check_paths, ck, n, r)
     ck.section("barrier", check_barrier, ck, n, r)
     ck.section("join", check_join, ck, n, r)
     ck.section("variables", check_variables, ck, n, r)

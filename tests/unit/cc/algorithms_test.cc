@@ -287,6 +287,68 @@ TEST(Allreduce, RingEveryDtypeAndOp) {
   }
 }
 
+// The ring's reduce-scatter over the caller's slices (a reducescatter's
+// rows: uneven, empty for some ranks, pieces that do not divide a slice):
+// each rank's slice holds the exact sum, the same bytes the allreduce gives.
+TEST(ReduceScatter, RingSlicesHoldTheExactSumOnTheirRank) {
+  const DataType dtypes[] = {DataType::INT32, DataType::FLOAT16, DataType::FLOAT64};
+  for (int n : {2, 3, 5}) {
+    for (int64_t rows : {int64_t{1}, int64_t{n - 1}, int64_t{7}, int64_t{3 * 65536 + 5}}) {
+      for (int64_t row_elems : {int64_t{1}, int64_t{3}}) {
+        for (DataType dtype : dtypes) {
+          for (bool eager : {false, true}) {
+            const size_t elem = DataTypeSize(dtype);
+            const RowSplit split{rows, n};
+            std::vector<int64_t> first(static_cast<size_t>(n)), counts(static_cast<size_t>(n));
+            for (int q = 0; q < n; ++q) {
+              first[static_cast<size_t>(q)] = split.first(q) * row_elems;
+              counts[static_cast<size_t>(q)] = split.rows(q) * row_elems;
+            }
+            const size_t count = static_cast<size_t>(rows * row_elems);
+            std::vector<size_t> wrong(static_cast<size_t>(n), 0);
+            OnRanks(n, [&](Links& links) {
+              const int r = links.rank();
+              std::string in(count * elem, '\0'), out(count * elem, '\0');
+              for (size_t i = 0; i < count; ++i)
+                PutValue(dtype, &in[0], i, RingValue(ReduceOp::SUM, r, i));
+              const std::string before = in;
+              RingAllreduce ring;
+              Status s = ring.ReduceScatter(links, in.data(), &out[0], first, counts, dtype,
+                                            ReduceOp::SUM);
+              EXPECT_TRUE(s.ok()) << s.message();
+              EXPECT_TRUE(in == before) << "the input changed on rank " << r;
+              const size_t lo = static_cast<size_t>(first[static_cast<size_t>(r)]);
+              for (size_t i = lo; i < lo + static_cast<size_t>(counts[static_cast<size_t>(r)]);
+                   ++i) {
+                double want = 0;
+                for (int q = 0; q < n; ++q) want += RingValue(ReduceOp::SUM, q, i);
+                wrong[static_cast<size_t>(r)] += GetValue(dtype, out.data(), i) != want;
+              }
+            }, eager);
+            for (int r = 0; r < n; ++r)
+              EXPECT_EQ(wrong[static_cast<size_t>(r)], 0u)
+                  << DataTypeName(dtype) << " n " << n << " rows " << rows << " x " << row_elems
+                  << " rank " << r << " eager " << eager;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ReduceScatter, RowSplitGivesTheFirstRanksTheExtraRows) {
+  const RowSplit split{7, 3};
+  EXPECT_EQ(split.rows(0), 3);
+  EXPECT_EQ(split.rows(1), 2);
+  EXPECT_EQ(split.rows(2), 2);
+  EXPECT_EQ(split.first(0), 0);
+  EXPECT_EQ(split.first(1), 3);
+  EXPECT_EQ(split.first(2), 5);
+  const RowSplit few{2, 4};
+  EXPECT_EQ(few.rows(3), 0);
+  EXPECT_EQ(few.first(3), 2);
+}
+
 // A failed transfer ends the ring with the links' own status (its peer too).
 TEST(Allreduce, RingReturnsTheLinksErrorWithItsPeer) {
   class Failing : public Links {
@@ -368,6 +430,15 @@ TEST(Selection, AllgatherTable) {
   EXPECT_TRUE(SelectAllgather(c, k) == AllgatherAlgorithm::BACKEND);
   EXPECT_EQ(std::string(AllgatherAlgorithmName(AllgatherAlgorithm::HIERARCHICAL)),
             "hierarchical");
+  // One host with the shared-memory regions mapped, from HOROVOD_SHM_MIN_BYTES up.
+  AllgatherCase one;
+  one.ranks = 3;
+  one.shm_ready = true;
+  one.bytes = 4096;
+  k.shm_min_bytes = 4096;
+  EXPECT_TRUE(SelectAllgather(one, k) == AllgatherAlgorithm::SHARED_MEMORY);
+  one.bytes = 4095;
+  EXPECT_TRUE(SelectAllgather(one, k) == AllgatherAlgorithm::BACKEND);
 }
 
 
@@ -624,7 +695,7 @@ void TestHierarchicalAllgather(int hosts, int per_host, const std::string& how) 
       }
       const std::string mine = AllgatherBlock(r, round);
       std::string out(expected.size() + 1, '?');
-      s = round == 2 ? runner.Run(&topo, mine.data(), &out[0], bytes)
+      s = round == 2 ? runner.Run(&topo, nullptr, mine.data(), &out[0], bytes)
                      : HierarchicalAllgather::Run(topo, mine.data(), &out[0], bytes);
       ASSERT_TRUE(s.ok()) << s.message();
       EXPECT_EQ(out.substr(0, expected.size()), expected)

@@ -231,6 +231,56 @@ void TestPostscale(DataType dtype, double factor) {
   }
 }
 
+// Reduce-scatter over uneven slices (one rank's empty, slices spanning many
+// blocks): each rank gets the exact sum of its slice, scaled, and nothing
+// else is written; the allgather then puts every rank's part in every output.
+TEST(ShmAllreduce, ReduceScatterAndAllgatherOfUnevenSlices) {
+  for (int size : {2, 3, 4}) {
+    for (int64_t rows : {int64_t{1}, int64_t{5}, int64_t{1000}, int64_t{100003}}) {
+      const RowSplit split{rows, size};
+      std::vector<int64_t> first(static_cast<size_t>(size)), counts(static_cast<size_t>(size));
+      std::vector<int64_t> bytes(static_cast<size_t>(size));
+      for (int q = 0; q < size; ++q) {
+        first[static_cast<size_t>(q)] = split.first(q);
+        counts[static_cast<size_t>(q)] = split.rows(q);
+        bytes[static_cast<size_t>(q)] = split.rows(q) * 4;
+      }
+      RunRanks(size, 4096, [&](int r, ShmAllreduce& shm) {
+        const size_t n = static_cast<size_t>(rows), q = static_cast<size_t>(r);
+        std::vector<int32_t> in(n);
+        for (size_t i = 0; i < n; ++i) in[i] = static_cast<int32_t>(i % 13) + r;
+        const std::vector<int32_t> before = in;
+        std::vector<int32_t> mine(static_cast<size_t>(counts[q]) + 1, -7);
+        Status s = shm.ReduceScatter(in.data(), mine.data(), first, counts, DataType::INT32,
+                                     ReduceOp::SUM, 2.0);
+        EXPECT_TRUE(s.ok()) << s.message();
+        EXPECT_TRUE(in == before) << "the input changed on rank " << r;
+        int bad = 0;
+        const int32_t rank_sum = size * (size - 1) / 2;
+        for (int64_t i = 0; i < counts[q]; ++i) {
+          const int64_t at = first[q] + i;
+          bad += mine[static_cast<size_t>(i)] != 2 * (static_cast<int32_t>(at % 13) * size + rank_sum);
+        }
+        EXPECT_EQ(bad, 0) << size << " ranks, " << rows << " rows, rank " << r;
+        EXPECT_EQ(mine.back(), -7) << "written past its slice on rank " << r;
+        // Every rank's slice, gathered in rank order, is the whole reduction.
+        std::vector<int32_t> all(n, -1);
+        s = shm.Allgather(mine.data(), all.data(), bytes);
+        EXPECT_TRUE(s.ok()) << s.message();
+        bad = 0;
+        for (size_t i = 0; i < n; ++i)
+          bad += all[i] != 2 * (static_cast<int32_t>(i % 13) * size + rank_sum);
+        EXPECT_EQ(bad, 0) << "allgather: " << size << " ranks, " << rows << " rows, rank " << r;
+        // An allreduce after them still pairs its blocks with the peers'.
+        std::vector<int32_t> sum(n);
+        EXPECT_TRUE(shm.Allreduce(in.data(), sum.data(), static_cast<int64_t>(n), DataType::INT32,
+                                  ReduceOp::SUM).ok());
+        EXPECT_EQ(sum[n - 1], static_cast<int32_t>((n - 1) % 13) * size + rank_sum);
+      });
+    }
+  }
+}
+
 TEST(ShmAllreduce, PostscaleInsideEqualsSumThenScale) {
   TestPostscale<float>(DataType::FLOAT32, 1.0 / 3.0);
   TestPostscale<float>(DataType::FLOAT32, 0.5);
