@@ -23,16 +23,17 @@ import tensorflow as tf
 from tensorflow.python.framework import auto_control_deps
 
 from tf_hvd import build_info
+from tf_hvd.job import rank_env
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def _find_library():
     """Returns the path of the built _hvd shared library."""
-    override = os.environ.get("TF_HVD_LIBRARY")
+    override = os.environ.get(rank_env.LIBRARY)
     if override:
         if not os.path.isfile(override):
-            raise ImportError("TF_HVD_LIBRARY=%s does not name a file" % override)
+            raise ImportError("%s=%s does not name a file" % (rank_env.LIBRARY, override))
         return override
     candidates = [os.path.join(_PACKAGE_DIR, "_hvd.so")]
     candidates += sorted(glob.glob(os.path.join(_PACKAGE_DIR, "_hvd.*.so")))

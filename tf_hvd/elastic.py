@@ -43,7 +43,8 @@ from tf_hvd._keras import flavors
 from tf_hvd._library import lib as _lib
 from tf_hvd.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from tf_hvd.reduce_ops import Max
-from tf_hvd.runner.rendezvous import RendezvousClient
+from tf_hvd.job import rank_env
+from tf_hvd.job.rendezvous import RendezvousClient
 
 __all__ = ["run", "State", "ObjectState", "TensorFlowState", "TensorFlowKerasState",
            "HorovodInternalError", "HostsUpdatedInterrupt"]
@@ -59,9 +60,9 @@ SETTLE_SECONDS = 1.0  # survivors wait this long without a newcomer before formi
 # left out after this.
 LISTED_WAIT_SECONDS = 30.0
 ROUND_ENV = "HOROVOD_ELASTIC_ROUND"   # the round of the job's current form (knob)
-ID_ENV = "TF_HVD_ELASTIC_ID"          # this process's id: its rank when the launcher started it
-JOIN_ENV = "TF_HVD_ELASTIC_JOIN"      # "1": started by the launcher to join a running job
-HOST_ENV = "TF_HVD_ELASTIC_HOST"      # the host the launcher started this process on
+ID_ENV = rank_env.ELASTIC_ID          # this process's id: its rank when the launcher started it
+JOIN_ENV = rank_env.ELASTIC_JOIN      # "1": started by the launcher to join a running job
+HOST_ENV = rank_env.ELASTIC_HOST      # the host the launcher started this process on
 STORE = "tf_hvd/elastic/"             # keys in the launcher's rendezvous store
 # Keys the launcher reads (tf_hvd/runner/state_holders.py): who holds the committed state.
 JOINED_KEY = STORE + "joined/%d"      # a newcomer came to the rendezvous
@@ -98,7 +99,7 @@ class State(object):
     def check_host_updates(self):
         """Raises HostsUpdatedInterrupt on every rank (they agree through an allreduce)
         when the launcher has started ranks on hosts its discovery script added."""
-        if "TF_HVD_ELASTIC_MIN_NP" not in os.environ:
+        if not _elastic_launcher():
             return  # not started by an elastic launcher (tfhvdrun --min-np)
         # rank 0 tells the launcher how far the job got (named should the state be lost)
         commits = getattr(self, "_tf_hvd_commits", None) if topology.rank() == 0 else None
@@ -319,6 +320,12 @@ def _hosts_version(commits=None):
     return value.decode() if value is not None else None
 
 
+def _elastic_launcher():
+    """Whether an elastic launcher (tfhvdrun --min-np, Ray's elastic executor) started
+    this process: it then reads the launcher's store at commits and re-forms."""
+    return rank_env.RankEnv.from_environ(os.environ).elastic_min_np is not None
+
+
 def _ids(store):
     value = store.get(STORE + "ids")  # the launcher publishes every process's id
     return [int(i) for i in value.decode().split(",")] if value is not None else []
@@ -328,9 +335,10 @@ def _reform(my_id, round_, announce=False):
     """Agree with the other processes of round ``round_`` on who takes part; return
     (rank, size): ranks in the order of the processes' ids."""
     prefix = STORE + "round%d/" % round_
-    timeout = float(os.environ.get("TF_HVD_ELASTIC_TIMEOUT", "600"))
+    launched = rank_env.RankEnv.from_environ(os.environ)
+    timeout = 600.0 if launched.elastic_timeout is None else launched.elastic_timeout
     entered = time.monotonic()
-    min_np = int(os.environ.get("TF_HVD_ELASTIC_MIN_NP", "1"))
+    min_np = launched.elastic_min_np or 1
     with _client() as store:
         # the value is this process's host: the new topology groups ranks by it
         if _seen["holds"]:
@@ -416,7 +424,7 @@ def _lost_message(verdict, round_):
 
 
 def _my_host():
-    return os.environ.get(HOST_ENV) or socket.gethostname()
+    return rank_env.RankEnv.from_environ(os.environ).elastic_host or socket.gethostname()
 
 
 def _topology(rank, hosts):
@@ -455,7 +463,7 @@ def _init_round(my_id, round_, announce=False):
 def join_before_init():
     """For a process the launcher started to join a running job (hvd.init() calls this):
     meet the others in the next round instead of the job's first rendezvous."""
-    my_id = int(os.environ[ID_ENV])
+    my_id = rank_env.RankEnv.from_environ(os.environ).elastic_id
     del os.environ[JOIN_ENV]
     _seen["holds"] = False  # until the committed state reaches it (run's first sync)
     with _client() as store:
@@ -467,7 +475,7 @@ def join_before_init():
 def _after_sync(state):
     """The committed state has reached this process (``state.sync()`` succeeded): carry
     the commit count from rank 0 and tell the launcher this process now holds it."""
-    if "TF_HVD_ELASTIC_MIN_NP" not in os.environ:
+    if not _elastic_launcher():
         return
     count = functions.broadcast_object(getattr(state, "_tf_hvd_commits", 0), 0,
                                        session=getattr(state, "session", None),

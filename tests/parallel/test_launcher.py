@@ -45,7 +45,7 @@ class _KV(object):
     """Signed requests with the job's secret (the server refuses anything else)."""
 
     def __init__(self):
-        from tf_hvd.runner.rendezvous import RendezvousClient
+        from tf_hvd.job.rendezvous import RendezvousClient
         self.conn = RendezvousClient.from_env(os.environ, timeout=30)
 
     def request(self, method, key, body=None):

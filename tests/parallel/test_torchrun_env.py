@@ -103,7 +103,7 @@ def test_secret_file_readable_by_others_is_refused(tmp_path):
     os.chmod(path, 0o644)
     (res,) = _run_ranks([_env(1, 2, _free_port(), None, TF_HVD_SECRET_FILE=str(path))])
     err = _error(res)
-    assert err.startswith("tf_hvd.scheduler.secret.SecretError: "), err
+    assert err.startswith("tf_hvd.job.secret.SecretError: "), err
     assert "is readable by other users (mode 644)" in err and "chmod 600" in err, err
 
 
@@ -112,7 +112,7 @@ def test_missing_secret_is_an_error():
     (res,) = _run_ranks([_env(1, 2, _free_port(), None,
                               TF_HVD_SECRET_FILE="/dev/null/tf_hvd/secret")])
     err = _error(res)
-    assert err.startswith("tf_hvd.scheduler.secret.SecretError: no rendezvous secret: "
+    assert err.startswith("tf_hvd.job.secret.SecretError: no rendezvous secret: "
                           "HOROVOD_GLOO_RENDEZVOUS_SECRET is not set and the secret file "
                           "/dev/null/tf_hvd/secret can be neither read nor created (Not a "
                           "directory); give every rank the same secret in "

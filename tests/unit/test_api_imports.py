@@ -4,8 +4,12 @@ From the bottom: the library loader (tf_hvd._library), the job's topology and
 process sets, the ops, the functions built on them, the training wrappers
 (optimizers, tape, the Keras support in tf_hvd._keras), elastic, init
 (tf_hvd.basics), the public tf_hvd.keras, and the lazy package facade on top.
-The launcher (tf_hvd.runner) is TensorFlow-free and imports nothing of the
-layers above; elastic uses its rendezvous client.
+Under everything, the job contract (tf_hvd.job: the rendezvous, its
+authentication and secret, network and placement helpers, one rank's
+environment), which the launchers (tf_hvd.runner, tf_hvd.ray) and the library
+(elastic, the scheduler resolver, the data service) share and which imports
+nothing else of tf_hvd. The launcher is TensorFlow-free and imports nothing of
+the layers above.
 
 Three checks:
 * statically (ast), every module-level import of a tf_hvd module goes to the
@@ -31,6 +35,7 @@ PACKAGE_DIR = os.path.join(ROOT, "tf_hvd")
 # Layers from the bottom; a module may import its own layer or lower ones.
 # Keyed by module name or package prefix (the longest match wins).
 LAYERS = [
+    ("job", ["tf_hvd.job"]),
     ("leaf", ["tf_hvd.build_info", "tf_hvd.exceptions", "tf_hvd.reduce_ops",
               "tf_hvd.compression", "tf_hvd.runner", "tf_hvd.scheduler"]),
     ("loader", ["tf_hvd._library"]),

@@ -22,7 +22,7 @@ import pytest
 
 from tf_hvd.runner import hosts, mpi_operator
 from tf_hvd.scheduler import SecretError
-from tf_hvd.scheduler.secret import job_secret
+from tf_hvd.job.secret import job_secret
 from tf_hvd.scheduler.tf_config import resolve_tf_config
 
 K8S = k8s_examples.K8S

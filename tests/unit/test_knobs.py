@@ -131,9 +131,30 @@ def test_the_library_reads_horovod_variables_only_through_the_list():
 def test_every_variable_the_launcher_sets_is_a_knob(lib):
     names = {k["name"] for k in lib.knobs()}
     used = set()
-    for path in _sources("tf_hvd/runner/*.py"):
+    for path in _sources("tf_hvd/runner/**/*.py") + _sources("tf_hvd/job/*.py"):
         used |= set(re.findall(r"HOROVOD_[A-Z][A-Z0-9_]*", open(path).read()))
     assert used and used <= names, sorted(used - names)
+
+
+def test_knobs_read_outside_the_core_follow_the_tables_rules(lib):
+    """tf_hvd/job/knob_rules.py parses the few knobs the launcher and a rank's Python
+    side read without the library: its rows and its verdicts are the table's."""
+    from tf_hvd.job import knob_rules
+    table = {k["name"]: k for k in lib.knobs()}
+    for name, (kind, low, high) in knob_rules.ROWS.items():
+        assert (table[name]["type"], table[name]["min"], table[name]["max"]) == (
+            kind, low, high), name
+        parse = knob_rules.parse_seconds if kind == "seconds" else knob_rules.parse_int
+        for text in ["0", "1", " 45 ", "2.5", "1e3", "+7", "-1", "0x10", "inf", "nan", "soon",
+                     "", "65536", "16777217", "1000001", "1M"]:
+            try:
+                want = lib.parse_knob(name, text)
+            except ValueError as e:
+                with pytest.raises(ValueError) as got:
+                    parse(name, text)
+                assert str(got.value) == str(e), (name, text)
+            else:
+                assert parse(name, text) == want, (name, text)
 
 
 # -- at hvd.init() -------------------------------------------------------------------------------

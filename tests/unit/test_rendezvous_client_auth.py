@@ -17,8 +17,8 @@ import time
 import pytest
 
 from jobrunner import clean_env, run
-from tf_hvd.runner import auth
-from tf_hvd.runner.rendezvous import RendezvousServer
+from tf_hvd.job import auth
+from tf_hvd.job.rendezvous import RendezvousServer
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = sys.executable

@@ -17,9 +17,9 @@ import time
 import pytest
 
 from jobrunner import Job, clean_env, run
-from tf_hvd.runner import auth, plan as plan_mod, network, args as cli, ssh
-from tf_hvd.runner import env as rank_env
-from tf_hvd.runner.rendezvous import RendezvousClient, RendezvousError, RendezvousServer
+from tf_hvd.job import auth, network, rank_env
+from tf_hvd.runner import plan as plan_mod, args as cli, ssh
+from tf_hvd.job.rendezvous import RendezvousClient, RendezvousError, RendezvousServer
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = sys.executable
@@ -292,7 +292,7 @@ def _script(tmp_path, body):
 def test_ranks_get_the_job_secret_and_it_is_never_printed(tmp_path):
     script = _script(tmp_path, """
         import os, sys
-        from tf_hvd.runner.rendezvous import RendezvousClient
+        from tf_hvd.job.rendezvous import RendezvousClient
         secret = os.environ["HOROVOD_GLOO_RENDEZVOUS_SECRET"]
         r = os.environ["HOROVOD_RANK"]
         with open(os.path.join(sys.argv[1], "secret.%s" % r), "w") as f:
@@ -329,7 +329,7 @@ def test_ranks_get_the_job_secret_and_it_is_never_printed(tmp_path):
 def test_outsider_is_refused_while_a_job_runs(tmp_path):
     script = _script(tmp_path, """
         import os, sys, time
-        from tf_hvd.runner.rendezvous import RendezvousClient
+        from tf_hvd.job.rendezvous import RendezvousClient
         d = sys.argv[1]
         c = RendezvousClient.from_env(os.environ)
         c.put("job/value", b"genuine")
@@ -389,7 +389,7 @@ def test_remote_ranks_read_the_secret_from_stdin(monkeypatch):
     monkeypatch.setattr(network, "address_towards", lambda host: "10.1.1.1")
     args = cli.parse(["-np", "2", "-H", "localhost:1,node2:1", "python", "t.py"])
     p = plan_mod.Plan(args, is_local=lambda h: h == "localhost")
-    envs = p.gloo_envs("10.1.1.1", 7)
+    envs = [e.to_environ() for e in p.rank_envs("10.1.1.1", 7)]
     secret = auth.new_secret()
     base = {"PATH": "/bin", auth.SECRET_ENV: secret}
     argv, local = p.rank_argv(p.slots[1], envs[1], "/tmp", base_env=base,

@@ -59,7 +59,7 @@ def test_knob_flags_parse():
 
 
 def test_autotune_flags_map_to_horovods_knobs(tmp_path):
-    from tf_hvd.runner.env import knob_env
+    from tf_hvd.runner.knob_flags import knob_env
     a = cli.parse(["-np", "2", "--autotune", "--autotune-log-file", "/tmp/at.csv",
                    "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "4",
                    "--autotune-bayes-opt-max-samples", "6",

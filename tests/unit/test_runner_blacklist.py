@@ -6,6 +6,7 @@ import argparse
 
 import pytest
 
+from tf_hvd.job.rank_env import RankEnv
 from tf_hvd.runner import args as cli
 from tf_hvd.runner import gloo_run
 from tf_hvd.runner.blacklist import Blacklist, check_cooldown_range
@@ -115,9 +116,10 @@ def _joiner(cooldown_range, clock, loopback_only=True):
     plan = argparse.Namespace(
         slots=slots, loopback_only=loopback_only, is_local=lambda h: h == "localhost",
         launcher_address=lambda: "127.0.0.1" if loopback_only else "10.0.0.1",
-        gloo_envs=lambda addr, port: [{"HOROVOD_SIZE": "3"}],
-        rank_argv=lambda slot, env, cwd, stdin_vars=(): (
-            ["ssh", slot.hostname, "HOROVOD_RANK=%s" % env["HOROVOD_RANK"]], False))
+        rank_envs=lambda addr, port: [RankEnv(size=3)],
+        rank_process=lambda slot, rank, secret, cwd: (
+            ["ssh", slot.hostname, "HOROVOD_RANK=%s" % rank.to_environ()["HOROVOD_RANK"]],
+            {}, (secret + "\n").encode()))
     server = argparse.Namespace(port=1, secret="s3cret", store=FakeStore())
     args = argparse.Namespace(host_discovery_script="/bin/true", slots_per_host=1,
                               blacklist_cooldown_range=cooldown_range, max_np=3, num_proc=3,

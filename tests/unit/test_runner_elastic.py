@@ -9,12 +9,14 @@ import argparse
 import pytest
 
 from tf_hvd.runner import args as cli
-from tf_hvd.runner import auth, slurm
+from tf_hvd.job import auth
+from tf_hvd.runner import slurm
 from tf_hvd.runner.discovery import HostDiscovery, wait_for_slots
-from tf_hvd.runner.elastic_hosts import ElasticHosts, elastic_env
+from tf_hvd.job.rank_env import RankEnv
+from tf_hvd.runner.elastic_hosts import ElasticHosts, elastic_fields
 from tf_hvd.runner.hosts import HostSpecError
 from tf_hvd.runner.plan import Plan
-from tf_hvd.runner.rendezvous import RendezvousServer
+from tf_hvd.job.rendezvous import RendezvousServer
 from tf_hvd.runner.supervisor import Supervisor
 
 
@@ -34,14 +36,15 @@ def test_horovodrun_elastic_spellings_and_defaults(monkeypatch):
     monkeypatch.setenv("HOROVOD_ELASTIC_TIMEOUT", "soon")
     with pytest.raises(cli.UsageError) as info:
         _parse("--min-np", "1")
-    assert str(info.value) == "HOROVOD_ELASTIC_TIMEOUT='soon': expected a number of seconds"
+    assert str(info.value) == ("HOROVOD_ELASTIC_TIMEOUT='soon' is not a valid value: expected "
+                               "a non-negative number of seconds up to 1000000")
     monkeypatch.delenv("HOROVOD_ELASTIC_TIMEOUT")
     with pytest.raises(cli.UsageError) as info:
         _parse("--max-np", "4")
     assert str(info.value) == ("--max-np and --reset-limit need --min-np or "
                                "--host-discovery-script (an elastic run)")
-    assert elastic_env(30, 2) == {"HOROVOD_ELASTIC": "1", "TF_HVD_ELASTIC_TIMEOUT": "30",
-                                  "TF_HVD_ELASTIC_MIN_NP": "2"}
+    assert RankEnv(**elastic_fields(30, 2)).to_environ() == {
+        "HOROVOD_ELASTIC": "1", "TF_HVD_ELASTIC_TIMEOUT": "30", "TF_HVD_ELASTIC_MIN_NP": "2"}
 
 
 def _script(tmp_path, text, name="discover.sh"):

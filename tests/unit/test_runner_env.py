@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
+from tf_hvd.job import network, rank_env
 from tf_hvd.runner import args as cli
-from tf_hvd.runner import env as rank_env
-from tf_hvd.runner import mpi, network, ssh
+from tf_hvd.runner import mpi, ssh
+from tf_hvd.runner.knob_flags import knob_env
 from tf_hvd.runner.plan import Plan
 
 
@@ -20,7 +21,7 @@ def _plan(argv, local_hosts=("localhost",)):
 # -- knobs ----------------------------------------------------------------------------
 
 def test_no_knobs_by_default():
-    assert rank_env.knob_env(cli.parse(["-np", "1", "x"])) == {}
+    assert knob_env(cli.parse(["-np", "1", "x"])) == {}
 
 
 def test_knob_env_mapping():
@@ -30,7 +31,7 @@ def test_knob_env_mapping():
                    "--stall-check-warning-time-seconds", "30",
                    "--stall-check-shutdown-time-seconds", "90.5", "--start-timeout", "45",
                    "--network-interface", "eth0", "x"])
-    assert rank_env.knob_env(a) == {
+    assert knob_env(a) == {
         "HOROVOD_FUSION_THRESHOLD": str(32 * 1024 * 1024),
         "HOROVOD_CYCLE_TIME": "2.5",
         "HOROVOD_CACHE_CAPACITY": "512",
@@ -49,7 +50,7 @@ def test_knob_env_mapping():
 def test_knob_env_fractional_mb_and_disable_cache():
     a = cli.parse(["-np", "1", "--fusion-threshold-mb", "0.5", "--cycle-time-ms", "1",
                    "--cache-capacity", "9", "--disable-cache", "x"])
-    env = rank_env.knob_env(a)
+    env = knob_env(a)
     assert env["HOROVOD_FUSION_THRESHOLD"] == str(512 * 1024)
     assert env["HOROVOD_CYCLE_TIME"] == "1"
     # --disable-cache is the launcher's check cache (horovodrun), not the response cache
@@ -62,13 +63,13 @@ def test_knob_env_horovodrun_library_and_logging_flags():
                    "--mpi-threads-disable", "--log-without-timestamp",
                    "--no-timeline-mark-cycles", "x"])
     assert a.nics == ["eth0", "eth1", "eth2"] and a.network_interface == "eth0"
-    assert rank_env.knob_env(a) == {
+    assert knob_env(a) == {
         "HOROVOD_GLOO_IFACE": "eth0", "NCCL_SOCKET_IFNAME": "eth0,eth1,eth2",
         "NCCL_IB_DISABLE": "1", "HOROVOD_GLOO_TIMEOUT_SECONDS": "40",
         "HOROVOD_THREAD_AFFINITY": "2", "HOROVOD_MPI_THREADS_DISABLE": "1",
         "HOROVOD_LOG_HIDE_TIME": "1", "HOROVOD_TIMELINE_MARK_CYCLES": "0"}
     a = cli.parse(["-np", "1", "--log-with-timestamp", "--timeline-mark-cycles", "x"])
-    assert rank_env.knob_env(a) == {"HOROVOD_LOG_HIDE_TIME": "0",
+    assert knob_env(a) == {"HOROVOD_LOG_HIDE_TIME": "0",
                                     "HOROVOD_TIMELINE_MARK_CYCLES": "1"}
 
 
@@ -86,7 +87,7 @@ def test_local_gloo_envs():
     plan = _plan(["-np", "3", "--cycle-time-ms", "5", "python", "t.py"])
     assert plan.all_local and plan.launcher_address() == "127.0.0.1"
     assert plan.rendezvous_bind_address() == "127.0.0.1"
-    envs = plan.gloo_envs("127.0.0.1", 4242)
+    envs = [e.to_environ() for e in plan.rank_envs("127.0.0.1", 4242)]
     for r, env in enumerate(envs):
         assert env == {
             "HOROVOD_RANK": str(r), "HOROVOD_SIZE": "3",
@@ -107,7 +108,7 @@ def test_multi_host_gloo_envs(monkeypatch):
     assert not plan.all_local and plan.any_local
     assert plan.launcher_address() == "10.1.1.1"
     assert plan.rendezvous_bind_address() == "10.1.1.1"  # only the address the ranks use
-    envs = plan.gloo_envs("10.1.1.1", 5555)
+    envs = [e.to_environ() for e in plan.rank_envs("10.1.1.1", 5555)]
     table = [(e["HOROVOD_RANK"], e["HOROVOD_HOSTNAME"], e["HOROVOD_LOCAL_RANK"],
               e["HOROVOD_LOCAL_SIZE"], e["HOROVOD_CROSS_RANK"], e["HOROVOD_CROSS_SIZE"])
              for e in envs]
@@ -130,7 +131,7 @@ def test_hostfile_plan(tmp_path, monkeypatch):
     hf.write_text("a slots=1\nb slots=3\n")
     plan = _plan(["-np", "4", "--hostfile", str(hf), "x"], local_hosts=())
     assert not plan.any_local
-    envs = plan.gloo_envs("10.0.0.9", 1)
+    envs = [e.to_environ() for e in plan.rank_envs("10.0.0.9", 1)]
     assert [e["HOROVOD_HOSTNAME"] for e in envs] == ["a", "b", "b", "b"]
     assert [e["HOROVOD_LOCAL_RANK"] for e in envs] == ["0", "0", "1", "2"]
     assert [e["HOROVOD_CROSS_RANK"] for e in envs] == ["0", "1", "0", "0"]
@@ -186,7 +187,7 @@ def test_plan_rank_argv_local_and_remote(monkeypatch):
     monkeypatch.setattr(network, "address_towards", lambda host: "10.1.1.1")
     plan = _plan(["-np", "3", "-H", "localhost:2,node2:1", "-p", "2200",
                   "python", "t.py", "--lr", "0.1"])
-    envs = plan.gloo_envs("10.1.1.1", 7)
+    envs = [e.to_environ() for e in plan.rank_envs("10.1.1.1", 7)]
     argv0, local0 = plan.rank_argv(plan.slots[0], envs[0], "/cwd")
     assert local0 and argv0 == ["python", "t.py", "--lr", "0.1"]
     argv2, local2 = plan.rank_argv(plan.slots[2], envs[2], "/cwd",
@@ -288,5 +289,5 @@ def test_address_towards_loopback():
 
 def test_hierarchical_flags():
     a = cli.parse(["-np", "4", "--hierarchical-allreduce", "--hierarchical-allgather", "x"])
-    assert rank_env.knob_env(a) == {"HOROVOD_HIERARCHICAL_ALLREDUCE": "1",
+    assert knob_env(a) == {"HOROVOD_HIERARCHICAL_ALLREDUCE": "1",
                                     "HOROVOD_HIERARCHICAL_ALLGATHER": "1"}

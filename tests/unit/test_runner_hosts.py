@@ -2,7 +2,8 @@
 
 import pytest
 
-from tf_hvd.runner import hosts, placement
+from tf_hvd.job import placement
+from tf_hvd.runner import hosts
 from tf_hvd.runner.hosts import HostSlots, HostSpecError
 
 

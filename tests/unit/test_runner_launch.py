@@ -193,7 +193,7 @@ def test_rank_environment(tmp_path):
 def test_ranks_meet_through_rendezvous(tmp_path):
     script = _script(tmp_path, "meet.py", """
         import os, time
-        from tf_hvd.runner.rendezvous import RendezvousClient
+        from tf_hvd.job.rendezvous import RendezvousClient
         rank, size = int(os.environ["HOROVOD_RANK"]), int(os.environ["HOROVOD_SIZE"])
         conn = RendezvousClient.from_env(os.environ, timeout=10)
         assert conn.put("meet/rank%d" % rank, bytes([rank]) * 10 + b"\\x00end") == 200
@@ -340,7 +340,7 @@ def test_sigterm_stops_everything(tmp_path):
 
 def test_runner_does_not_import_tensorflow():
     code = ("import sys; import tf_hvd.runner.launch, tf_hvd.runner.gloo_run, "
-            "tf_hvd.runner.mpi_run, tf_hvd.runner.rendezvous; "
+            "tf_hvd.runner.mpi_run, tf_hvd.job.rendezvous; "
             "print('tensorflow' in sys.modules)")
     baseline = run([PY, "-c", "import sys, tf_hvd; print('tensorflow' in sys.modules)"], 120,
                    env=_env(), merge_stderr=False).check_finished()

@@ -12,7 +12,7 @@ from jobrunner import clean_env, run
 
 from tf_hvd.runner import args as cli
 from tf_hvd.runner import js_run, lsf, mpi, output, parity
-from tf_hvd.runner.env import knob_env
+from tf_hvd.runner.knob_flags import knob_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from tf_hvd.runner import auth
-from tf_hvd.runner.rendezvous import KVStore, RendezvousServer
+from tf_hvd.job import auth
+from tf_hvd.job.rendezvous import KVStore, RendezvousServer
 
 
 @pytest.fixture

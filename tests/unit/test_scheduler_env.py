@@ -6,8 +6,9 @@ import stat
 
 import pytest
 
-from tf_hvd.runner import slurm_hostlist as hostlist
-from tf_hvd.scheduler import engine_env as res, secret as sec
+from tf_hvd.job import slurm_hostlist as hostlist
+from tf_hvd.job import secret as sec
+from tf_hvd.scheduler import engine_env as res
 
 TORCH = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
          "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}

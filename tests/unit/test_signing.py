@@ -1,6 +1,6 @@
 """The C++ signing of the Gloo set-up (cc/common/gloo/signing.cc, on OpenSSL's libcrypto)
 against Python: HMAC-SHA256 equal to ``hmac.new(key, msg, sha256)`` and the rendezvous
-signatures equal to tf_hvd/runner/auth.py's.
+signatures equal to tf_hvd/job/auth.py's.
 
 TensorFlow's libtensorflow_framework.so.2 exports BoringSSL under OpenSSL's names (HMAC,
 RAND_bytes, CRYPTO_memcmp, ...). _hvd.so links libcrypto statically with those symbols
@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from tf_hvd.runner import auth
+from tf_hvd.job import auth
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LIB = os.path.join(REPO, "tf_hvd", "_hvd.so")

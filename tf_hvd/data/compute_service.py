@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from tf_hvd import basics, ops, topology
 from tf_hvd.data.registry import ComputeClient
-from tf_hvd.runner import network
+from tf_hvd.job import network
 
 DISPATCHER_SIDES = ("compute", "training")
 SHARED_JOB_NAME = "job"

@@ -2,7 +2,7 @@
 announce themselves and where training ranks find them (Horovod's ComputeService and
 ComputeClient).
 
-It is the launcher's signed key-value store (tf_hvd.runner.rendezvous) with these keys:
+It is the launcher's signed key-value store (tf_hvd.job.rendezvous) with these keys:
 
 * ``compute/layout``            -> "<dispatchers> <workers_per_dispatcher>"
 * ``compute/dispatcher/<d>``    -> the dispatcher's address, e.g. "grpc://10.0.0.5:41234"
@@ -17,8 +17,8 @@ import http.client
 import threading
 import time
 
-from tf_hvd.runner import network
-from tf_hvd.runner.rendezvous import RendezvousClient, RendezvousServer
+from tf_hvd.job import network
+from tf_hvd.job.rendezvous import RendezvousClient, RendezvousServer
 
 POLL_INTERVAL_S = 0.1
 SERVICE_NAME = "compute service"

@@ -5,8 +5,8 @@ import sys
 
 import ray
 
-from tf_hvd.runner import auth
-from tf_hvd.runner.rendezvous import RendezvousServer
+from tf_hvd.job import auth
+from tf_hvd.job.rendezvous import RendezvousServer
 from tf_hvd.ray.errors import worker_error
 from tf_hvd.ray.worker import RankWorker
 

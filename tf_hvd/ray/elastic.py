@@ -136,10 +136,14 @@ class ElasticRayExecutor(object):
         return made
 
     # -- environment ------------------------------------------------------------------
-    def _elastic_env(self, wid):
-        return {"TF_HVD_ELASTIC_ID": str(wid),
-                "TF_HVD_ELASTIC_MIN_NP": str(self.settings.min_np or 1),
-                "TF_HVD_ELASTIC_TIMEOUT": "%g" % self.settings.elastic_timeout}
+    def _elastic_fields(self, wid, joining):
+        """The RankEnv fields of worker ``wid``; a joining one takes its id as its rank
+        (tf_hvd.elastic meets the running workers in their next round)."""
+        fields = dict(elastic_id=wid, elastic_min_np=self.settings.min_np or 1,
+                      elastic_timeout=self.settings.elastic_timeout)
+        if joining:
+            fields.update(rank=wid, elastic_join=True)
+        return fields
 
     def _set_envs(self, workers, joining):
         timeout = self.settings.timeout_s
@@ -150,10 +154,8 @@ class ElasticRayExecutor(object):
         refs = []
         for slot, info, w in zip(slots, infos, workers):
             env = topology.rank_env_for(slot, info, self._address, self._server.port,
-                                        self._server.secret, knobs)
-            env.update(self._elastic_env(w.id))
-            if joining:  # tf_hvd.elastic meets the running workers in their next round
-                env.update({"HOROVOD_RANK": str(w.id), "TF_HVD_ELASTIC_JOIN": "1"})
+                                        self._server.secret, knobs,
+                                        **self._elastic_fields(w.id, joining))
             refs.append(w.actor.set_env.remote(env))
         driver.gather(refs, [w.id for w in workers], [w.ip for w in workers], timeout)
 

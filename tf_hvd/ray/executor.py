@@ -19,7 +19,7 @@
 
 One actor per rank, placed by a placement group (``num_workers``: PACK, as few nodes as
 possible; ``num_hosts`` x ``num_workers_per_host``: one bundle per node, STRICT_SPREAD).
-The driver serves the job's authenticated rendezvous store (tf_hvd/runner/rendezvous.py,
+The driver serves the job's authenticated rendezvous store (tf_hvd/job/rendezvous.py,
 a fresh secret per ``start()``); every actor gets the variables tfhvdrun gives a Gloo
 rank, so ``hvd.init()`` inside it joins the job.
 """

@@ -2,14 +2,13 @@
 
 Actors on the same Ray node get consecutive ranks (nodes in the order their first actor
 was placed), so local and cross ranks mean what they mean under tfhvdrun
-(tf_hvd/runner/placement.py computes them the same way).
+(tf_hvd/job/placement.py computes them the same way).
 """
 
 import collections
 
-from tf_hvd.runner import env as rank_env
-from tf_hvd.runner.auth import SECRET_ENV
-from tf_hvd.runner.placement import assign_ranks
+from tf_hvd.job.placement import assign_ranks
+from tf_hvd.job.rank_env import RankEnv
 
 # What RankWorker.node() returns for each actor.
 NodeInfo = collections.namedtuple("NodeInfo", ["node_id", "ip", "hostname", "gpus"])
@@ -45,11 +44,12 @@ class _Mutable(object):
 
 
 def rank_env_for(slot, info, rendezvous_addr, rendezvous_port, secret, knobs=None,
-                 visible_gpus=None):
-    """The variables actor ``info`` needs to be rank ``slot.rank`` of a Gloo job."""
-    env = rank_env.gloo_rank_env(slot, info.ip, rendezvous_addr, rendezvous_port,
-                                 dict(knobs or {}))
-    env[SECRET_ENV] = secret
+                 visible_gpus=None, **fields):
+    """The variables actor ``info`` needs to be rank ``slot.rank`` of a Gloo job: its
+    RankEnv (with ``fields``, e.g. elastic ids) as variables."""
+    env = RankEnv.for_slot(slot, hostname=info.ip, rendezvous_addr=rendezvous_addr,
+                           rendezvous_port=rendezvous_port, controller="gloo",
+                           secret=secret, knobs=knobs or {}, **fields).to_environ()
     if visible_gpus:  # every local rank sees the node's GPUs: hvd.local_rank() picks one
         env["CUDA_VISIBLE_DEVICES"] = ",".join(visible_gpus)
     return env

@@ -13,6 +13,7 @@ import shutil
 import sys
 
 from .. import __version__
+from ..job import knob_rules
 from . import config_file
 from .blacklist import check_cooldown_range
 from . import lsf
@@ -274,6 +275,16 @@ def _add_fault_tolerance_flags(p):
 
 
 ELASTIC_TIMEOUT_ENV, ELASTIC_TIMEOUT_DEFAULT = "HOROVOD_ELASTIC_TIMEOUT", 600.0
+START_TIMEOUT_ENV, START_TIMEOUT_DEFAULT = "HOROVOD_START_TIMEOUT", 30.0  # horovodrun's
+
+
+def _knob_seconds(environ, name, default):
+    """A timeout knob by the knob table's rules (job/knob_rules.py); UsageError with the
+    table's message when it is malformed."""
+    try:
+        return knob_rules.seconds_knob(environ, name, default)
+    except ValueError as e:
+        raise UsageError(str(e))
 
 
 def _elastic_defaults(args):
@@ -282,12 +293,8 @@ def _elastic_defaults(args):
     if args.host_discovery_script is not None and args.min_np is None:
         args.min_np = args.num_proc
     if args.elastic_timeout is None:
-        text = os.environ.get(ELASTIC_TIMEOUT_ENV, "").strip()
-        try:
-            args.elastic_timeout = float(text) if text else ELASTIC_TIMEOUT_DEFAULT
-        except ValueError:
-            raise UsageError("%s=%r: expected a number of seconds" % (ELASTIC_TIMEOUT_ENV,
-                                                                      text))
+        args.elastic_timeout = _knob_seconds(os.environ, ELASTIC_TIMEOUT_ENV,
+                                             ELASTIC_TIMEOUT_DEFAULT)
 
 
 def _check_fault_tolerance(args):
@@ -467,19 +474,12 @@ def _choose_launch(args, environ):
 
 def start_timeout(args, environ=None):
     """The launcher's start-up timeout in seconds: --start-timeout, else
-    $HOROVOD_START_TIMEOUT, else 30 (horovodrun's default). Raises UsageError."""
+    $HOROVOD_START_TIMEOUT (0: the default), else 30 (horovodrun's default). Raises
+    UsageError."""
     if args.start_timeout is not None:
         return args.start_timeout
-    text = (os.environ if environ is None else environ).get("HOROVOD_START_TIMEOUT", "")
-    if not text.strip():
-        return 30.0
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1
-    if not value > 0:
-        raise UsageError("HOROVOD_START_TIMEOUT=%r is not a positive number of seconds" % text)
-    return value
+    return _knob_seconds(os.environ if environ is None else environ, START_TIMEOUT_ENV,
+                         START_TIMEOUT_DEFAULT)
 
 
 def check_command_runs_here(command, cwd=None):

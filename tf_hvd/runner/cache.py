@@ -15,11 +15,13 @@ import os
 import tempfile
 import time
 
+from ..job import rank_env
+
 STALE_AFTER_S = 60 * 60
 
 
 def default_path():
-    root = os.environ.get("TF_HVD_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".tf_hvd")
+    root = os.environ.get(rank_env.CACHE_DIR) or os.path.join(os.path.expanduser("~"), ".tf_hvd")
     return os.path.join(root, "launcher_cache.json")
 
 

@@ -32,9 +32,8 @@ hosts, as in Horovod.
 import argparse
 import os
 
-from . import auth
+from ..job.rank_env import RankEnv
 from . import failures
-from . import env as rank_env
 from .blacklist import Blacklist
 from .discovery import HostDiscovery
 from .state_holders import StateHolders, id_list
@@ -45,14 +44,16 @@ IDS_KEY = "tf_hvd/elastic/ids"
 # gets new ranks only once it has been listed this long in a row (a flapping host would
 # otherwise make the running ranks wait for newcomers at every commit).
 FLAP_SECONDS = 10.0
-HOST_ENV = "TF_HVD_ELASTIC_HOST"  # a rank's host as the user named it (tf_hvd.elastic)
-RESTART_ENV = "TF_HVD_RESTART_COUNT"
 
 
-def elastic_env(timeout, min_np):
-    """What every rank of an elastic job gets (HOROVOD_ELASTIC=1 as under horovodrun)."""
-    return {"HOROVOD_ELASTIC": "1", "TF_HVD_ELASTIC_TIMEOUT": "%g" % timeout,
-            "TF_HVD_ELASTIC_MIN_NP": str(min_np)}
+def elastic_fields(timeout, min_np):
+    """The RankEnv fields every rank of an elastic job gets (HOROVOD_ELASTIC=1 as under
+    horovodrun, and how long the ranks may take to re-form).
+
+        >>> RankEnv(**elastic_fields(30, 2)).to_environ()["TF_HVD_ELASTIC_MIN_NP"]
+        '2'
+    """
+    return {"elastic": True, "elastic_timeout": timeout, "elastic_min_np": min_np}
 
 
 def _ranks(procs):
@@ -295,33 +296,23 @@ class ElasticHosts(object):
         return offered
 
     def _rank_env(self, new_id, host):
-        """The joining rank's variables: the job's, with its own rank and host."""
+        """The joining rank's RankEnv: the job's (rank 0's), with its own rank and host."""
         plan, addr = self.plan, self.plan.launcher_address()
-        env = dict(plan.gloo_envs(addr, self.server.port)[0])
         bind = addr if plan.is_local(host) else host
-        env.update(elastic_env(self.args.elastic_timeout, self.args.min_np))
-        env.update({"HOROVOD_RANK": str(new_id), "TF_HVD_ELASTIC_ID": str(new_id),
-                    "TF_HVD_ELASTIC_JOIN": "1", RESTART_ENV: "0",
-                    "HOROVOD_HOSTNAME": bind.split("@", 1)[-1],
-                    "HOROVOD_SLOT_HOSTNAME": host.split("@", 1)[-1],
-                    HOST_ENV: host.split("@", 1)[-1]})
-        return env
+        name = host.split("@", 1)[-1]
+        return plan.rank_envs(addr, self.server.port)[0].replace(
+            rank=new_id, elastic_id=new_id, elastic_join=True, restart_count=0,
+            hostname=bind.split("@", 1)[-1], slot_hostname=name, elastic_host=name,
+            **elastic_fields(self.args.elastic_timeout, self.args.min_np))
 
     def _start(self, supervisor, new_id, host):
         """Start rank ``new_id`` on ``host``; OSError if it cannot be started."""
-        env = self._rank_env(new_id, host)
         secret = self.server.secret
         slot = argparse.Namespace(hostname=host)
         # this machine: the command itself; inside a Slurm allocation: srun, which carries
         # the process environment to the node (slurm.py); else ssh, the secret on stdin
-        argv, local = self.plan.rank_argv(slot, env, os.getcwd(),
-                                          stdin_vars=(auth.SECRET_ENV,))
-        if local:
-            env[auth.SECRET_ENV] = secret
-            child_env, stdin_data = rank_env.process_env(os.environ, env), None
-        else:
-            child_env = rank_env.process_env(os.environ, {})
-            stdin_data = (secret + "\n").encode("ascii")
+        argv, child_env, stdin_data = self.plan.rank_process(
+            slot, self._rank_env(new_id, host), secret, os.getcwd())
         supervisor.spawn(new_id, host, argv, child_env, os.getcwd(),
                          self.args.output_filename, stdin_data=stdin_data, redact=secret)
 

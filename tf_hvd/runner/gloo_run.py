@@ -13,13 +13,12 @@ import shlex
 import sys
 import time
 
-from . import auth
-from . import env as rank_env
+from ..job import auth
+from ..job import rank_env
 from . import failures
-from . import network
-from .elastic_hosts import ElasticHosts, elastic_env
+from .elastic_hosts import ElasticHosts, elastic_fields
 from .outcome import RunOutcome
-from .rendezvous import RendezvousServer
+from ..job.rendezvous import RendezvousServer
 from .signals import SignalCatcher
 from .supervisor import Supervisor, log_line
 
@@ -71,9 +70,6 @@ def _rank_list(ranks):
     return "[" + ",".join(str(r) for r in ranks) + "]"
 
 
-RESTART_ENV = "TF_HVD_RESTART_COUNT"  # how many times the job was restarted (0: first run)
-
-
 def run(plan):
     """Run the job described by ``plan``, restarting it after a rank's failure up to
     ``--max-restarts`` times; return the launcher's exit code."""
@@ -90,10 +86,6 @@ def run(plan):
         restart += 1
         log_line("restarting every rank with a fresh rendezvous (restart %d of %d) because "
                  "%s" % (restart, limit, outcome.why))
-
-
-def _elastic_env(elastic):
-    return elastic_env(elastic.timeout, elastic.min_np)
 
 
 _Joiner = ElasticHosts  # the name the unit tests knew it by
@@ -136,41 +128,32 @@ def _run_once(plan, restart):
             log_line(auth.mask(message, secret))
 
     try:
-        envs = plan.gloo_envs(rendezvous_addr, server.port)
+        rank_envs = plan.rank_envs(rendezvous_addr, server.port)
         verbose("rendezvous server on %s:%d (bound to %s; requests must be signed with "
                 "the job's secret, %s=%s)" % (rendezvous_addr, server.port, bind,
                                               auth.SECRET_ENV, auth.MASK))
         start_deadline = time.monotonic() + getattr(plan, "start_timeout", 30.0)
-        for slot, env in zip(plan.slots, envs):
+        for slot, rank in zip(plan.slots, rank_envs):
             if signals.pending():
                 break  # stopped while starting: supervisor.wait() handles it
             if time.monotonic() > start_deadline:
                 why = ("could not start rank(s) %s within the start-up timeout of %s s "
                        "(--start-timeout / HOROVOD_START_TIMEOUT)"
                        % (_rank_list(range(slot.rank, len(plan.slots))),
-                          rank_env._number(plan.start_timeout)))
+                          rank_env.number_text(plan.start_timeout)))
                 log_line(why)
                 supervisor.abort()
                 # Not restartable: a restart meets the same slow start.
                 return RunOutcome(1, restartable=False, why=why)
-            env = dict(env)
-            env[RESTART_ENV] = str(restart)
+            rank = rank.replace(restart_count=restart)
             if elastic is not None:
-                env.update(_elastic_env(elastic))
-                env["TF_HVD_ELASTIC_HOST"] = slot.hostname.split("@", 1)[-1]
-            argv, local = plan.rank_argv(slot, env, cwd, stdin_vars=(auth.SECRET_ENV,))
+                rank = rank.replace(elastic_host=slot.hostname.split("@", 1)[-1],
+                                    **elastic_fields(elastic.timeout, elastic.min_np))
+            argv, child_env, stdin_data = plan.rank_process(slot, rank, secret, cwd)
             verbose("rank %d on %s (local %d/%d, cross %d/%d): %s"
                     % (slot.rank, slot.hostname, slot.local_rank, slot.local_size,
                        slot.cross_rank, slot.cross_size,
                        " ".join(shlex.quote(a) for a in argv)))
-            if local:
-                extra = dict(env)
-                extra[auth.SECRET_ENV] = secret
-                child_env = rank_env.process_env(os.environ, extra)
-                stdin_data = None
-            else:
-                child_env = rank_env.process_env(os.environ, {})
-                stdin_data = (secret + "\n").encode("ascii")
             try:
                 supervisor.spawn(slot.rank, slot.hostname, argv, child_env, cwd,
                                  args.output_filename, stdin_data=stdin_data, redact=secret)

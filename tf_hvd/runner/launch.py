@@ -19,7 +19,7 @@ import sys
 from . import args as cli
 from . import check_build
 from .discovery import HostDiscovery, wait_for_slots
-from . import env as rank_env
+from ..job import rank_env
 from . import gloo_run
 from . import hosts as host_spec
 from . import mpi_run
@@ -52,7 +52,7 @@ def prepare(argv):
             args.num_proc, args.elastic_timeout)
     plan = Plan(args)
     plan.start_timeout = start_timeout
-    plan.knobs.update(rank_env.quiet_env(args, os.environ))  # TensorFlow's start-up lines
+    plan.knobs.update(rank_env.quiet_env(args.verbose, os.environ))  # TensorFlow's start-up lines
     if plan.any_local:
         cli.check_command_runs_here(args.command)
     if args.output_filename:
@@ -84,7 +84,7 @@ def main(argv=None):
         return 0
     if plan.args.prefix_output_with_timestamp:
         output.set_timestamps(True)
-    output.set_quiet(rank_env.QUIET_ENV in plan.knobs)
+    output.set_quiet(rank_env.QUIET_TF_STARTUP in plan.knobs)
     output.set_rank_count(max(plan.args.num_proc, getattr(plan.args, "max_np", None) or 0))
     # jsrun reaches the LSF job's hosts by itself (often where ssh is not allowed).
     failed = [] if plan.args.mode == "jsrun" else ssh.check_hosts(

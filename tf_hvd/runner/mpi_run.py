@@ -21,7 +21,7 @@ import tempfile
 import time
 
 from . import cache
-from . import env as rank_env
+from ..job import rank_env
 from . import failures
 from . import js_run
 from . import mpi
@@ -216,8 +216,7 @@ def run(plan):
     """Run the job with mpiexec (--mpi) or jsrun (--jsrun); return the launcher's exit
     code."""
     args = plan.args
-    env = dict(plan.knobs)
-    env["HOROVOD_CONTROLLER"] = "mpi"
+    env = rank_env.RankEnv(controller="mpi", knobs=plan.knobs).to_environ()
     if args.mode == "jsrun":
         jsrun = js_run.find_jsrun()
         if jsrun is None:

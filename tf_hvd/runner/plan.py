@@ -6,14 +6,16 @@ the address remote ranks reach us at, and the environment knobs.
 
 import os
 
-from . import env as rank_env
+from ..job import network
+from ..job import placement
+from ..job import rank_env
+from ..job.rank_env import RankEnv
 from . import hosts as host_spec
 from . import mpi_operator
-from . import network
-from . import placement
 from . import slurm
 from . import ssh
 from .args import UsageError
+from .knob_flags import knob_env
 
 
 def host_list(args):
@@ -60,7 +62,7 @@ class Plan(object):
         self.loopback_only = self.all_local and not (
             getattr(args, "host_discovery_script", None) and
             (getattr(args, "nics", None) or self._reachable_address()))
-        self.knobs = rank_env.knob_env(args)
+        self.knobs = knob_env(args)
         # The launcher's start-up timeout in seconds (launch.prepare sets it from
         # --start-timeout / HOROVOD_START_TIMEOUT; args.start_timeout).
         self.start_timeout = 30.0
@@ -119,11 +121,14 @@ class Plan(object):
             return launcher_address
         return slot.hostname.split("@", 1)[-1]
 
-    def gloo_envs(self, rendezvous_addr, rendezvous_port):
-        """Per-rank HOROVOD_* variables, index == rank."""
+    def rank_envs(self, rendezvous_addr, rendezvous_port):
+        """Every rank's RankEnv in Gloo mode, index == rank (its knobs, topology and
+        where to meet; the secret and what a run adds come later)."""
         me = self.launcher_address()
-        return [rank_env.gloo_rank_env(s, self.rank_hostname(s, me), rendezvous_addr,
-                                       rendezvous_port, self.knobs) for s in self.slots]
+        return [RankEnv.for_slot(s, hostname=self.rank_hostname(s, me),
+                                 rendezvous_addr=rendezvous_addr,
+                                 rendezvous_port=rendezvous_port, controller="gloo",
+                                 knobs=self.knobs) for s in self.slots]
 
     def rank_argv(self, slot, env, cwd, base_env=None, stdin_vars=()):
         """(argv, is_local): how to start ``slot``'s rank from here.
@@ -143,6 +148,18 @@ class Plan(object):
         return ssh.rank_command(slot.hostname, ssh.ssh_command(
             slot.hostname, self.args.command, remote_env, cwd, self.args.ssh_port,
             self.args.ssh_identity_file, stdin_vars=stdin_vars)), False
+
+    def rank_process(self, slot, rank, secret, cwd):
+        """(argv, environment, stdin bytes or None): how to start ``slot``'s rank, whose
+        variables are the RankEnv ``rank``, with the job's ``secret``: in the
+        environment of a rank on this machine (or started by srun), on ssh's stdin for
+        one started over ssh, never on a command line."""
+        argv, local = self.rank_argv(slot, rank.to_environ(with_secret=False), cwd,
+                                     stdin_vars=(rank_env.SECRET,))
+        if local:
+            return argv, rank_env.process_env(
+                os.environ, rank.replace(secret=secret).to_environ()), None
+        return argv, rank_env.process_env(os.environ, {}), (secret + "\n").encode("ascii")
 
     def remote_hosts(self):
         """The hosts reached over ssh, in order (none when srun starts them)."""

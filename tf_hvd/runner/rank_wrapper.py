@@ -42,6 +42,11 @@ else:  # run as a script: sys.path[0] is this directory
 # Same text as failures.TRACEBACK_LINE (this file must not import the package).
 TRACEBACK_LINE = b"Traceback (most recent call last):"
 
+# Same texts as tf_hvd.job.rank_env.QUIET_TF_STARTUP and FAULT_FILE (this file must not
+# import the package; tests/unit/test_job_contract.py checks that they agree).
+QUIET_ENV = "TF_HVD_QUIET_TF_STARTUP"
+FAULT_FILE_ENV = "TF_HVD_FAULT_FILE"
+
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "JSM_NAMESPACE_RANK",
               "HOROVOD_RANK")
 
@@ -84,8 +89,7 @@ def main(argv=None):
     rank = rank_from_env(os.environ)
     output.set_timestamps(args.prefix_timestamp)
     output.set_rank_count(args.num_ranks)
-    # Same text as env.QUIET_ENV (this file must not import the package).
-    output.set_quiet(os.environ.get("TF_HVD_QUIET_TF_STARTUP") == "1")
+    output.set_quiet(os.environ.get(QUIET_ENV) == "1")
     status_dir = args.status_dir
     if status_dir and not os.path.isdir(status_dir):
         status_dir = None  # a remote host: the launcher's directory is not here
@@ -97,7 +101,7 @@ def main(argv=None):
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     if status_dir:  # the core writes its fault report here (failures.py reads it)
-        env["TF_HVD_FAULT_FILE"] = os.path.join(status_dir, "rank.%d.fault" % rank)
+        env[FAULT_FILE_ENV] = os.path.join(status_dir, "rank.%d.fault" % rank)
     # SIGTERM aimed at the wrapper alone is passed on; SIGINT normally reaches the whole
     # process group (terminal, mpiexec), so the wrapper ignores it and waits.
     child = None

@@ -16,7 +16,8 @@ node over Slurm's munge-authenticated launch protocol, never on a command line.
 import os
 import shutil
 
-from .slurm_hostlist import HostlistError, expand_hostlist, expand_tasks_per_node
+from ..job import rank_env
+from ..job.slurm_hostlist import HostlistError, expand_hostlist, expand_tasks_per_node
 
 from .hosts import HostSlots, HostSpecError
 
@@ -65,6 +66,6 @@ def launcher_for(hosts_given, environ=None):
     environ = os.environ if environ is None else environ
     if hosts_given or not in_allocation(environ) or not srun_path():
         return None
-    if environ.get("TF_HVD_SLURM_LAUNCH", "srun") == "ssh":
+    if environ.get(rank_env.SLURM_LAUNCH, "srun") == "ssh":
         return None  # the user prefers ssh between the nodes
     return "srun"

@@ -5,7 +5,7 @@ hvd.init() calls :func:`prepare` first. When the environment describes a job of
 several processes (tf_hvd.scheduler.engine_env), it sets the HOROVOD_* variables the core
 reads, makes rank 0 serve the authenticated rendezvous at MASTER_ADDR:MASTER_PORT and
 checks every rank in (tf_hvd.scheduler.meet), with the secret of
-tf_hvd.scheduler.secret. Pure Python: no TensorFlow import.
+tf_hvd.job.secret. Pure Python: no TensorFlow import.
 
     # on each of two hosts, or twice on one (MASTER_ADDR=127.0.0.1):
     #   RANK=0|1 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \\
@@ -18,7 +18,7 @@ import os
 
 from . import meet
 from .engine_env import SchedulerEnvError, horovod_env, local_address, resolve
-from .secret import SECRET_ENV, SecretError, job_secret
+from tf_hvd.job.secret import SECRET_ENV, SecretError, job_secret
 from .tf_config import tf_config_task as _tf_config_task
 
 __all__ = ["SchedulerEnvError", "SecretError", "prepare", "resolve", "tf_config_task"]
@@ -57,7 +57,5 @@ def prepare(environ=None, start_timeout_s=None):
     # Meet first: on Kubernetes rank 0's name may resolve only once its pod runs, and
     # meet() waits for that within the start time-out.
     meet.meet(job, secret, start_timeout_s or DEFAULT_START_TIMEOUT_S)
-    env = horovod_env(job, local_address(job.master_addr, job.master_port))
-    env[SECRET_ENV] = secret
-    environ.update(env)
+    environ.update(horovod_env(job, local_address(job.master_addr, job.master_port), secret))
     return job

@@ -30,7 +30,8 @@ engine did (a job of one process).
 
 import socket
 
-from tf_hvd.runner.slurm_hostlist import HostlistError, expand_hostlist, expand_tasks_per_node
+from tf_hvd.job import rank_env
+from tf_hvd.job.slurm_hostlist import HostlistError, expand_hostlist, expand_tasks_per_node
 
 from .job import Job, SchedulerEnvError, cross_of_counts
 from .tf_config import resolve_tf_config
@@ -38,7 +39,7 @@ from .tf_config import resolve_tf_config
 __all__ = ["Job", "SchedulerEnvError", "horovod_env", "local_address", "resolve"]
 
 # Started by a launcher the core understands by itself.
-_LAUNCHER_VARS = ("HOROVOD_RANK", "TF_HVD_ELASTIC_JOIN")
+_LAUNCHER_VARS = (rank_env.RANK, rank_env.ELASTIC_JOIN)
 _MPI_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 # The Slurm rendezvous port when MASTER_PORT is not given: PORT_BASE + (a number made
 # from the job and step ids) % PORT_SPAN, so that steps sharing a node rarely collide.
@@ -195,18 +196,11 @@ def local_address(master_addr, master_port):
         probe.close()
 
 
-def horovod_env(job, hostname):
-    """The HOROVOD_* variables the core reads, for ``job``; ``hostname`` is the address
-    this rank publishes for Gloo's connections."""
-    return {
-        "HOROVOD_RANK": str(job.rank),
-        "HOROVOD_SIZE": str(job.size),
-        "HOROVOD_LOCAL_RANK": str(job.local_rank),
-        "HOROVOD_LOCAL_SIZE": str(job.local_size),
-        "HOROVOD_CROSS_RANK": str(job.cross_rank),
-        "HOROVOD_CROSS_SIZE": str(job.cross_size),
-        "HOROVOD_HOSTNAME": hostname,
-        "HOROVOD_SLOT_HOSTNAME": job.host or socket.gethostname(),
-        "HOROVOD_GLOO_RENDEZVOUS_ADDR": job.master_addr,
-        "HOROVOD_GLOO_RENDEZVOUS_PORT": str(job.master_port),
-    }
+def horovod_env(job, hostname, secret=None):
+    """The HOROVOD_* variables the core reads, for ``job`` (its RankEnv); ``hostname``
+    is the address this rank publishes for Gloo's connections."""
+    return rank_env.RankEnv(
+        rank=job.rank, size=job.size, local_rank=job.local_rank, local_size=job.local_size,
+        cross_rank=job.cross_rank, cross_size=job.cross_size, hostname=hostname,
+        slot_hostname=job.host or socket.gethostname(), rendezvous_addr=job.master_addr,
+        rendezvous_port=job.master_port, secret=secret).to_environ()

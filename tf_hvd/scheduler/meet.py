@@ -1,7 +1,7 @@
 """Rank 0 serves the rendezvous; every rank checks in before the core's Gloo set-up.
 
 Without a launcher, rank 0's process runs tfhvdrun's rendezvous server (the same
-authenticated HTTP store, tf_hvd.runner.rendezvous) at MASTER_ADDR:MASTER_PORT for as
+authenticated HTTP store, tf_hvd.job.rendezvous) at MASTER_ADDR:MASTER_PORT for as
 long as it lives; the other ranks' cores connect to it as they would to tfhvdrun's.
 Before that, each rank checks in under ``tf_hvd/scheduler/<rank>`` with the job size
 it was given, so that the usual mistakes fail at once with a message instead of as a
@@ -14,7 +14,7 @@ import json
 import socket
 import time
 
-from tf_hvd.runner import rendezvous
+from tf_hvd.job import rendezvous
 
 from .job import SchedulerEnvError
 

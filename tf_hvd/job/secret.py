@@ -25,8 +25,8 @@ import secrets
 import stat
 import time
 
-SECRET_ENV = "HOROVOD_GLOO_RENDEZVOUS_SECRET"  # the core's knob (tf_hvd.runner.auth)
-SECRET_FILE_ENV = "TF_HVD_SECRET_FILE"
+from .rank_env import SECRET as SECRET_ENV
+from .rank_env import SECRET_FILE as SECRET_FILE_ENV
 
 
 class SecretError(RuntimeError):

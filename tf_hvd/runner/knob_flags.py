@@ -1,23 +1,14 @@
-"""The environment variables each rank is started with.
+"""The command line's tuning flags as the ranks' environment knobs.
 
-``knob_env(args)`` turns tuning flags into Horovod's environment knobs (same names as
-Horovod, so a setting means the same thing to a Horovod user); ``gloo_rank_env`` adds
-the per-rank topology and the rendezvous address the Gloo transport needs.
+Same names as Horovod's, so a setting means the same thing to a Horovod user; only
+the flags that were given are written (the core's defaults stand for the rest).
+
+    >>> from tf_hvd.runner import args as cli
+    >>> knob_env(cli.parse(["-np", "2", "--cycle-time-ms", "2.5", "python", "t.py"]))
+    {'HOROVOD_CYCLE_TIME': '2.5'}
 """
 
-from .auth import SECRET_ENV
-
-# Variables copied from the launcher's environment to ranks started over ssh (local
-# ranks inherit the whole environment).
-_FORWARDED_NAMES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONUNBUFFERED")
-_FORWARDED_PREFIXES = ("HOROVOD_", "TF_", "NCCL_", "OMP_", "KMP_", "CUDA_", "TF_HVD_")
-# Secrets never travel on a command line (an outer job's secret would be stale anyway).
-_NEVER_FORWARDED = frozenset([SECRET_ENV])
-
-
-def _number(value):
-    """Format a float without a spurious '.0' (5.0 -> '5', 0.5 -> '0.5')."""
-    return format(float(value), "g") if float(value) != int(value) else str(int(value))
+from ..job.rank_env import number_text as _number
 
 
 def knob_env(args):
@@ -85,67 +76,4 @@ def _library_env(args):
         env["HOROVOD_MPI_THREADS_DISABLE"] = "1" if args.mpi_threads_disable else "0"
     if args.log_with_timestamp is not None:
         env["HOROVOD_LOG_HIDE_TIME"] = "0" if args.log_with_timestamp else "1"
-    return env
-
-
-# TensorFlow's start-up lines on every rank (cpu_feature_guard, oneDNN, cuInit...) are
-# hidden unless the user asked for them (--verbose, or TensorFlow's own variable).
-QUIET_ENV = "TF_HVD_QUIET_TF_STARTUP"  # ranks' wrappers drop those lines too (output.py)
-
-
-def quiet_env(args, environ):
-    """{TF_CPP_MIN_LOG_LEVEL: 1 (no INFO lines), QUIET_ENV: 1} for the ranks, or {} with
-    --verbose or when the user set TF_CPP_MIN_LOG_LEVEL (then everything is shown)."""
-    if getattr(args, "verbose", False) or "TF_CPP_MIN_LOG_LEVEL" in environ:
-        return {}
-    return {"TF_CPP_MIN_LOG_LEVEL": "1", QUIET_ENV: "1"}
-
-
-def gloo_rank_env(slot, hostname, rendezvous_addr, rendezvous_port, knobs):
-    """Variables for one rank in Gloo mode.
-
-    ``slot`` is a placement.RankSlot; ``hostname`` the address this rank binds and
-    publishes for Gloo's TCP pairs (127.0.0.1 when everything runs locally).
-    """
-    env = dict(knobs)
-    env.update({
-        "HOROVOD_RANK": str(slot.rank),
-        "HOROVOD_SIZE": str(slot.size),
-        "HOROVOD_LOCAL_RANK": str(slot.local_rank),
-        "HOROVOD_LOCAL_SIZE": str(slot.local_size),
-        "HOROVOD_CROSS_RANK": str(slot.cross_rank),
-        "HOROVOD_CROSS_SIZE": str(slot.cross_size),
-        "HOROVOD_HOSTNAME": hostname,
-        "HOROVOD_SLOT_HOSTNAME": slot.hostname.split("@", 1)[-1],
-        "HOROVOD_GLOO_RENDEZVOUS_ADDR": rendezvous_addr,
-        "HOROVOD_GLOO_RENDEZVOUS_PORT": str(rendezvous_port),
-        "HOROVOD_CONTROLLER": "gloo",
-    })
-    return env
-
-
-def process_env(base, extra):
-    """Full environment for a local child: ``base`` (usually os.environ) + ``extra``.
-
-    Python children are made unbuffered unless the user chose otherwise, so their
-    lines reach the launcher (and the prefixing) as soon as they are printed. A
-    rendezvous secret in ``base`` (an enclosing job's) is dropped; the job's own comes
-    in ``extra``.
-    """
-    env = {k: v for k, v in base.items() if k not in _NEVER_FORWARDED}
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    env.update(extra)
-    return env
-
-
-def forwarded_env(base, extra):
-    """Environment to pass explicitly to a remote rank: a few of ours plus ``extra``."""
-    env = {}
-    for name, value in base.items():
-        if name in _NEVER_FORWARDED:
-            continue
-        if name in _FORWARDED_NAMES or name.startswith(_FORWARDED_PREFIXES):
-            env[name] = value
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    env.update(extra)
     return env
