@@ -18,7 +18,7 @@ import pytest
 
 from jobrunner import Job, clean_env, run
 from tf_hvd.job import auth, network, rank_env
-from tf_hvd.runner import plan as plan_mod, args as cli, ssh
+from tf_hvd.runner import plan as plan_mod, args as cli, launch_config, ssh
 from tf_hvd.job.rendezvous import RendezvousClient, RendezvousError, RendezvousServer
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -388,7 +388,7 @@ def test_enclosing_jobs_secret_is_not_inherited_or_forwarded():
 def test_remote_ranks_read_the_secret_from_stdin(monkeypatch):
     monkeypatch.setattr(network, "address_towards", lambda host: "10.1.1.1")
     args = cli.parse(["-np", "2", "-H", "localhost:1,node2:1", "python", "t.py"])
-    p = plan_mod.Plan(args, is_local=lambda h: h == "localhost")
+    p = plan_mod.Plan(launch_config.freeze(args, {}), is_local=lambda h: h == "localhost")
     envs = [e.to_environ() for e in p.rank_envs("10.1.1.1", 7)]
     secret = auth.new_secret()
     base = {"PATH": "/bin", auth.SECRET_ENV: secret}

@@ -317,3 +317,23 @@ def test_launcher_cache_and_disable_cache(tmp_path):
     # A failed check (None) is not remembered.
     assert cache.get_or_compute(["fail"], lambda: None) is None
     assert cache.get(["fail"]) == (False, None)
+
+
+def test_launch_config_is_built_once_and_frozen(monkeypatch):
+    """launch_config.build: the parser, both timeouts through the knob table's rules and
+    the quiet-start variables, in one frozen value."""
+    from tf_hvd.runner import launch_config
+    monkeypatch.setenv("HOROVOD_ELASTIC_TIMEOUT", "42")
+    config = launch_config.build(["-np", "2", "--min-np", "1", "python", "t.py"],
+                                 {"HOROVOD_START_TIMEOUT": "12"})
+    assert (config.start_timeout_s, config.elastic_timeout, config.command) == (
+        12.0, 42.0, ("python", "t.py"))
+    assert dict(config.quiet_env) == {"TF_CPP_MIN_LOG_LEVEL": "1",
+                                      "TF_HVD_QUIET_TF_STARTUP": "1"}
+    with pytest.raises(AttributeError, match="frozen"):
+        config.num_proc = 3
+    assert config.replace(num_proc=3).num_proc == 3 and config.num_proc == 2
+    with pytest.raises(cli.UsageError) as e:
+        launch_config.build(["-np", "2", "x"], {"HOROVOD_START_TIMEOUT": "0x10"})
+    assert str(e.value) == ("HOROVOD_START_TIMEOUT='0x10' is not a valid value: expected a "
+                            "non-negative number of seconds up to 1000000")

@@ -10,7 +10,7 @@ import pytest
 
 from tf_hvd.runner import args as cli
 from tf_hvd.job import auth
-from tf_hvd.runner import slurm
+from tf_hvd.runner import launch_config, slurm
 from tf_hvd.runner.discovery import HostDiscovery, wait_for_slots
 from tf_hvd.job.rank_env import RankEnv
 from tf_hvd.runner.elastic_hosts import ElasticHosts, elastic_fields
@@ -90,9 +90,8 @@ def test_a_job_placed_by_its_script_starts_as_many_ranks_as_slots_allow(monkeypa
     for max_np, expected in ((None, 5), ("4", 4), ("2", 2)):
         flags = ["--host-discovery-script", "./d.sh"] + (["--max-np", max_np] if max_np
                                                           else [])
-        a = _parse(*flags)
-        a.discovered_hosts = [("localhost", 2), ("127.0.0.1", 3)]
-        plan = Plan(a)
+        plan = Plan(launch_config.freeze(_parse(*flags), {}, [("localhost", 2),
+                                                               ("127.0.0.1", 3)]))
         assert len(plan.slots) == expected
         assert [(s.hostname, s.local_rank, s.local_size) for s in plan.slots][:3] == \
             [("localhost", 0, 2), ("localhost", 1, 2), ("127.0.0.1", 0, min(3, expected - 2))
@@ -150,8 +149,8 @@ def test_a_newcomer_inside_a_slurm_allocation_is_started_by_srun_with_its_enviro
     for name in ("SLURM_STEP_ID", "SLURM_STEPID", "TF_HVD_SLURM_LAUNCH"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(slurm, "srun_path", lambda: "/usr/bin/srun")
-    a = _parse("--min-np", "2", "--host-discovery-script", "./d.sh")
-    a.discovered_hosts = [("h1", 2)]
+    a = launch_config.freeze(_parse("--min-np", "2", "--host-discovery-script", "./d.sh"),
+                             {}, [("h1", 2)])
     plan = Plan(a, is_local=lambda h: h == "h1")
     assert plan.remote_launcher == "srun"
     server = RendezvousServer(secret=auth.new_secret())

@@ -9,13 +9,15 @@ import pytest
 
 from tf_hvd.job import network, rank_env
 from tf_hvd.runner import args as cli
-from tf_hvd.runner import mpi, ssh
+from tf_hvd.runner import launch_config, mpi, ssh
 from tf_hvd.runner.knob_flags import knob_env
 from tf_hvd.runner.plan import Plan
 
 
 def _plan(argv, local_hosts=("localhost",)):
-    return Plan(cli.parse(argv), is_local=lambda h: h in local_hosts)
+    # environ: TensorFlow's start-up lines shown, so that only tf_hvd's variables are set
+    return Plan(launch_config.freeze(cli.parse(argv), {"TF_CPP_MIN_LOG_LEVEL": "0"}),
+                is_local=lambda h: h in local_hosts)
 
 
 # -- knobs ----------------------------------------------------------------------------

@@ -132,7 +132,7 @@ def _run_once(plan, restart):
         verbose("rendezvous server on %s:%d (bound to %s; requests must be signed with "
                 "the job's secret, %s=%s)" % (rendezvous_addr, server.port, bind,
                                               auth.SECRET_ENV, auth.MASK))
-        start_deadline = time.monotonic() + getattr(plan, "start_timeout", 30.0)
+        start_deadline = time.monotonic() + plan.start_timeout
         for slot, rank in zip(plan.slots, rank_envs):
             if signals.pending():
                 break  # stopped while starting: supervisor.wait() handles it

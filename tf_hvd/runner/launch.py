@@ -18,10 +18,10 @@ import sys
 
 from . import args as cli
 from . import check_build
-from .discovery import HostDiscovery, wait_for_slots
 from ..job import rank_env
 from . import gloo_run
 from . import hosts as host_spec
+from . import launch_config
 from . import mpi_run
 from . import output
 from . import reaper
@@ -39,31 +39,26 @@ def _usage_error(message):
     return USAGE_EXIT
 
 
-def prepare(argv):
-    """Parse and check the command line; return a Plan. Raises UsageError/HostSpecError."""
-    args = cli.parse(argv)
-    if args.check_build:
-        return args
-    start_timeout = cli.start_timeout(args)
-    if args.host_discovery_script and args.hosts is None and args.hostfile is None:
-        # Elastic, placed by the script alone (Horovod): wait for -np slots.
-        args.discovered_hosts = wait_for_slots(
-            HostDiscovery(args.host_discovery_script, args.slots_per_host),
-            args.num_proc, args.elastic_timeout)
-    plan = Plan(args)
-    plan.start_timeout = start_timeout
-    plan.knobs.update(rank_env.quiet_env(args.verbose, os.environ))  # TensorFlow's start-up lines
+def prepare(config):
+    """The Plan of a LaunchConfig, checked against this machine. Raises
+    UsageError/HostSpecError."""
+    plan = Plan(config)
     if plan.any_local:
-        cli.check_command_runs_here(args.command)
-    if args.output_filename:
+        cli.check_command_runs_here(config.command)
+    if config.output_filename:
         try:
-            os.makedirs(args.output_filename, exist_ok=True)
+            os.makedirs(config.output_filename, exist_ok=True)
         except OSError as e:
             raise cli.UsageError("--output-filename %s: %s"
-                                 % (args.output_filename, e.strerror or e))
+                                 % (config.output_filename, e.strerror or e))
     if not plan.loopback_only:
         plan.launcher_address()  # reports a bad --network-interface now
     return plan
+
+
+def _notices(config):
+    for line in config.notes:
+        notice(line)  # flags that do nothing here, ignored config keys: once each
 
 
 def main(argv=None):
@@ -71,17 +66,22 @@ def main(argv=None):
     if argv is None:
         argv = sys.argv[1:]
     try:
-        plan = prepare(argv)
+        config = launch_config.build(argv)
     except (cli.UsageError, host_spec.HostSpecError) as e:
         return _usage_error(str(e))
-    for line in plan.notes if not isinstance(plan, Plan) else plan.args.notes:
-        notice(line)  # flags that do nothing here, ignored config keys: once each
-    if not isinstance(plan, Plan):  # -cb: report and stop
-        verbose_log = (lambda m: sys.stderr.write("tfhvdrun: %s\n" % m)) if plan.verbose else None
+    if config.check_build:  # -cb: report and stop
+        _notices(config)
+        verbose_log = (lambda m: sys.stderr.write("tfhvdrun: %s\n" % m)) if config.verbose \
+            else None
         sys.stdout.write(check_build.report(check_build.built_features(verbose_log),
-                                            plan.verbose))
+                                            config.verbose))
         sys.stdout.flush()
         return 0
+    try:
+        plan = prepare(config)
+    except (cli.UsageError, host_spec.HostSpecError) as e:
+        return _usage_error(str(e))
+    _notices(config)
     if plan.args.prefix_output_with_timestamp:
         output.set_timestamps(True)
     output.set_quiet(rank_env.QUIET_TF_STARTUP in plan.knobs)

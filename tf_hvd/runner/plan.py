@@ -24,7 +24,7 @@ def host_list(args):
         return host_spec.parse_hosts(args.hosts), "-H %s" % args.hosts
     if args.hostfile is not None:
         return host_spec.parse_hostfile(args.hostfile), "--hostfile %s" % args.hostfile
-    discovered = getattr(args, "discovered_hosts", None)
+    discovered = args.discovered_hosts
     if discovered:  # an elastic job started by its --host-discovery-script alone
         return ([host_spec.HostSlots(h, n) for h, n in discovered],
                 "--host-discovery-script %s" % args.host_discovery_script)
@@ -38,8 +38,16 @@ def host_list(args):
 
 
 class Plan(object):
+    """Everything decided before a process starts, complete when built: hosts, rank
+    placement, which hosts are this machine, the ranks' knobs, the start-up timeout.
+
+        plan = Plan(launch_config.build(["-np", "2", "python", "train.py"]))
+        plan.slots[1].local_rank   # 1
+    """
+
     def __init__(self, args, is_local=network.is_local_host):
-        """Raises UsageError / HostSpecError for host lists that cannot work."""
+        """``args``: a launch_config.LaunchConfig. Raises UsageError / HostSpecError for
+        host lists that cannot work."""
         self.args = args
         self.hosts, where = host_list(args)
         # "srun" inside a Slurm allocation whose nodes are the hosts: no ssh (slurm.py)
@@ -63,15 +71,16 @@ class Plan(object):
             getattr(args, "host_discovery_script", None) and
             (getattr(args, "nics", None) or self._reachable_address()))
         self.knobs = knob_env(args)
-        # The launcher's start-up timeout in seconds (launch.prepare sets it from
-        # --start-timeout / HOROVOD_START_TIMEOUT; args.start_timeout).
-        self.start_timeout = 30.0
+        self.knobs.update(args.quiet_env)  # TensorFlow's start-up lines
+        # The launcher's start-up timeout in seconds (--start-timeout /
+        # HOROVOD_START_TIMEOUT, else 30).
+        self.start_timeout = args.start_timeout_s
 
     @staticmethod
     def start_np(args, capacity):
         """How many ranks start: -np, or for a job placed by its discovery script as many
         as the discovered slots allow, up to --max-np (Horovod's rule)."""
-        if not getattr(args, "discovered_hosts", None):
+        if not args.discovered_hosts:
             return args.num_proc
         limit = args.max_np if args.max_np is not None else capacity
         return max(args.num_proc, min(capacity, limit))
