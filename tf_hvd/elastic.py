@@ -207,21 +207,61 @@ class TensorFlowKerasState(TensorFlowState):
     """A Keras model and its optimizer (their variables, the optimizer's as soon as it
     has created them) plus Python attributes. ``optimizer`` defaults to the model's.
     After a reset the model's compiled functions are dropped, so that the next fit
-    traces them again for the new number of ranks."""
+    traces them again for the new number of ranks.
+
+    A sharded DistributedOptimizer (``sharded=True``) is kept in a form that does not
+    depend on the number of ranks: a commit gathers its whole state (what an unsharded
+    optimizer would hold) onto every rank, restore gives each rank its slices of it
+    again, and after the job re-forms at another size ``sync`` lays the state out over
+    the new ranks and gives each its slices of rank 0's copy::
+
+        opt = hvd.DistributedOptimizer(keras.optimizers.Adam(1e-3), sharded=True)
+        model.compile(optimizer=opt, loss="mse")
+        state = hvd.elastic.TensorFlowKerasState(model, epoch=0)
+        state.commit()        # every rank: allgathers the slots, keeps the whole state
+    """
 
     def __init__(self, model, optimizer=None, backend=None, **kwargs):
         self.model = model
         self.optimizer = optimizer
         self.backend = backend  # accepted as in Horovod; tf_hvd does not need it
+        self._sharded_state = None  # a sharded optimizer's whole state at the last save
         TensorFlowState.__init__(self, [], **kwargs)
+        self._sharded_state = self._gather_sharded()
 
     def _optimizer(self):
         return self.optimizer if self.optimizer is not None else \
             getattr(self.model, "optimizer", None)
 
+    def _sharded_optimizer(self):
+        """The optimizer if it is a sharded DistributedOptimizer, else None."""
+        opt = self._optimizer()
+        return opt if getattr(type(opt), "_hvd_sharded", False) else None
+
+    def _gather_sharded(self):
+        """A built sharded optimizer's whole state, on every rank (a collective)."""
+        opt = self._sharded_optimizer()
+        if opt is None or not flavors.optimizer_built(opt):
+            return None
+        return opt.gather_state(root_rank=None)
+
+    def save(self):
+        gathered = self._gather_sharded()  # first: should it fail, the last save stays whole
+        TensorFlowState.save(self)
+        self._sharded_state = gathered
+
+    def restore(self):
+        TensorFlowState.restore(self)
+        opt = self._sharded_optimizer()
+        if (opt is not None and self._sharded_state is not None
+                and flavors.optimizer_built(opt)):
+            opt.load_state(self._sharded_state)  # this rank's slices, in its current layout
+
     def _state_variables(self):
         variables = list(self.model.weights)
         opt = self._optimizer()
+        if self._sharded_optimizer() is not None:
+            return variables  # its state travels whole, by save/restore/sync below
         if opt is not None and not isinstance(opt, str) and flavors.optimizer_built(opt):
             variables += [v for v in flavors.optimizer_variables(opt)
                           if not any(v is w for w in variables)]
@@ -242,8 +282,24 @@ class TensorFlowKerasState(TensorFlowState):
             opt.build(trainable)
 
     def sync(self):
-        self._build_optimizer()
+        opt = self._sharded_optimizer()
+        if opt is None:
+            self._build_optimizer()
+            TensorFlowState.sync(self)
+            return
+        # Every rank lays the state out for the ranks as they are now: one that had built
+        # the optimizer lays it out again, one that had not (it joined) builds it.
+        if flavors.optimizer_built(opt):
+            opt.reshard()
+        else:
+            self._build_optimizer()
         TensorFlowState.sync(self)
+        held = functions.broadcast_object(self._sharded_state is not None, 0,
+                                          name="elastic.sharded_state")
+        if held:  # rank 0's last save, each rank taking its slices
+            self._sharded_state = opt.load_state(self._sharded_state, root_rank=0)
+        else:     # saved before the optimizer existed: its fresh state is the state
+            self._sharded_state = self._gather_sharded()
 
     def on_reset(self):
         for name in ("train_function", "test_function", "predict_function"):
