@@ -17,8 +17,8 @@
 #include "cc/common/negotiation/entry_checks.h"
 #include "cc/common/knobs.h"
 #include "cc/common/logging.h"
-#include "cc/common/malloc_tuning.h"
-#include "cc/common/timeline.h"
+#include "cc/common/host/malloc_tuning.h"
+#include "cc/common/timeline/timeline.h"
 #include "cc/common/transport_factory.h"
 
 namespace tfhvd {

@@ -12,7 +12,7 @@
 
 #include "cc/common/core/background_loop.h"
 #include "cc/common/core/transport_choice.h"
-#include "cc/common/message.h"
+#include "cc/common/negotiation/message.h"
 #include "cc/common/negotiation/tensor_queue.h"
 #include "cc/common/transport/transport.h"
 

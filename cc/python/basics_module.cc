@@ -9,7 +9,7 @@
 #include <variant>
 
 #include "cc/common/algorithms/algorithm_counts.h"
-#include "cc/common/cpu_binding.h"
+#include "cc/common/host/cpu_binding.h"
 #include "cc/common/knobs.h"
 #include "cc/common/operations.h"
 #include "cc/common/parameters.h"
@@ -224,7 +224,7 @@ PYBIND11_MODULE(_hvd, m) {
         if (!s.ok()) throw std::runtime_error(s.message());
       },
       "Binds every thread to `bound`; the background thread widens the process to `wide` "
-      "while other processes use those CPUs (cc/common/cpu_binding.h).");
+      "while other processes use those CPUs (cc/common/host/cpu_binding.h).");
   m.def("cpu_binding_state", [] {
     tfhvd::CpuBinding::State st = tfhvd::GlobalCpuBinding().state();
     py::dict d;

@@ -6,7 +6,7 @@
 #include "cc/common/transport/link_collectives.h"
 #include "cc/common/autotune/parameter_manager.h"
 #include "cc/common/logging.h"
-#include "cc/common/reduce_kernels.h"
+#include "cc/common/kernels/reduce_kernels.h"
 
 namespace tfhvd {
 

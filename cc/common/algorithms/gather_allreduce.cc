@@ -1,7 +1,7 @@
 #include "cc/common/algorithms/gather_allreduce.h"
 
 #include "cc/common/transport/link_collectives.h"
-#include "cc/common/reduce_kernels.h"
+#include "cc/common/kernels/reduce_kernels.h"
 
 namespace tfhvd {
 

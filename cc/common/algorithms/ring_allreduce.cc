@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "cc/common/reduce_kernels.h"
+#include "cc/common/kernels/reduce_kernels.h"
 
 namespace tfhvd {
 

@@ -15,8 +15,8 @@
 #include "cc/common/algorithms/shm_copies.h"
 #include "cc/common/algorithms/shm_region.h"
 #include "cc/common/logging.h"
-#include "cc/common/reduce_kernels.h"
-#include "cc/common/reduce_last_step.h"
+#include "cc/common/kernels/reduce_kernels.h"
+#include "cc/common/kernels/reduce_last_step.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

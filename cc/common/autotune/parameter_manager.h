@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "cc/common/autotune/bayesian_optimizer.h"
-#include "cc/common/message.h"
+#include "cc/common/autotune/tuned_parameters.h"
 #include "cc/common/parameters.h"
 
 namespace tfhvd {

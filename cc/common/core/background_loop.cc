@@ -3,10 +3,10 @@
 #include <chrono>
 
 #include "cc/common/core/host_names.h"
-#include "cc/common/cpu_binding.h"
+#include "cc/common/host/cpu_binding.h"
 #include "cc/common/logging.h"
-#include "cc/common/thread_affinity.h"
-#include "cc/common/timeline.h"
+#include "cc/common/host/thread_affinity.h"
+#include "cc/common/timeline/timeline.h"
 
 namespace tfhvd {
 

@@ -2,9 +2,9 @@
 
 #include <cstring>
 
-#include "cc/common/reduce_kernels.h"
+#include "cc/common/kernels/reduce_kernels.h"
 #include "cc/common/algorithms/shm_allreduce.h"
-#include "cc/common/timeline.h"
+#include "cc/common/timeline/timeline.h"
 
 namespace tfhvd {
 

@@ -10,7 +10,7 @@
 #include "cc/common/algorithms/allreduce_runner.h"
 #include "cc/common/core/fusion_buffer.h"
 #include "cc/common/gpu_backend.h"
-#include "cc/common/message.h"
+#include "cc/common/negotiation/message.h"
 #include "cc/common/negotiation/tensor_queue.h"
 #include "cc/common/transport/transport.h"
 

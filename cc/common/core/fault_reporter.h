@@ -17,7 +17,7 @@
 #include "cc/common/common.h"
 #include "cc/common/core/fault_record.h"
 #include "cc/common/transport/fault_channel.h"
-#include "cc/common/message.h"
+#include "cc/common/negotiation/message.h"
 
 namespace tfhvd {
 

@@ -7,7 +7,7 @@
 
 #include "cc/common/mpi/mpi_library.h"
 #include "cc/common/mpi/mpi_link_set.h"
-#include "cc/common/reduce_kernels.h"
+#include "cc/common/kernels/reduce_kernels.h"
 
 namespace tfhvd {
 

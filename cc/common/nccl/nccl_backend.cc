@@ -7,7 +7,7 @@
 #include "cc/common/gpu/host_staging.h"
 #include "cc/common/half.h"
 #include "cc/common/logging.h"
-#include "cc/common/timeline.h"
+#include "cc/common/timeline/timeline.h"
 
 namespace tfhvd {
 

@@ -18,7 +18,7 @@
 #include "cc/common/gpu/batched_copy.h"
 #include "cc/common/gpu/cuda_context.h"
 #include "cc/common/gpu_backend.h"
-#include "cc/common/message.h"
+#include "cc/common/negotiation/message.h"
 #include "cc/common/nccl/nccl_communicator.h"
 #include "cc/common/parameters.h"
 #include "cc/common/negotiation/tensor_queue.h"

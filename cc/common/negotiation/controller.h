@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cc/common/negotiation/coordinator.h"
-#include "cc/common/message.h"
+#include "cc/common/negotiation/message.h"
 #include "cc/common/parameters.h"
 #include "cc/common/negotiation/response_cache.h"
 #include "cc/common/negotiation/tensor_queue.h"

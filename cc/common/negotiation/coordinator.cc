@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "cc/common/timeline.h"
+#include "cc/common/timeline/timeline.h"
 #include "cc/common/negotiation/validation.h"
 
 namespace tfhvd {

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cc/common/message.h"
+#include "cc/common/negotiation/message.h"
 #include "cc/common/parameters.h"
 #include "cc/common/negotiation/stall_inspector.h"
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cc/common/message.h"
+#include "cc/common/negotiation/message.h"
 
 namespace tfhvd {
 

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cc/common/message.h"
+#include "cc/common/negotiation/message.h"
 
 namespace tfhvd {
 

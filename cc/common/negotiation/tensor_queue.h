@@ -20,7 +20,7 @@
 
 #include "cc/common/common.h"
 #include "cc/common/gpu_backend.h"
-#include "cc/common/message.h"
+#include "cc/common/negotiation/message.h"
 
 namespace tfhvd {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cc/common/message.h"
+#include "cc/common/negotiation/message.h"
 
 namespace tfhvd {
 

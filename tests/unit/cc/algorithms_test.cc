@@ -28,7 +28,7 @@
 #include "cc/common/transport/link_collectives.h"
 #include "cc/common/algorithms/ring_allreduce.h"
 #include "cc/common/algorithms/selection.h"
-#include "cc/common/reduce_kernels.h"
+#include "cc/common/kernels/reduce_kernels.h"
 #include "tests/unit/cc/thread_links.h"
 
 using namespace tfhvd;

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "cc/common/autotune/bayesian_optimizer.h"
+#include "cc/common/negotiation/message.h"
 #include "cc/common/autotune/parameter_manager.h"
 
 namespace tfhvd {

@@ -1,6 +1,6 @@
 // HOROVOD_CPU_BIND's release policy (BindingPolicy), the /proc parsers, the meter,
-// and binding this process's threads for real (cc/common/cpu_binding.h).
-#include "cc/common/cpu_binding.h"
+// and binding this process's threads for real (cc/common/host/cpu_binding.h).
+#include "cc/common/host/cpu_binding.h"
 
 #include <gtest/gtest.h>
 #include <sched.h>

@@ -22,7 +22,7 @@
 
 #include "cc/common/half.h"
 #include "cc/common/algorithms/shm_allreduce.h"
-#include "cc/common/reduce_kernels.h"
+#include "cc/common/kernels/reduce_kernels.h"
 
 using namespace tfhvd;
 

@@ -3,8 +3,8 @@
 // QUEUE, MEMCPY_IN_FUSION_BUFFER, the collective, MEMCPY_OUT_FUSION_BUFFER --
 // one JSON event per line, flushed every cycle, so a killed job still leaves a
 // readable trace (the closing bracket is written on stop).
-#ifndef TFHVD_COMMON_TIMELINE_H_
-#define TFHVD_COMMON_TIMELINE_H_
+#ifndef TFHVD_COMMON_TIMELINE_TIMELINE_H_
+#define TFHVD_COMMON_TIMELINE_TIMELINE_H_
 
 #include <chrono>
 #include <cstdio>
@@ -61,4 +61,4 @@ bool TimelineIsDynamic(const std::string& value);
 
 }  // namespace tfhvd
 
-#endif  // TFHVD_COMMON_TIMELINE_H_
+#endif  // TFHVD_COMMON_TIMELINE_TIMELINE_H_

@@ -1,13 +1,14 @@
 // Negotiation messages: a rank's Request for one tensor, the coordinator's
 // Response for one (possibly fused) operation, and their list forms, with a
 // compact binary wire encoding.
-#ifndef TFHVD_COMMON_MESSAGE_H_
-#define TFHVD_COMMON_MESSAGE_H_
+#ifndef TFHVD_COMMON_NEGOTIATION_MESSAGE_H_
+#define TFHVD_COMMON_NEGOTIATION_MESSAGE_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "cc/common/autotune/tuned_parameters.h"
 #include "cc/common/common.h"
 
 namespace tfhvd {
@@ -63,21 +64,6 @@ struct Response {
   std::string group;
 };
 
-// The values the autotuner (autotune/parameter_manager.h) tunes; the
-// coordinator sends new ones in a round's ResponseList and every rank applies
-// them at the end of that round.
-struct TunedParameters {
-  int64_t fusion_threshold_bytes = 0;
-  double cycle_time_ms = 0;
-  bool response_cache = true;
-  bool hierarchical_allreduce = false;
-  bool operator==(const TunedParameters& o) const {
-    return fusion_threshold_bytes == o.fusion_threshold_bytes &&
-           cycle_time_ms == o.cycle_time_ms && response_cache == o.response_cache &&
-           hierarchical_allreduce == o.hierarchical_allreduce;
-  }
-};
-
 struct ResponseList {
   std::vector<Response> responses;
   bool shutdown = false;
@@ -97,4 +83,4 @@ bool ParseResponseList(const std::string& bytes, ResponseList* list);
 
 }  // namespace tfhvd
 
-#endif  // TFHVD_COMMON_MESSAGE_H_
+#endif  // TFHVD_COMMON_NEGOTIATION_MESSAGE_H_

@@ -14,8 +14,8 @@
 //   CpuBinding& binding = GlobalCpuBinding();
 //   Status s = binding.Bind(/*bound=*/{1}, /*wide=*/{0, 1}, /*retry_s=*/30);  // hvd.init()
 //   binding.Tick();  // the background loop, every cycle
-#ifndef TFHVD_COMMON_CPU_BINDING_H_
-#define TFHVD_COMMON_CPU_BINDING_H_
+#ifndef TFHVD_COMMON_HOST_CPU_BINDING_H_
+#define TFHVD_COMMON_HOST_CPU_BINDING_H_
 
 #include <atomic>
 #include <cstdint>
@@ -115,4 +115,4 @@ CpuBinding& GlobalCpuBinding();
 
 }  // namespace tfhvd
 
-#endif  // TFHVD_COMMON_CPU_BINDING_H_
+#endif  // TFHVD_COMMON_HOST_CPU_BINDING_H_

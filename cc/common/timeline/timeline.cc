@@ -1,4 +1,4 @@
-#include "cc/common/timeline.h"
+#include "cc/common/timeline/timeline.h"
 
 #include <cctype>
 #include <cerrno>

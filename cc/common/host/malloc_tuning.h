@@ -5,8 +5,8 @@
 // tensor pays ~65k page faults and the kernel zeroing every page, each time
 // (docs/performance.md, "Figures behind the core's defaults"). Raising the
 // mmap and trim thresholds lets the next step reuse the memory instead.
-#ifndef TFHVD_COMMON_MALLOC_TUNING_H_
-#define TFHVD_COMMON_MALLOC_TUNING_H_
+#ifndef TFHVD_COMMON_HOST_MALLOC_TUNING_H_
+#define TFHVD_COMMON_HOST_MALLOC_TUNING_H_
 
 namespace tfhvd {
 
@@ -17,4 +17,4 @@ bool KeepLargeBuffersInHeap();
 
 }  // namespace tfhvd
 
-#endif  // TFHVD_COMMON_MALLOC_TUNING_H_
+#endif  // TFHVD_COMMON_HOST_MALLOC_TUNING_H_

@@ -1,4 +1,4 @@
-#include "cc/common/reduce_kernels.h"
+#include "cc/common/kernels/reduce_kernels.h"
 
 #include <algorithm>
 #include <cmath>

@@ -6,8 +6,8 @@
 //
 //   // acc[i] = out[i] = (a[i] + b[i]) * 0.5, bit for bit as the three calls
 //   ReduceScaleStore(DataType::FLOAT32, ReduceOp::SUM, acc, out, a, b, n, 0.5);
-#ifndef TFHVD_COMMON_REDUCE_LAST_STEP_H_
-#define TFHVD_COMMON_REDUCE_LAST_STEP_H_
+#ifndef TFHVD_COMMON_KERNELS_REDUCE_LAST_STEP_H_
+#define TFHVD_COMMON_KERNELS_REDUCE_LAST_STEP_H_
 
 #include <cstddef>
 
@@ -26,4 +26,4 @@ void ReduceScaleStore(DataType dtype, ReduceOp op, void* dst, void* copy, const 
 
 }  // namespace tfhvd
 
-#endif  // TFHVD_COMMON_REDUCE_LAST_STEP_H_
+#endif  // TFHVD_COMMON_KERNELS_REDUCE_LAST_STEP_H_

@@ -1,7 +1,7 @@
 // Element-wise kernels the transports and the fusion code share: combine two
 // buffers with a reduce op, scale a buffer, fill with the op's identity.
-#ifndef TFHVD_COMMON_REDUCE_KERNELS_H_
-#define TFHVD_COMMON_REDUCE_KERNELS_H_
+#ifndef TFHVD_COMMON_KERNELS_REDUCE_KERNELS_H_
+#define TFHVD_COMMON_KERNELS_REDUCE_KERNELS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -29,4 +29,4 @@ void FillIdentity(DataType dtype, ReduceOp op, void* buf, size_t n);
 
 }  // namespace tfhvd
 
-#endif  // TFHVD_COMMON_REDUCE_KERNELS_H_
+#endif  // TFHVD_COMMON_KERNELS_REDUCE_KERNELS_H_

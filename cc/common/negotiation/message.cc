@@ -1,4 +1,4 @@
-#include "cc/common/message.h"
+#include "cc/common/negotiation/message.h"
 
 #include <cstring>
 

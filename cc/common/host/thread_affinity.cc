@@ -1,4 +1,4 @@
-#include "cc/common/thread_affinity.h"
+#include "cc/common/host/thread_affinity.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-#include "cc/common/cpu_binding.h"
+#include "cc/common/host/cpu_binding.h"
 
 #include <dirent.h>
 #include <sched.h>

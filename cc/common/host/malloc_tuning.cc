@@ -1,4 +1,4 @@
-#include "cc/common/malloc_tuning.h"
+#include "cc/common/host/malloc_tuning.h"
 
 #include <cstdlib>
 

@@ -1,9 +1,9 @@
-#include "cc/common/reduce_last_step.h"
+#include "cc/common/kernels/reduce_last_step.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "cc/common/reduce_kernels.h"
+#include "cc/common/kernels/reduce_kernels.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

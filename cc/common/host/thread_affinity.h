@@ -6,8 +6,8 @@
 //   ""     not pinned
 //
 // Example: Status s = PinThisThread(ThreadAffinityCpu(spec, local_rank, local_size, &cpu));
-#ifndef TFHVD_COMMON_THREAD_AFFINITY_H_
-#define TFHVD_COMMON_THREAD_AFFINITY_H_
+#ifndef TFHVD_COMMON_HOST_THREAD_AFFINITY_H_
+#define TFHVD_COMMON_HOST_THREAD_AFFINITY_H_
 
 #include <string>
 
@@ -28,4 +28,4 @@ int PinnedCpu();
 
 }  // namespace tfhvd
 
-#endif  // TFHVD_COMMON_THREAD_AFFINITY_H_
+#endif  // TFHVD_COMMON_HOST_THREAD_AFFINITY_H_
