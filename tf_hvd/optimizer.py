@@ -189,7 +189,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
         every rank); only its members may use the optimizer.
       scale_local_gradients: divide the gradients of variables registered
         with ``register_local_var`` by ``hvd.size()`` (Horovod's default).
-      sharded: (tf_hvd; Keras 3 optimizers only) keep the optimizer's slots
+      sharded: (tf_hvd; Keras 3 and tf-keras optimizers) keep the optimizer's slots
         for 1/N of the parameters on each rank: gradients averaged by
         reduce-scatter, each rank updates its slice, the parameters are
         allgathered (docs/training.md, "Sharded optimizer state").
@@ -217,7 +217,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
         raise ValueError("the optimizer is already a DistributedOptimizer")
     if sharded and isinstance(optimizer, _LegacyOptimizer):
         raise ValueError(
-            "DistributedOptimizer(sharded=True) supports Keras 3 optimizers only; "
+            "DistributedOptimizer(sharded=True) supports Keras optimizers only; "
             "%s is a TF1 optimizer (tf.compat.v1.train): use sharded=False in TF1 "
             "graphs" % type(optimizer).__name__)
     if isinstance(optimizer, _LegacyOptimizer) and op == Adasum:

@@ -9,7 +9,12 @@ np=1, 2 and 3 over Gloo (training_workers/train_sharded.py runs the checks).
 * np=3: the equivalence again, sharding over a process set of 2 of the 3
   ranks, and the np=2 checkpoint resumed sharded and unsharded, equal after 10
   more steps;
-* np=1: the np=2 checkpoint resumed likewise.
+* np=1: the np=2 checkpoint resumed likewise;
+* tf-keras (TF_USE_LEGACY_KERAS=1, training_workers/train_sharded_tf_keras.py), np=2:
+  equal to the unsharded tf-keras DistributedOptimizer (model.fit and a tf.function
+  loop, SGD+momentum and Adam, 24 steps; clipnorm, global_clipnorm,
+  backward_passes_per_step), hvd.save_model holding the unsharded state, elastic
+  commit/restore/re-shard, and the optimizers it refuses.
 
 Every job prints the bytes of Adam's state each rank holds for an 11M-parameter
 model (STATE_BYTES lines): at most 1/N of the unsharded state plus one element
@@ -25,6 +30,7 @@ from training_launch import assert_training_ok, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "training_workers", "train_sharded.py")
+TF_KERAS_WORKER = os.path.join(HERE, "training_workers", "train_sharded_tf_keras.py")
 STATE = re.compile(r"STATE_BYTES np=(\d+) rank=(\d+) params=(\d+) held=(\d+) "
                    r"unsharded=(\d+) largest_var_slots=(\d+) peak_rss=(\d+) rss_before_fit=(\d+)")
 
@@ -78,3 +84,9 @@ def test_sharded_np1_resume_from_np2(saved_at_np2):
     rc, out = _run(1, "state_bytes,equivalence,ckpt_resume", directory, 200)
     assert_training_ok(rc, out, 1, same_counts=False)
     _check_state_bytes(out, 1)
+
+
+def test_sharded_tf_keras_np2_equals_unsharded(tmp_path):
+    rc, out = run(2, "gloo", TF_KERAS_WORKER, [str(tmp_path)], timeout=200,
+                  env={"TF_USE_LEGACY_KERAS": "1"})
+    assert_training_ok(rc, out, 2)

@@ -216,7 +216,7 @@ def test_unsupported_optimizers_and_options_are_named():
     with pytest.raises(ShardingError, match="cannot shard the state of .*Adafactor"):
         hk.DistributedOptimizer(keras.optimizers.Adafactor(), sharded=True)
     with pytest.raises(ValueError, match=r"^DistributedOptimizer\(sharded=True\) supports "
-                       r"Keras 3 optimizers only; GradientDescentOptimizer is a TF1"):
+                       r"Keras optimizers only; GradientDescentOptimizer is a TF1"):
         hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.1),
                                  sharded=True)
     with pytest.raises(ShardingError, match="not Adasum"):

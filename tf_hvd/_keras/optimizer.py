@@ -33,7 +33,8 @@ Differences from Horovod's tf.keras wrapper, forced by Keras 3:
   one grouped allreduce.
 """
 
-from tf_hvd._keras import flavors, keras3_optimizer, sharded_optimizer, tf_keras_optimizer
+from tf_hvd._keras import (flavors, keras3_optimizer, sharded_optimizer, sharded_tf_keras,
+                           tf_keras_optimizer)
 
 
 def is_distributed_optimizer(optimizer):
@@ -41,22 +42,15 @@ def is_distributed_optimizer(optimizer):
     return bool(getattr(type(optimizer), "_hvd_distributed", False))
 
 
-def _refuse_sharded_tf_keras(base):
-    raise sharded_optimizer.ShardingError(
-        "DistributedOptimizer(sharded=True) supports Keras 3 optimizers only; %s.%s is a "
-        "tf-keras 2 optimizer (TF_USE_LEGACY_KERAS=1): use sharded=False with tf-keras, "
-        "or Keras 3" % (base.__module__, base.__name__))
-
-
 def distributed_optimizer_class(base, params, sharded=False):
     """The distributed subclass of a Keras optimizer class, Keras 3 or
     tf-keras, reducing with ``params`` (a ReductionParams; used by
     ``load_model`` to deserialize optimizers as distributed ones); with
-    ``sharded`` the sharded-state variant (Keras 3 only)."""
+    ``sharded`` the sharded-state variant."""
     allreduce_name = params.name or "Distributed%s" % base.__name__
     if sharded:
         if flavors.is_tf_keras(base):
-            _refuse_sharded_tf_keras(base)
+            return sharded_tf_keras.sharded_class(base, params, allreduce_name)
         return sharded_optimizer.sharded_class(base, params, allreduce_name)
     if flavors.is_tf_keras(base):
         return tf_keras_optimizer.distributed_class(base, params, allreduce_name)
@@ -67,7 +61,8 @@ def create_distributed_optimizer(optimizer, params, sharded=False):
     """Return a distributed copy of the Keras optimizer ``optimizer`` (Keras 3,
     tf-keras' optimizers or tf-keras' legacy OptimizerV2 ones), reducing with
     ``params`` (a tf_hvd.reduction_params.ReductionParams); ``sharded``: the
-    optimizer state split over the ranks (sharded_optimizer.py, Keras 3)."""
+    optimizer state split over the ranks (sharded_optimizer.py; tf-keras:
+    sharded_tf_keras.py)."""
     kind = flavors.optimizer_kind(optimizer)
     if kind is None:
         raise TypeError(
@@ -77,9 +72,11 @@ def create_distributed_optimizer(optimizer, params, sharded=False):
                                       type(optimizer).__name__))
     if is_distributed_optimizer(optimizer):
         raise ValueError("the optimizer is already a DistributedOptimizer")
+    if sharded and kind != flavors.KERAS3:
+        sharded_tf_keras.check_supported(optimizer)
+        cls = distributed_optimizer_class(type(optimizer), params, sharded=True)
+        return sharded_tf_keras.create_sharded_optimizer(optimizer, cls)
     if sharded:
-        if kind != flavors.KERAS3:
-            _refuse_sharded_tf_keras(type(optimizer))
         sharded_optimizer.check_supported(optimizer)
         cls = distributed_optimizer_class(type(optimizer), params, sharded=True)
         return sharded_optimizer.create_sharded_optimizer(optimizer, params, cls)

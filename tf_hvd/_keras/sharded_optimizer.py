@@ -121,10 +121,14 @@ def _record_references(optimizer, records):
             continue
         original = opt.add_variable_from_reference
 
-        def recording(reference_variable, name=None, initializer="zeros",
-                      _original=original):
-            slot = _original(reference_variable, name=name, initializer=initializer)
-            records[id(slot)] = (reference_variable, name or "var")
+        def recording(*args, _original=original, **kwargs):
+            slot = _original(*args, **kwargs)
+            # Keras 3: (reference_variable, name), tf-keras: (model_variable, variable_name)
+            reference = args[0] if args else kwargs.get(
+                "reference_variable", kwargs.get("model_variable"))
+            name = args[1] if len(args) > 1 else kwargs.get(
+                "name", kwargs.get("variable_name"))
+            records[id(slot)] = (reference, name or "var")
             return slot
         object.__setattr__(opt, "add_variable_from_reference", recording)
 
@@ -221,18 +225,31 @@ class ShardedState(object):
             return list(range(self.size))
         return list(ps.ranks)
 
+    def optimizer_variables(self):
+        """What the wrapped optimizer is built on and updates: the shards."""
+        return self.shards
+
+    def new_stand_in(self, i, dtype):
+        """A one-element variable standing in for model variable ``i``."""
+        import keras
+        return keras.Variable(np.zeros([1], dtype=dtype), name="stand_in_%d" % i)
+
+    def forget_build(self, opt, kept):
+        """Drop the variables ``opt`` made when it was built (all but ``kept``)."""
+        for v in [v for v in opt._variables if id(v) not in kept]:
+            opt._untrack_variable(v)
+        opt._trainable_variables_indices.clear()
+        opt.built = False
+
     def finish_build(self, optimizer):
-        self.slot_keys = _structure(optimizer, self.shards, self.records)
+        self.slot_keys = _structure(optimizer, self.optimizer_variables(), self.records)
 
     def unbuild(self):
         """Drop the layout, the shards and the variables the optimizer (and a
         LossScaleOptimizer's inner one) made when it was built, so that it builds
         again for the ranks as they are now; iterations and learning rate stay."""
         for opt, kept in self.before_build:
-            for v in [v for v in opt._variables if id(v) not in kept]:
-                opt._untrack_variable(v)
-            opt._trainable_variables_indices.clear()
-            opt.built = False
+            self.forget_build(opt, kept)
         self.layout, self.shards, self.keys = None, [], {}
         self.records.clear()
         self.slot_keys, self.pending, self.before_build = None, None, []
@@ -366,14 +383,12 @@ class ShardedState(object):
         on the model's variables, would have (learnt by building one on
         one-element stand-ins)."""
         if self.plain_keys is None:
-            import keras
             plain_cls = type(optimizer)._hvd_base
             with tf.init_scope():
                 plain = plain_cls.from_config(optimizer.get_config())
                 records = {}
                 _record_references(plain, records)
-                stand_ins = [keras.Variable(np.zeros([1], dtype=tf.as_dtype(v.dtype).name),
-                                            name="stand_in_%d" % i)
+                stand_ins = [self.new_stand_in(i, tf.as_dtype(v.dtype).name)
                              for i, v in enumerate(self.model_vars)]
                 plain.build(stand_ins)
                 self.plain_keys = _structure(plain, stand_ins, records)
@@ -410,7 +425,7 @@ class ShardedState(object):
             if self.size == 1:
                 flat = slot.numpy()
             else:
-                flat = ops.allgather(tf.convert_to_tensor(slot.value),
+                flat = ops.allgather(tf.convert_to_tensor(slot),
                                      name="%s_gather_state_%d_%s" % (self.name, k, name),
                                      ignore_name_scope=True,
                                      process_set=self.params.process_set)
@@ -529,69 +544,13 @@ def _pre_reduced(grads):
     return False
 
 
-def sharded_class(base, params, name):
-    """A subclass of the Keras 3 optimizer class ``base`` whose state is sharded."""
-    import keras
-    is_lso = issubclass(base, keras.optimizers.LossScaleOptimizer)
+class ShardedMethods(object):
+    """The methods every sharded optimizer class has (Keras 3 here, tf-keras in
+    sharded_tf_keras.py), whatever its Keras: they use only ``self._hvd_shard``
+    and ``type(self)._hvd_base``::
 
-    def __init__(self, *args, **kwargs):
-        base.__init__(self, *args, **kwargs)
-        inner = getattr(self, "inner_optimizer", None)
-        if inner is not None and getattr(type(inner), "_hvd_distributed", False):
-            # A LossScaleOptimizer deserialized by load_model(sharded=True) got a
-            # wrapped inner optimizer: the sharding happens here, once.
-            inner.__class__ = type(inner)._hvd_base
-        check_supported(self, base=base)
-        self._hvd_shard = ShardedState(params, name)
-
-    def build(self, variables):
-        st = self._hvd_shard
-        if st.layout is not None:
-            return
-        variables = list(variables)
-        with tf.init_scope():
-            st.setup(self, variables)
-            inner = getattr(self, "inner_optimizer", None)
-            if inner is not None:
-                inner._hvd_shard = st
-                if not getattr(type(inner), "_hvd_sharded_clip", False):
-                    inner.__class__ = _clip_subclass(type(inner))
-            st.before_build = [(opt, set(id(v) for v in opt._variables))
-                               for opt in (self, inner) if opt is not None]
-            base.build(self, st.shards)
-            st.finish_build(self)
-
-    def apply(self, grads, trainable_variables=None):
-        grads = list(grads)
-        if not grads:
-            return
-        st = self._hvd_shard
-        if trainable_variables is None:
-            if not self.built:
-                return base.apply(self, grads, trainable_variables)  # Keras' error
-            variables = st.model_vars[:len(grads)]
-        else:
-            variables = list(trainable_variables)
-            build_on_first_apply(self, variables)
-        pre_reduced = _pre_reduced(grads)
-        dense = st.in_layout_order(grads, variables)
-
-        def step(gradients):
-            shard_grads = st.shard_grads(gradients, pre_reduced)
-            st.refresh_shards()
-            base.apply(self, shard_grads, st.shards)
-            st.write_back()
-
-        if st.agg_helper is None:
-            return step(dense)
-        aggregated = st.agg_helper.compute_gradients(dense, st.model_vars)
-        st.agg_helper.apply_gradients(lambda: step(aggregated), grads=aggregated)
-
-    def _clip_gradients(self, grads):
-        return self._hvd_shard.clip(self, grads)
-
-    def check_finite(self, grads):
-        return self._hvd_shard.all_finite(base.check_finite(self, grads))
+        cls = type("Adam", (keras.optimizers.Adam,), dict(shared_methods(), ...))
+    """
 
     def register_local_var(self, var):
         raise ShardingError(
@@ -671,7 +630,7 @@ def sharded_class(base, params, name):
     def save_own_variables(self, store):
         st = self._hvd_shard
         if st.layout is None:
-            return base.save_own_variables(self, store)
+            return type(self)._hvd_base.save_own_variables(self, store)
         if st.size == 1:
             values = st.gather_full(self, 0)
         elif st.pending is not None and st.pending[0] == int(self.iterations.numpy()):
@@ -688,20 +647,95 @@ def sharded_class(base, params, name):
     def load_own_variables(self, store):
         st = self._hvd_shard
         if st.layout is None:
-            return base.load_own_variables(self, store)
+            return type(self)._hvd_base.load_own_variables(self, store)
         values = [store[str(i)] for i in range(len(store.keys()))]
         st.load_full(self, values)
 
+
+
+def shared_methods():
+    """ShardedMethods' methods, for a class namespace."""
+    return dict((k, v) for k, v in vars(ShardedMethods).items() if not k.startswith("__"))
+
+
+def sharded_class(base, params, name):
+    """A subclass of the Keras 3 optimizer class ``base`` whose state is sharded."""
+    import keras
+    is_lso = issubclass(base, keras.optimizers.LossScaleOptimizer)
+
+    def __init__(self, *args, **kwargs):
+        base.__init__(self, *args, **kwargs)
+        inner = getattr(self, "inner_optimizer", None)
+        if inner is not None and getattr(type(inner), "_hvd_distributed", False):
+            # A LossScaleOptimizer deserialized by load_model(sharded=True) got a
+            # wrapped inner optimizer: the sharding happens here, once.
+            inner.__class__ = type(inner)._hvd_base
+        check_supported(self, base=base)
+        self._hvd_shard = ShardedState(params, name)
+
+    def build(self, variables):
+        st = self._hvd_shard
+        if st.layout is not None:
+            return
+        variables = list(variables)
+        with tf.init_scope():
+            st.setup(self, variables)
+            inner = getattr(self, "inner_optimizer", None)
+            if inner is not None:
+                inner._hvd_shard = st
+                if not getattr(type(inner), "_hvd_sharded_clip", False):
+                    inner.__class__ = _clip_subclass(type(inner))
+            st.before_build = [(opt, set(id(v) for v in opt._variables))
+                               for opt in (self, inner) if opt is not None]
+            base.build(self, st.shards)
+            st.finish_build(self)
+
+    def apply(self, grads, trainable_variables=None):
+        grads = list(grads)
+        if not grads:
+            return
+        st = self._hvd_shard
+        if trainable_variables is None:
+            if not self.built:
+                return base.apply(self, grads, trainable_variables)  # Keras' error
+            variables = st.model_vars[:len(grads)]
+        else:
+            variables = list(trainable_variables)
+            build_on_first_apply(self, variables)
+        pre_reduced = _pre_reduced(grads)
+        dense = st.in_layout_order(grads, variables)
+
+        def step(gradients):
+            shard_grads = st.shard_grads(gradients, pre_reduced)
+            st.refresh_shards()
+            base.apply(self, shard_grads, st.shards)
+            st.write_back()
+
+        if st.agg_helper is None:
+            return step(dense)
+        aggregated = st.agg_helper.compute_gradients(dense, st.model_vars)
+        st.agg_helper.apply_gradients(lambda: step(aggregated), grads=aggregated)
+
+    def _clip_gradients(self, grads):
+        return self._hvd_shard.clip(self, grads)
+
+    def check_finite(self, grads):
+        return self._hvd_shard.all_finite(base.check_finite(self, grads))
+
     methods = dict(__init__=__init__, build=build, apply=apply,
-                   _clip_gradients=_clip_gradients, register_local_var=register_local_var,
-                   gather_state=gather_state, load_state=load_state, reshard=reshard,
-                   replicated_variables=replicated_variables,
-                   save_own_variables=save_own_variables,
-                   load_own_variables=load_own_variables)
+                   _clip_gradients=_clip_gradients)
     if is_lso:
         methods["check_finite"] = check_finite
         del methods["_clip_gradients"]
-    namespace = dict(methods)
+    return make_sharded_class(base, params, methods)
+
+
+def make_sharded_class(base, params, methods):
+    """The sharded subclass of ``base`` with ``methods`` (one Keras' step) and
+    ShardedMethods'; same name, module and docstring as ``base``, so a saved
+    model names the plain class."""
+    namespace = dict(shared_methods())
+    namespace.update(methods)
     namespace.update({
         "__module__": base.__module__,
         "__qualname__": getattr(base, "__qualname__", base.__name__),

@@ -62,9 +62,10 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
     ``tf_hvd._keras.tf_keras_optimizer`` say where each kind reduces.
 
     ``sharded=True`` (a tf_hvd addition; Keras 3 optimizers of the supported
-    classes) keeps the optimizer's slots for 1/N of the parameters on each
-    rank (ZeRO-1): gradients are averaged by reduce-scatter, each rank updates
-    its slice and the parameters are allgathered. ``opt.variables`` then lists
+    classes, and tf-keras' own ones of the same names) keeps the optimizer's
+    slots for 1/N of the parameters on each rank (ZeRO-1): gradients are
+    averaged by reduce-scatter, each rank updates its slice and the parameters
+    are allgathered. ``opt.variables`` then lists
     the state this rank holds; ``opt.gather_state()`` (every rank) collects the
     whole state for an ordinary Keras checkpoint. docs/training.md, "Sharded
     optimizer state", says what composes with it and what it costs.
@@ -241,7 +242,7 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None,
       compression: gradient compression of the wrapped optimizer.
       legacy_opts: the model was trained with ``tf.keras.optimizers.legacy``
         optimizers (tf-keras only; Keras 3 has none: ValueError).
-      sharded: (tf_hvd, Keras 3) the optimizer comes back as a sharded
+      sharded: the optimizer comes back as a sharded
         DistributedOptimizer, each rank taking its slice of the saved (whole)
         optimizer state; the file may come from any number of ranks, sharded
         or not. Every rank must call it (the layout is checked across ranks).
@@ -250,13 +251,13 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None,
     """
     keras_module = _flavors.default_keras()
     sync_bn = sync_batch_norm_class(keras_module)
-    if sharded and _flavors.is_tf_keras(keras_module.optimizers.Optimizer):
-        raise ValueError("load_model(sharded=True) needs Keras 3; tf.keras is tf-keras 2 "
-                         "here (TF_USE_LEGACY_KERAS=1)")
     if _flavors.is_tf_keras(keras_module.optimizers.Optimizer):
+        if sharded and legacy_opts:
+            raise ValueError("load_model(sharded=True) takes tf-keras' optimizers, not the "
+                             "legacy ones (legacy_opts=True): their state cannot be sharded")
         return _load_tf_keras_model(keras_module, filepath, custom_optimizers,
                                     custom_objects, compression, legacy_opts,
-                                    sync_bn)
+                                    sync_bn, sharded)
     if legacy_opts:
         raise ValueError(
             "load_model(legacy_opts=True) needs tf-keras 2 (Keras 3 has no "
@@ -298,14 +299,14 @@ def save_model(model, filepath, root_rank=0, **kwargs):
     """
     opt = getattr(model, "optimizer", None)
     if (opt is not None and getattr(type(opt), "_hvd_sharded", False)
-            and getattr(opt, "built", False)):
+            and _flavors.optimizer_built(opt)):
         opt.gather_state(root_rank)
     if rank() == int(root_rank):
         model.save(filepath, **kwargs)
 
 
 def _load_tf_keras_model(tf_keras, filepath, custom_optimizers, custom_objects,
-                         compression, legacy_opts, sync_bn):
+                         compression, legacy_opts, sync_bn, sharded=False):
     if legacy_opts:
         module, base = tf_keras.optimizers.legacy, tf_keras.optimizers.legacy.Optimizer
     else:
@@ -314,7 +315,7 @@ def _load_tf_keras_model(tf_keras, filepath, custom_optimizers, custom_objects,
     for cls in custom_optimizers or []:
         classes[cls.__name__] = cls
     objects = _wrapped_optimizer_objects(
-        classes, compression, tf_keras.utils.get_registered_name)
+        classes, compression, tf_keras.utils.get_registered_name, sharded)
     objects.setdefault("SyncBatchNormalization", sync_bn)
     if custom_objects:
         objects.update(custom_objects)

@@ -32,20 +32,20 @@ import tensorflow as tf  # noqa: E402
 
 import tf_hvd as hvd  # noqa: E402
 import tf_hvd.keras as hk  # noqa: E402
-from trainlib import Checks, initial_values, make_data, shard  # noqa: E402
+import sharded_lib  # noqa: E402
+from sharded_lib import B, DIM, HID, TOL  # noqa: E402
+from trainlib import Checks, make_data, shard  # noqa: E402
 
 hvd.init()
 N, R = hvd.size(), hvd.rank()
 C = Checks(hvd)
 DIR = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="train_sharded_")
-B, DIM, HID = 4, 6, 7
 STEPS = 24
 
 OPTS = {
     "sgd_momentum": lambda **kw: keras.optimizers.SGD(0.05, momentum=0.9, **kw),
     "adam": lambda **kw: keras.optimizers.Adam(0.01, **kw),
 }
-TOL = dict(rtol=1e-5, atol=1e-6)
 
 
 def to_np(values):
@@ -53,36 +53,15 @@ def to_np(values):
 
 
 def mlp(seed=0):
-    model = keras.Sequential([keras.Input((DIM,)),
-                              keras.layers.Dense(HID, activation="tanh"),
-                              keras.layers.Dense(3, activation="tanh"),
-                              keras.layers.Dense(1)])
-    shapes = [tuple(v.shape) for v in model.weights]
-    for v, value in zip(model.weights, initial_values(shapes, seed)):
-        v.assign(value)
-    return model
+    return sharded_lib.mlp(keras, seed)
 
 
 def params_count(model):
     return sum(int(np.prod(v.shape)) for v in model.trainable_variables)
 
 
-class Losses(keras.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.losses = []
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.losses.append(float(logs["loss"]))
-
-
 def fit(opt, x, y, model=None):
-    model = model or mlp()
-    model.compile(optimizer=opt, loss="mse")
-    losses = Losses()
-    model.fit(shard(x, N, R, B), shard(y, N, R, B), batch_size=B, epochs=1,
-              shuffle=False, verbose=0, callbacks=[losses])
-    return model, losses.losses
+    return sharded_lib.fit(keras, opt, x, y, hvd, model)
 
 
 def own_slice_bytes(opt):
@@ -90,16 +69,7 @@ def own_slice_bytes(opt):
 
 
 def check_holds_slice(label, opt, model):
-    """Each slot of a sharded optimizer holds this rank's slice of the flat
-    parameters: sizes add up to the parameter count over the ranks."""
-    total = params_count(model)
-    slots = [v for v in opt.variables if len(v.shape) == 1]
-    mine = [int(v.shape[0]) for v in slots]
-    everyone = hvd.allgather_object(mine)
-    expect = [total // N + (1 if r < total % N else 0) for r in range(N)]
-    C.expect(all(e == [expect[r]] * len(mine) for r, e in enumerate(everyone)),
-             label + " slots hold 1/N", "slot sizes per rank %s, expected %s each"
-             % (everyone, expect))
+    sharded_lib.check_holds_slice(C, hvd, label, opt, model)
 
 
 # ---------------------------------------------------------------------------
@@ -112,17 +82,8 @@ def equivalence():
         ref, ref_losses = fit(hk.DistributedOptimizer(OPTS[name]()), x, y)
         opt = hk.DistributedOptimizer(OPTS[name](), sharded=True)
         model, losses = fit(opt, x, y)
-        C.close(label + " weights sharded vs unsharded", to_np(model.weights),
-                to_np(ref.weights), **TOL)
-        C.close(label + " losses sharded vs unsharded", [losses], [ref_losses], **TOL)
-        C.same_on_all_ranks(label + " weights on every rank", to_np(model.weights))
-        C.expect(int(opt.iterations) == STEPS, label + " iterations")
-        check_holds_slice(label, opt, model)
-        # The unsharded state, gathered, equals the unsharded optimizer's.
-        full = opt.gather_state(root_rank=0)
-        full = hvd.broadcast_object(full, root_rank=0)
-        C.close(label + " gathered state vs unsharded", full, to_np(ref.optimizer.variables),
-                **TOL)
+        sharded_lib.check_fit_equals(C, hvd, label, opt, model, losses, ref, ref_losses,
+                                     STEPS)
     # A custom loop in tf.function: plain tape -> sharded apply_gradients.
     xs, ys = shard(x, N, R, B), shard(y, N, R, B)
     for name in ("sgd_momentum", "adam"):
@@ -291,7 +252,7 @@ def bad_input():
     C.raises("TF1 optimizer is refused",
              lambda: hvd.DistributedOptimizer(
                  tf.compat.v1.train.AdamOptimizer(), sharded=True), ValueError,
-             ["DistributedOptimizer(sharded=True) supports Keras 3 optimizers only; "
+             ["DistributedOptimizer(sharded=True) supports Keras optimizers only; "
               "AdamOptimizer is a TF1 optimizer (tf.compat.v1.train): use sharded=False "
               "in TF1 graphs"])
     C.raises("Adasum is refused",
