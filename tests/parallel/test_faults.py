@@ -116,7 +116,7 @@ def cached_job(tmp_path_factory, key, *args, **kwargs):
 
 def _needs_mpi(transport):
     if transport == "mpi":
-        from tf_hvd.runner import mpi
+        from tf_hvd.runner.modes import mpiexec as mpi
         if mpi.find_mpiexec() is None:
             pytest.skip("no mpiexec")
 

@@ -165,7 +165,7 @@ def test_gloo_ranks(np_):
 
 @driver_test
 def test_mpi_ranks():
-    from tf_hvd.runner import mpi
+    from tf_hvd.runner.modes import mpiexec as mpi
     if mpi.find_mpiexec() is None:
         pytest.skip("no mpiexec")
     _check_all_ranks_passed(_run_under_launcher(["--mpi"], 2), 2, expected_passed=2)

@@ -43,7 +43,7 @@ def load_job(tmp_path_factory, np_, transport):
     key = (np_, transport)
     if key not in _jobs:
         if transport == "mpi":
-            from tf_hvd.runner import mpi
+            from tf_hvd.runner.modes import mpiexec as mpi
             if mpi.find_mpiexec() is None:
                 pytest.skip("no mpiexec")
         result_dir = str(tmp_path_factory.mktemp("load-%s-np%d" % (transport, np_)))

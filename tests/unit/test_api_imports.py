@@ -9,7 +9,10 @@ authentication and secret, network and placement helpers, one rank's
 environment), which the launchers (tf_hvd.runner, tf_hvd.ray) and the library
 (elastic, the scheduler resolver, the data service) share and which imports
 nothing else of tf_hvd. The launcher is TensorFlow-free and imports nothing of
-the layers above.
+the layers above; its rooms import downwards too: processes (supervisor,
+output, ssh...), elastic (hosts, discovery, blacklist), modes (Gloo, MPI,
+jsrun/LSF, Slurm, MPI Operator), the command line (parser to Plan), then its
+front door (tf_hvd.runner: tfhvdrun's main and the horovod.run API).
 
 Three checks:
 * statically (ast), every module-level import of a tf_hvd module goes to the
@@ -36,6 +39,12 @@ PACKAGE_DIR = os.path.join(ROOT, "tf_hvd")
 # Keyed by module name or package prefix (the longest match wins).
 LAYERS = [
     ("job", ["tf_hvd.job"]),
+    # the launcher's rooms, from the bottom; its front door (tf_hvd.runner: launch and
+    # the horovod.run API) is in "leaf" above them
+    ("launcher processes", ["tf_hvd.runner.processes"]),
+    ("launcher elastic", ["tf_hvd.runner.elastic"]),
+    ("launcher modes", ["tf_hvd.runner.modes"]),
+    ("launcher command line", ["tf_hvd.runner.command_line"]),
     ("leaf", ["tf_hvd.build_info", "tf_hvd.exceptions", "tf_hvd.reduce_ops",
               "tf_hvd.compression", "tf_hvd.runner", "tf_hvd.scheduler"]),
     ("loader", ["tf_hvd._library"]),

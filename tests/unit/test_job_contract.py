@@ -10,7 +10,7 @@ import pytest
 from tf_hvd.job import knob_rules, rank_env
 from tf_hvd.job.placement import RankSlot
 from tf_hvd.job.rank_env import RankEnv
-from tf_hvd.runner import rank_wrapper
+from tf_hvd.runner.processes import rank_wrapper
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

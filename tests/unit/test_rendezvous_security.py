@@ -18,7 +18,8 @@ import pytest
 
 from jobrunner import Job, clean_env, run
 from tf_hvd.job import auth, network, rank_env
-from tf_hvd.runner import plan as plan_mod, args as cli, launch_config, ssh
+from tf_hvd.runner.command_line import plan as plan_mod, parser as cli, launch_config
+from tf_hvd.runner.processes import ssh
 from tf_hvd.job.rendezvous import RendezvousClient, RendezvousError, RendezvousServer
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -430,7 +431,7 @@ def test_mask_hides_the_secret_in_text_and_bytes():
 
 def test_rank_output_is_redacted(tmp_path):
     import io
-    from tf_hvd.runner import output
+    from tf_hvd.runner.processes import output
     secret = auth.new_secret()
     r, w = os.pipe()
     dest = io.BytesIO()

@@ -7,7 +7,7 @@ import pytest
 
 from jobrunner import clean_env, run
 
-from tf_hvd.runner import args as cli
+from tf_hvd.runner.command_line import parser as cli
 from tf_hvd.runner import launch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -59,7 +59,7 @@ def test_knob_flags_parse():
 
 
 def test_autotune_flags_map_to_horovods_knobs(tmp_path):
-    from tf_hvd.runner.knob_flags import knob_env
+    from tf_hvd.runner.command_line.knob_flags import knob_env
     a = cli.parse(["-np", "2", "--autotune", "--autotune-log-file", "/tmp/at.csv",
                    "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "4",
                    "--autotune-bayes-opt-max-samples", "6",
@@ -294,7 +294,7 @@ def test_config_file_errors(tmp_path, text, fragment):
 
 
 def test_launcher_cache_and_disable_cache(tmp_path):
-    from tf_hvd.runner.cache import LauncherCache
+    from tf_hvd.runner.modes.cache import LauncherCache
     now = [1000.0]
     calls = []
 
@@ -322,7 +322,7 @@ def test_launcher_cache_and_disable_cache(tmp_path):
 def test_launch_config_is_built_once_and_frozen(monkeypatch):
     """launch_config.build: the parser, both timeouts through the knob table's rules and
     the quiet-start variables, in one frozen value."""
-    from tf_hvd.runner import launch_config
+    from tf_hvd.runner.command_line import launch_config
     monkeypatch.setenv("HOROVOD_ELASTIC_TIMEOUT", "42")
     config = launch_config.build(["-np", "2", "--min-np", "1", "python", "t.py"],
                                  {"HOROVOD_START_TIMEOUT": "12"})

@@ -1,4 +1,4 @@
-"""Elastic runs' host blacklist (tf_hvd/runner/blacklist.py) with an injected clock, and its
+"""Elastic runs' host blacklist (tf_hvd/runner/elastic/blacklist.py) with an injected clock, and its
 wiring into the launcher's joiner: a host where a rank failed gets no new rank until its
 cooldown ends (or never, without --blacklist-cooldown-range)."""
 
@@ -7,9 +7,9 @@ import argparse
 import pytest
 
 from tf_hvd.job.rank_env import RankEnv
-from tf_hvd.runner import args as cli
-from tf_hvd.runner import gloo_run
-from tf_hvd.runner.blacklist import Blacklist, check_cooldown_range
+from tf_hvd.runner.command_line import parser as cli
+from tf_hvd.runner.modes import gloo_run
+from tf_hvd.runner.elastic.blacklist import Blacklist, check_cooldown_range
 
 
 class Clock(object):

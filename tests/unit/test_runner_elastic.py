@@ -8,16 +8,17 @@ import argparse
 
 import pytest
 
-from tf_hvd.runner import args as cli
+from tf_hvd.runner.command_line import parser as cli
 from tf_hvd.job import auth
-from tf_hvd.runner import launch_config, slurm
-from tf_hvd.runner.discovery import HostDiscovery, wait_for_slots
+from tf_hvd.runner.command_line import launch_config
+from tf_hvd.runner.modes import slurm
+from tf_hvd.runner.elastic.discovery import HostDiscovery, wait_for_slots
 from tf_hvd.job.rank_env import RankEnv
-from tf_hvd.runner.elastic_hosts import ElasticHosts, elastic_fields
-from tf_hvd.runner.hosts import HostSpecError
-from tf_hvd.runner.plan import Plan
+from tf_hvd.runner.elastic.elastic_hosts import ElasticHosts, elastic_fields
+from tf_hvd.job.host_spec import HostSpecError
+from tf_hvd.runner.command_line.plan import Plan
 from tf_hvd.job.rendezvous import RendezvousServer
-from tf_hvd.runner.supervisor import Supervisor
+from tf_hvd.runner.processes.supervisor import Supervisor
 
 
 def _parse(*flags):

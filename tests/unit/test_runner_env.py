@@ -8,10 +8,12 @@ import sys
 import pytest
 
 from tf_hvd.job import network, rank_env
-from tf_hvd.runner import args as cli
-from tf_hvd.runner import launch_config, mpi, ssh
-from tf_hvd.runner.knob_flags import knob_env
-from tf_hvd.runner.plan import Plan
+from tf_hvd.runner.command_line import parser as cli
+from tf_hvd.runner.command_line import launch_config
+from tf_hvd.runner.modes import mpiexec as mpi
+from tf_hvd.runner.processes import ssh
+from tf_hvd.runner.command_line.knob_flags import knob_env
+from tf_hvd.runner.command_line.plan import Plan
 
 
 def _plan(argv, local_hosts=("localhost",)):

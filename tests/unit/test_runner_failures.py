@@ -1,4 +1,4 @@
-"""Which rank the launcher names when a job fails (tf_hvd/runner/failures.py), and the
+"""Which rank the launcher names when a job fails (tf_hvd/runner/processes/failures.py), and the
 launcher doing it end to end in both modes with a rank whose teardown is slow."""
 
 import os
@@ -9,8 +9,9 @@ import pytest
 
 from jobrunner import clean_env, run, tfhvdrun_cmd
 
-from tf_hvd.runner import failures, mpi
-from tf_hvd.runner.failures import Outcome
+from tf_hvd.runner.processes import failures
+from tf_hvd.runner.modes import mpiexec as mpi
+from tf_hvd.runner.processes.failures import Outcome
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = sys.executable
@@ -168,7 +169,7 @@ def test_ssh_rank_reports_the_remote_signal_even_when_the_launcher_stopped_it():
     import time
     fake_ssh = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                 "print('up', flush=True); time.sleep(1.0); sys.exit(137)")
-    wrapper = os.path.join(REPO, "tf_hvd", "runner", "ssh_rank.py")
+    wrapper = os.path.join(REPO, "tf_hvd", "runner", "processes", "ssh_rank.py")
     proc = subprocess.Popen([sys.executable, wrapper, "h2", "--", sys.executable, "-c",
                              fake_ssh], stdout=subprocess.PIPE)
     try:

@@ -3,8 +3,8 @@
 import pytest
 
 from tf_hvd.job import placement
-from tf_hvd.runner import hosts
-from tf_hvd.runner.hosts import HostSlots, HostSpecError
+from tf_hvd.job import host_spec as hosts
+from tf_hvd.job.host_spec import HostSlots, HostSpecError
 
 
 # -- -H ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from jobrunner import Job, clean_env, run, wait_gone
-from tf_hvd.runner import mpi
+from tf_hvd.runner.modes import mpiexec as mpi
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = sys.executable
@@ -339,8 +339,8 @@ def test_sigterm_stops_everything(tmp_path):
 # -- import weight -------------------------------------------------------------------------
 
 def test_runner_does_not_import_tensorflow():
-    code = ("import sys; import tf_hvd.runner.launch, tf_hvd.runner.gloo_run, "
-            "tf_hvd.runner.mpi_run, tf_hvd.job.rendezvous; "
+    code = ("import sys; import tf_hvd.runner.launch, tf_hvd.runner.modes.gloo_run, "
+            "tf_hvd.runner.modes.mpi_run, tf_hvd.job.rendezvous; "
             "print('tensorflow' in sys.modules)")
     baseline = run([PY, "-c", "import sys, tf_hvd; print('tensorflow' in sys.modules)"], 120,
                    env=_env(), merge_stderr=False).check_finished()

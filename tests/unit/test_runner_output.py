@@ -4,7 +4,7 @@ import io
 import os
 import threading
 
-from tf_hvd.runner import output
+from tf_hvd.runner.processes import output
 
 
 class _Sink(io.BytesIO):

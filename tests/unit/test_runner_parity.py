@@ -10,9 +10,11 @@ import pytest
 
 from jobrunner import clean_env, run
 
-from tf_hvd.runner import args as cli
-from tf_hvd.runner import js_run, lsf, mpi, output, parity
-from tf_hvd.runner.knob_flags import knob_env
+from tf_hvd.runner.command_line import parser as cli
+from tf_hvd.runner.modes import js_run, lsf, mpiexec as mpi
+from tf_hvd.runner.processes import output
+from tf_hvd.runner.command_line import parity
+from tf_hvd.runner.command_line.knob_flags import knob_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -100,28 +102,38 @@ def test_config_file_ignores_unknown_keys_with_a_warning(tmp_path):
 
 
 def _runner_import_graph():
-    """module -> the tf_hvd.runner modules it imports (anywhere in its body)."""
+    """module -> the tf_hvd.runner modules it imports (anywhere in its body), named by
+    their path below tf_hvd/runner (command_line.parser)."""
     import ast
     runner_dir = os.path.join(REPO, "tf_hvd", "runner")
-    names = {f[:-3] for f in os.listdir(runner_dir) if f.endswith(".py")}
+    paths = {}
+    for directory, _, files in os.walk(runner_dir):
+        for f in files:
+            if f.endswith(".py") and f not in ("__init__.py", "__main__.py"):
+                rel = os.path.relpath(os.path.join(directory, f), runner_dir)[:-3]
+                paths[rel.replace(os.sep, ".")] = os.path.join(directory, f)
     graph = {}
-    for name in names:
-        with open(os.path.join(runner_dir, name + ".py")) as f:
+    for name, path in paths.items():
+        with open(path) as f:
             tree = ast.parse(f.read())
+        package = name.split(".")[:-1]
         deps = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                if node.module:
-                    deps.add(node.module.split(".")[0])
-                else:
-                    deps.update(a.name for a in node.names)
-        graph[name] = deps & (names - {"__init__", "__main__"})
+            if isinstance(node, ast.ImportFrom) and 1 <= node.level <= len(package) + 1:
+                base = package[:len(package) - node.level + 1]
+                base += node.module.split(".") if node.module else []
+                for alias in node.names:
+                    deps.add(".".join(base + [alias.name]))
+                    deps.add(".".join(base))
+        graph[name] = deps & set(paths)
     return graph
 
 
 def test_runner_modules_import_without_a_cycle():
     graph = _runner_import_graph()
-    assert "args" not in graph["config_file"]  # the cycle issue 23 named
+    assert "command_line.plan" in graph and "processes.supervisor" in graph
+    # the cycle issue 23 named
+    assert "command_line.parser" not in graph["command_line.config_file"]
     done, path = set(), []
 
     def visit(module):
@@ -278,7 +290,8 @@ def test_run_passes_interfaces_and_discovery_to_the_launcher(monkeypatch):
 
 
 def test_jsrun_does_not_try_ssh(monkeypatch, capsys):
-    from tf_hvd.runner import launch, ssh
+    from tf_hvd.runner import launch
+    from tf_hvd.runner.processes import ssh
     monkeypatch.setenv("LSB_JOBID", "7")
     monkeypatch.setenv("LSB_MCPU_HOSTS", "computeA 2 computeB 2")
     monkeypatch.setenv("PATH", "/nonexistent")  # no jsrun

@@ -16,18 +16,18 @@ Only the standard library is imported (no TensorFlow), so the launcher starts at
 import os
 import sys
 
-from . import args as cli
-from . import check_build
+from .command_line import parser as cli
+from .command_line import check_build
 from ..job import rank_env
-from . import gloo_run
-from . import hosts as host_spec
-from . import launch_config
-from . import mpi_run
-from . import output
-from . import reaper
-from . import ssh
-from .plan import Plan
-from .usage import notice
+from .modes import gloo_run
+from ..job import host_spec
+from .command_line import launch_config
+from .modes import mpi_run
+from .processes import output
+from .processes import reaper
+from .processes import ssh
+from .command_line.plan import Plan
+from .command_line.usage import notice
 
 USAGE_EXIT = 2
 SSH_FAILED_EXIT = 255  # as ssh's own

@@ -37,7 +37,7 @@ import tempfile
 import warnings
 
 from .serialization import serializer
-from .args import build_parser
+from .command_line.parser import build_parser
 
 
 def _flag_exists(option):

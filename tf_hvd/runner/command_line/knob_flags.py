@@ -8,7 +8,7 @@ the flags that were given are written (the core's defaults stand for the rest).
     {'HOROVOD_CYCLE_TIME': '2.5'}
 """
 
-from ..job.rank_env import number_text as _number
+from ...job.rank_env import number_text as _number
 
 
 def knob_env(args):

@@ -19,9 +19,9 @@ changes it: the Plan and every mode read it.
 import os
 import types
 
-from ..job import rank_env
-from . import args as cli
-from .discovery import HostDiscovery, wait_for_slots
+from ...job import rank_env
+from . import parser as cli
+from ..elastic.discovery import HostDiscovery, wait_for_slots
 
 
 class LaunchConfig(types.SimpleNamespace):

@@ -13,7 +13,7 @@ import re
 import subprocess
 import time
 
-from .hosts import HostSpecError
+from ...job.host_spec import HostSpecError
 
 
 _HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$")  # [user@]name or IPv4 address

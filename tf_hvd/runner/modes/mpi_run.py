@@ -21,12 +21,12 @@ import tempfile
 import time
 
 from . import cache
-from ..job import rank_env
-from . import failures
+from ...job import rank_env
+from ..processes import failures
 from . import js_run
-from . import mpi
-from .signals import SignalCatcher, signal_name
-from .supervisor import describe_status, exit_code_for, log_line
+from . import mpiexec as mpi
+from ..processes.signals import SignalCatcher, signal_name
+from ..processes.supervisor import describe_status, exit_code_for, log_line
 
 NOT_FOUND_EXIT = 2
 

@@ -12,11 +12,11 @@ import shlex
 import shutil
 import sys
 
-from .. import __version__
-from ..job import knob_rules
+from ... import __version__
+from ...job import knob_rules
 from . import config_file
-from .blacklist import check_cooldown_range
-from . import lsf
+from ..elastic.blacklist import check_cooldown_range
+from ..modes import lsf
 from . import parity
 from .usage import PROG, UsageError
 

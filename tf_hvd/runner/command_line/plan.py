@@ -6,15 +6,15 @@ the address remote ranks reach us at, and the environment knobs.
 
 import os
 
-from ..job import network
-from ..job import placement
-from ..job import rank_env
-from ..job.rank_env import RankEnv
-from . import hosts as host_spec
-from . import mpi_operator
-from . import slurm
-from . import ssh
-from .args import UsageError
+from ...job import network
+from ...job import placement
+from ...job import rank_env
+from ...job.rank_env import RankEnv
+from ...job import host_spec
+from ..modes import mpi_operator
+from ..modes import slurm
+from ..processes import ssh
+from .parser import UsageError
 from .knob_flags import knob_env
 
 

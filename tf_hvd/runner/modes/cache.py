@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 
-from ..job import rank_env
+from ...job import rank_env
 
 STALE_AFTER_S = 60 * 60
 

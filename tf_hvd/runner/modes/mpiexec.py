@@ -18,7 +18,9 @@ import sys
 HYDRA = "hydra"
 OPENMPI = "openmpi"
 
-WRAPPER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rank_wrapper.py")
+# run by path (it imports only its neighbours in processes/, never the package)
+WRAPPER_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "processes", "rank_wrapper.py")
 
 
 def find_mpiexec(bin_dir=None, path=None):

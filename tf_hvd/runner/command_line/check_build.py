@@ -29,7 +29,7 @@ import os
 import subprocess
 import sys
 
-from .. import __version__
+from ... import __version__
 
 # Run in a child Python: loading the library loads TensorFlow, which the launcher itself
 # never imports (it starts at once), and its start-up chatter stays in the child.
@@ -38,7 +38,8 @@ from tf_hvd import basics as b
 print(json.dumps(dict(mpi=b.mpi_built(), gloo=b.gloo_built(), nccl=b.nccl_built(),
                       ddl=b.ddl_built(), ccl=b.ccl_built())))
 """
-_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 
 
 def built_features(verbose_log=None):

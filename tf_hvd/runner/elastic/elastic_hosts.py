@@ -32,12 +32,12 @@ hosts, as in Horovod.
 import argparse
 import os
 
-from ..job.rank_env import RankEnv
-from . import failures
+from ...job.rank_env import RankEnv
+from ..processes import failures
 from .blacklist import Blacklist
 from .discovery import HostDiscovery
 from .state_holders import StateHolders, id_list
-from .supervisor import log_line
+from ..processes.supervisor import log_line
 
 IDS_KEY = "tf_hvd/elastic/ids"
 # A host listed again this soon after its ranks were stopped because it was not listed

@@ -13,14 +13,14 @@ import shlex
 import sys
 import time
 
-from ..job import auth
-from ..job import rank_env
-from . import failures
-from .elastic_hosts import ElasticHosts, elastic_fields
+from ...job import auth
+from ...job import rank_env
+from ..processes import failures
+from ..elastic.elastic_hosts import ElasticHosts, elastic_fields
 from .outcome import RunOutcome
-from ..job.rendezvous import RendezvousServer
-from .signals import SignalCatcher
-from .supervisor import Supervisor, log_line
+from ...job.rendezvous import RendezvousServer
+from ..processes.signals import SignalCatcher
+from ..processes.supervisor import Supervisor, log_line
 
 USAGE_EXIT = 2
 
