@@ -8,8 +8,9 @@ import pytest
 
 from tf_hvd.job.rank_env import RankEnv
 from tf_hvd.runner.command_line import parser as cli
-from tf_hvd.runner.modes import gloo_run
 from tf_hvd.runner.elastic.blacklist import Blacklist, check_cooldown_range
+from tf_hvd.runner.elastic.elastic_hosts import ElasticHosts
+from tf_hvd.runner.processes.supervisor import log_line
 
 
 class Clock(object):
@@ -125,9 +126,9 @@ def _joiner(cooldown_range, clock, loopback_only=True):
                               blacklist_cooldown_range=cooldown_range, max_np=3, num_proc=3,
                               elastic_timeout=5, min_np=2, command=["true"],
                               output_filename=None)
-    joiner = gloo_run._Joiner(plan, server, args,
-                              blacklist=Blacklist(cooldown_range, clock=clock,
-                                                  uniform=lambda lo, hi: 0.0))
+    joiner = ElasticHosts(plan, server, args,
+                          blacklist=Blacklist(cooldown_range, clock=clock,
+                                              uniform=lambda lo, hi: 0.0))
     joiner.discovery = argparse.Namespace(poll=lambda: [("localhost", 3)])
     return joiner
 
@@ -143,7 +144,7 @@ def test_the_joiner_skips_a_blacklisted_host_until_its_cooldown_ends(cooldown_ra
     sup = FakeSupervisor(3, hosts=["127.0.0.1", "localhost", "localhost"])
     sup.procs[1].returncode = -9
     for line in joiner.rank_lost(sup.procs[1], sup):
-        gloo_run.log_line(line)
+        log_line(line)
     assert sup.retired == [2]
     assert joiner.server.store["tf_hvd/elastic/ids"] == b"0"
     joiner.tick(sup)

@@ -28,6 +28,7 @@ import http.server
 import threading
 
 from . import auth
+from . import rank_env
 
 MAX_PATH = 4096
 DEFAULT_MAX_BODY = 16 << 20       # Gloo stores ~150 bytes per rank per key
@@ -365,10 +366,15 @@ class RendezvousClient(object):
 
     @classmethod
     def from_env(cls, environ, timeout=30):
-        """The rank's view: address, port and secret from the environment."""
-        return cls(environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"],
-                   environ["HOROVOD_GLOO_RENDEZVOUS_PORT"], environ[auth.SECRET_ENV],
-                   timeout=timeout)
+        """The rank's view: address, port and secret from its RankEnv. KeyError names
+        the first of them that is not set."""
+        rank = rank_env.RankEnv.from_environ(environ)
+        for name, value in ((rank_env.RENDEZVOUS_ADDR, rank.rendezvous_addr),
+                            (rank_env.RENDEZVOUS_PORT, rank.rendezvous_port),
+                            (rank_env.SECRET, rank.secret)):
+            if value is None:
+                raise KeyError(name)
+        return cls(rank.rendezvous_addr, rank.rendezvous_port, rank.secret, timeout=timeout)
 
     def request(self, method, path, body=b"", headers=None):
         if not path.startswith("/"):

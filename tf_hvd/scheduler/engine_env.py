@@ -159,7 +159,7 @@ def resolve(environ):
     """The job this process's engine describes, or None (see the module docstring)."""
     if _present(environ, _LAUNCHER_VARS) or _present(environ, _MPI_VARS):
         return None
-    if environ.get("HOROVOD_CONTROLLER") == "mpi":
+    if environ.get(rank_env.CONTROLLER) == "mpi":
         return None  # the user chose MPI; the core checks the rest
     tf_job = resolve_tf_config(environ)
     if environ.get("RANK") is not None or environ.get("WORLD_SIZE") is not None:

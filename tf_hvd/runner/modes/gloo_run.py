@@ -88,9 +88,6 @@ def run(plan):
                  "%s" % (restart, limit, outcome.why))
 
 
-_Joiner = ElasticHosts  # the name the unit tests knew it by
-
-
 def _run_once(plan, restart):
     """One run of the whole job, as a RunOutcome."""
     args = plan.args
