@@ -64,7 +64,7 @@ ID_ENV = rank_env.ELASTIC_ID          # this process's id: its rank when the lau
 JOIN_ENV = rank_env.ELASTIC_JOIN      # "1": started by the launcher to join a running job
 HOST_ENV = rank_env.ELASTIC_HOST      # the host the launcher started this process on
 STORE = "tf_hvd/elastic/"             # keys in the launcher's rendezvous store
-# Keys the launcher reads (tf_hvd/runner/state_holders.py): who holds the committed state.
+# Keys the launcher reads (tf_hvd/runner/elastic/state_holders.py): who holds the committed state.
 JOINED_KEY = STORE + "joined/%d"      # a newcomer came to the rendezvous
 SYNCED_KEY = STORE + "synced/%d"      # ... and received the committed state (its commit)
 COMMIT_KEY = STORE + "commit"         # the job's last commit (rank 0 writes it)

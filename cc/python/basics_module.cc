@@ -256,7 +256,7 @@ PYBIND11_MODULE(_hvd, m) {
   m.def("gloo_enabled", [] { return TransportIs("gloo"); });
 #if HAVE_GLOO
   // The rendezvous client's signing, for tests that check it against
-  // tf_hvd/runner/auth.py and Python's hmac (bytes in, hex text out).
+  // tf_hvd/job/auth.py and Python's hmac (bytes in, hex text out).
   m.def("_hmac_sha256_hex", [](py::bytes key, py::bytes data) {
     return tfhvd::ToHex(tfhvd::HmacSha256(key, data));
   });

@@ -1,4 +1,4 @@
-"""HOROVOD_CPU_BIND under contention (cc/common/cpu_binding.h), in a real np=2 job.
+"""HOROVOD_CPU_BIND under contention (cc/common/host/cpu_binding.h), in a real np=2 job.
 
 Each local rank starts bound to its own slice of the CPUs. Busy processes pinned to
 local rank 1's slice make that rank give its binding up (it may then run on every CPU);

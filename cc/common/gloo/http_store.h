@@ -3,7 +3,7 @@
 //
 // Every request is signed with the job's secret (HOROVOD_GLOO_RENDEZVOUS_SECRET,
 // set by tfhvdrun) and every reply's signature is checked; the headers and the
-// signed text are described in tf_hvd/runner/auth.py. A refused request (403) or
+// signed text are described in tf_hvd/job/auth.py. A refused request (403) or
 // a reply that is not signed by the job's secret ends the rendezvous at once with
 // an error saying so; an unreachable server is retried until the timeout.
 #ifndef TFHVD_COMMON_GLOO_HTTP_STORE_H_

@@ -1,7 +1,7 @@
 // Message signing for the Gloo set-up, on OpenSSL's libcrypto: HMAC-SHA256,
 // random bytes for nonces, and comparison of signatures in constant time.
 //
-// The rendezvous signatures are the ones tf_hvd/runner/auth.py computes; the
+// The rendezvous signatures are the ones tf_hvd/job/auth.py computes; the
 // unit test tests/unit/test_signing.py checks that both sides agree.
 //
 //   std::string sig = RendezvousRequestSignature(secret, "GET", "/gloo/k", "1700000000",
@@ -31,7 +31,7 @@ std::string RandomHex(size_t bytes);
 bool ConstantTimeEquals(const std::string& a, const std::string& b);
 
 // Hex HMAC-SHA256 of one rendezvous request / reply (the signed text is in
-// tf_hvd/runner/auth.py: request_signature and response_signature).
+// tf_hvd/job/auth.py: request_signature and response_signature).
 std::string RendezvousRequestSignature(const std::string& secret, const std::string& method,
                                        const std::string& path, const std::string& timestamp,
                                        const std::string& nonce, const std::string& body);
