@@ -66,13 +66,13 @@ const std::vector<KnobSpec>& Table() {
        "gained nothing. On one host (shared memory) a rank spins at most 50 us without "
        "yielding, then sleeps on a futex its peer wakes."},
       {"HOROVOD_SHM_ALLREDUCE", T::BOOL, &P::shm_allreduce, "1", 0, 0, "", kUser, "",
-       "When every rank is on one host, allreduces of at least `HOROVOD_SHM_MIN_BYTES` go "
-       "through shared memory (`/dev/shm`) instead of loopback TCP or `MPI_Allreduce`; 0 "
-       "turns this off. If a rank cannot map the regions, every rank falls back (with a "
-       "warning)."},
+       "When every rank is on one host, allreduces, reduce-scatters and allgathers of at "
+       "least `HOROVOD_SHM_MIN_BYTES` go through shared memory (`/dev/shm`) instead of "
+       "loopback TCP or MPI; 0 turns this off. If a rank cannot map the regions, every "
+       "rank falls back (with a warning)."},
       {"HOROVOD_SHM_MIN_BYTES", T::BYTES, &P::shm_min_bytes, "0", 0, kNoMax, "", kUser, "",
-       "Smallest allreduce that takes the shared-memory path (0: every size); smaller ones "
-       "run the gather (Gloo) or `MPI_Allreduce`."},
+       "Smallest allreduce, reduce-scatter or allgather that takes the shared-memory path "
+       "(0: every size); smaller ones run the gather or the ring (Gloo) or MPI's own."},
       {"HOROVOD_SHM_SLOT_BYTES", T::BYTES, &P::shm_slot_bytes, "131072", 4096,
        4294967296.0, "", kUser, "",
        "Block size of the shared-memory allreduce (per rank, two slots used in turn). "

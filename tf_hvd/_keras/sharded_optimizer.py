@@ -14,8 +14,8 @@ momentum, ...) for its slice of the parameters only (ZeRO stage 1). A step:
    which are written back into the model's variables.
 
 The two collectives move the bytes of one allreduce: the core's reduce-scatter
-moves only the slices (a ring over the network, shared memory on one host),
-and so does its allgather.
+and allgather move only the slices (a ring over the network, shared memory on
+one host).
 
 The extra work is local copies (the gradients concatenated, the slice
 refreshed, the gathered parameters split back), and the extra memory is the

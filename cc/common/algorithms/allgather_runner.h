@@ -1,7 +1,7 @@
 // Runs an allgather with the algorithm selection.h picks: the hierarchical
 // one over the host link sets (opened by AllreduceRunner::Open for either
-// hierarchical knob), shared memory on one host, else the transport's own
-// allgather.
+// hierarchical knob), shared memory on one host, the ring over the links
+// (Gloo), else the transport's own allgather (MPI).
 //
 //   AllgatherRunner allgather(transport, params);
 //   Status s = allgather.Run(allreduce_runner.host_links(), allreduce_runner.shared_memory(),
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cc/common/algorithms/ring_allreduce.h"
 #include "cc/common/algorithms/shm_allreduce.h"
 #include "cc/common/algorithms/topology_links.h"
 #include "cc/common/parameters.h"
@@ -35,6 +36,7 @@ class AllgatherRunner {
  private:
   Transport* transport_;
   Parameters params_;
+  RingAllreduce ring_;
 };
 
 }  // namespace tfhvd

@@ -125,9 +125,11 @@ Status AllreduceRunner::ReduceScatter(const void* input, void* output,
     CountAlgorithm("reducescatter", "shared-memory");
     return shm_.ReduceScatter(input, output, first, counts, dtype, op, postscale);
   }
-  // MPI's own allreduce is tuned for small messages; above that size the
-  // ring's halved bytes pay for its n-1 steps.
+  // Latency-bound sizes keep the one-round allreduce the table picks (MPI's
+  // own, or the gather) over the ring's n-1 steps, except on two ranks, where
+  // the ring is one step too and sends half the bytes.
   const bool ring = a == AllreduceAlgorithm::RING ||
+                    (a == AllreduceAlgorithm::GATHER && c.ranks == 2) ||
                     (a == AllreduceAlgorithm::BACKEND && c.bytes > params_.gloo_direct_max_bytes);
   const char* reduced = static_cast<const char*>(scratch);  // unscaled, every slice's place
   Status s;

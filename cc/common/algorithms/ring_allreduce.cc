@@ -31,6 +31,22 @@ RingPieces EvenPieces(int64_t count, int size, size_t elem) {
   return at;
 }
 
+// Chunks that are the ranks' own slices: the ring leaves chunk q + 1 reduced
+// on rank q (and starts its allgather from there), so chunk c is the slice of
+// rank c - 1.
+RingPieces SlicePieces(const std::vector<int64_t>& first, const std::vector<int64_t>& counts,
+                       size_t elem) {
+  const size_t n = counts.size();
+  RingPieces at{std::vector<size_t>(n), std::vector<size_t>(n), 0};
+  for (size_t c = 0; c < n; ++c) {
+    const size_t q = (c + n - 1) % n;
+    at.begin[c] = static_cast<size_t>(first[q]);
+    at.length[c] = static_cast<size_t>(counts[q]);
+  }
+  at.pieces = RingAllreduce::PiecesFor(at.largest(), elem);
+  return at;
+}
+
 }  // namespace
 
 size_t RingAllreduce::PiecesPerChunk(int64_t count, int size, size_t elem) {
@@ -62,17 +78,14 @@ Status RingAllreduce::ReduceScatter(Links& links, const void* input, void* outpu
                                     const std::vector<int64_t>& first,
                                     const std::vector<int64_t>& counts, DataType dtype,
                                     ReduceOp op) {
-  // Rank q must end with its own slice: the ring leaves chunk q + 1 on rank
-  // q, so chunk c is the slice of rank c - 1.
-  const size_t n = static_cast<size_t>(links.size());
-  RingPieces at{std::vector<size_t>(n), std::vector<size_t>(n), 0};
-  for (size_t c = 0; c < n; ++c) {
-    const size_t q = (c + n - 1) % n;
-    at.begin[c] = static_cast<size_t>(first[q]);
-    at.length[c] = static_cast<size_t>(counts[q]);
-  }
-  at.pieces = PiecesFor(at.largest(), DataTypeSize(dtype));
-  return ReduceScatterPieces(links, input, output, at, dtype, op);
+  return ReduceScatterPieces(links, input, output,
+                             SlicePieces(first, counts, DataTypeSize(dtype)), dtype, op);
+}
+
+Status RingAllreduce::Allgather(Links& links, void* output, const std::vector<int64_t>& first,
+                                const std::vector<int64_t>& counts, DataType dtype) {
+  return AllgatherPieces(links, output, SlicePieces(first, counts, DataTypeSize(dtype)),
+                         DataTypeSize(dtype));
 }
 
 Status RingAllreduce::ReduceScatterPieces(Links& links, const void* input, void* output,
@@ -125,10 +138,14 @@ Status RingAllreduce::ReduceScatterPieces(Links& links, const void* input, void*
 }
 
 Status RingAllreduce::Allgather(Links& links, void* output, int64_t count, DataType dtype) {
-  const size_t elem = DataTypeSize(dtype);
+  return AllgatherPieces(links, output, EvenPieces(count, links.size(), DataTypeSize(dtype)),
+                         DataTypeSize(dtype));
+}
+
+Status RingAllreduce::AllgatherPieces(Links& links, void* output, const RingPieces& at,
+                                      size_t elem) {
   const size_t n = static_cast<size_t>(links.size());
   const size_t r = static_cast<size_t>(links.rank());
-  const RingPieces at = EvenPieces(count, links.size(), elem);
   const size_t P = at.pieces, items = (n - 1) * P;
   char* out = static_cast<char*>(output);
   const int next = static_cast<int>((r + 1) % n), prev = static_cast<int>((r + n - 1) % n);

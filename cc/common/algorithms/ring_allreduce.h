@@ -56,6 +56,10 @@ class RingAllreduce {
   Status ReduceScatter(Links& links, const void* input, void* output,
                        const std::vector<int64_t>& first, const std::vector<int64_t>& counts,
                        DataType dtype, ReduceOp op);
+  // The allgather over such slices: rank q's slice, already in place in its
+  // output, reaches every rank's output at the same place.
+  Status Allgather(Links& links, void* output, const std::vector<int64_t>& first,
+                   const std::vector<int64_t>& counts, DataType dtype);
 
   // Pieces per chunk (the same for every chunk of a message): piece k of
   // chunk c is elements [begin + len*k/P, begin + len*(k+1)/P) of it.
@@ -66,6 +70,7 @@ class RingAllreduce {
  private:
   Status ReduceScatterPieces(Links& links, const void* input, void* output,
                              const RingPieces& at, DataType dtype, ReduceOp op);
+  Status AllgatherPieces(Links& links, void* output, const RingPieces& at, size_t elem);
 
   std::vector<char> scratch_;  // Links::kMaxStarted + 1 pieces
 };

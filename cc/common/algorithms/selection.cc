@@ -59,6 +59,11 @@ const AllgatherRow kAllgatherTable[] = {
     {AllgatherAlgorithm::SHARED_MEMORY, [](const AllgatherCase& c, const Parameters& k) {
        return c.shm_ready && c.bytes >= k.shm_min_bytes;
      }},
+    // Gloo: the pipelined ring over the links the allreduce uses reaches the
+    // link's rate; Gloo's own allgatherv runs well below it.
+    {AllgatherAlgorithm::RING, [](const AllgatherCase& c, const Parameters&) {
+       return !c.backend_tuned && c.ranks > 1;
+     }},
     {AllgatherAlgorithm::BACKEND, [](const AllgatherCase&, const Parameters&) { return true; }},
 };
 
@@ -75,6 +80,7 @@ const char* AllgatherAlgorithmName(AllgatherAlgorithm a) {
   switch (a) {
     case AllgatherAlgorithm::HIERARCHICAL: return "hierarchical";
     case AllgatherAlgorithm::SHARED_MEMORY: return "shared-memory";
+    case AllgatherAlgorithm::RING: return "ring";
     case AllgatherAlgorithm::BACKEND: return "backend";
   }
   return "?";

@@ -50,7 +50,8 @@ AllreduceAlgorithm SelectAllreduce(const AllreduceCase& c, const Parameters& kno
 enum class AllgatherAlgorithm : uint8_t {
   HIERARCHICAL,   // hierarchical_allgather.h: across hosts, then within hosts
   SHARED_MEMORY,  // shm_allreduce.h: every rank on this host
-  BACKEND,       // the transport's allgather (Gloo's allgatherv, MPI_Allgatherv)
+  RING,           // ring_allreduce.h's allgather over the links
+  BACKEND,        // the transport's allgather (MPI_Allgatherv)
 };
 
 const char* AllgatherAlgorithmName(AllgatherAlgorithm a);
@@ -62,6 +63,7 @@ struct AllgatherCase {
   bool hierarchical_ready = false;
   int64_t bytes = 0;       // the gathered result's
   bool shm_ready = false;  // every rank on this host, the shared-memory regions mapped
+  bool backend_tuned = false;  // the backend's collectives are tuned for its network (MPI)
 };
 
 AllgatherAlgorithm SelectAllgather(const AllgatherCase& c, const Parameters& knobs);

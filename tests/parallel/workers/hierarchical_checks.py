@@ -44,6 +44,11 @@ def _counts():
     return dict(_lib.algorithm_counts())
 
 
+def _flat_allgather():
+    """The allgather's flat path: the ring over the links (Gloo), MPI_Allgatherv (MPI)."""
+    return "allgather/" + ("backend" if hvd.mpi_enabled() else "ring")
+
+
 def _delta(before, after, key):
     return after.get(key, 0) - before.get(key, 0)
 
@@ -113,14 +118,14 @@ def check_algorithms(ck, expected_path):
     after = _counts()
     hier_ar = _delta(before, after, "allreduce/hierarchical")
     hier_ag = _delta(before, after, "allgather/hierarchical")
-    flat_ag = _delta(before, after, "allgather/backend")
+    flat_ag = _delta(before, after, _flat_allgather())
     if expected_path == "hierarchical":
         # Fusion may merge allreduces, so at least one run each; every allgather is its own.
         ck.expect(hier_ar >= 1, "the hierarchical allreduce ran",
                   "algorithm counts %s -> %s" % (before, after))
         ck.expect(hier_ag >= gathers, "the hierarchical allgather ran for every allgather",
                   "%d of %d; counts %s" % (hier_ag, gathers, after))
-        ck.equal("allgathers the backend ran", flat_ag, 0)
+        ck.equal("flat allgathers run", flat_ag, 0)
     else:
         ck.equal("hierarchical runs on uneven hosts", (hier_ar, hier_ag), (0, 0))
         ck.expect(flat_ag >= gathers, "the flat allgather ran",
@@ -133,7 +138,7 @@ def check_process_sets(ck):
     n, r = hvd.size(), hvd.rank()
     if n != 4 or os.environ.get("HOROVOD_DYNAMIC_PROCESS_SETS") != "1":
         return
-    for ranks, path in (([0, 2], "hierarchical"), ([0, 1, 3], "backend")):
+    for ranks, path in (([0, 2], "allgather/hierarchical"), ([0, 1, 3], _flat_allgather())):
         ps = hvd.add_process_set(ranks)
         if r in ranks:
             before = _counts()
@@ -149,8 +154,8 @@ def check_process_sets(ck):
             ck.equal("allreduce in process set %s" % ranks, got.tolist(), want.tolist())
             after = _counts()
             ck.equal("process set %s: allgather path" % ranks,
-                     _delta(before, after, "allgather/" + path), 1)
-            if path == "hierarchical":
+                     _delta(before, after, path), 1)
+            if path == "allgather/hierarchical":
                 ck.equal("process set %s: allreduce path" % ranks,
                          _delta(before, after, "allreduce/hierarchical"), 1)
             else:

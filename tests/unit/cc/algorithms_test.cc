@@ -420,16 +420,21 @@ TEST(Selection, AllgatherTable) {
   AllgatherCase c;
   c.ranks = 4;
   c.hierarchical_ready = true;
-  EXPECT_TRUE(SelectAllgather(c, k) == AllgatherAlgorithm::BACKEND);  // knob off
+  EXPECT_TRUE(SelectAllgather(c, k) == AllgatherAlgorithm::RING);  // knob off, Gloo
+  c.backend_tuned = true;
+  EXPECT_TRUE(SelectAllgather(c, k) == AllgatherAlgorithm::BACKEND);  // MPI
   k.hierarchical_allgather = true;
   EXPECT_TRUE(SelectAllgather(c, k) == AllgatherAlgorithm::HIERARCHICAL);
   c.hierarchical_ready = false;  // one host, or hosts with different numbers of ranks
   EXPECT_TRUE(SelectAllgather(c, k) == AllgatherAlgorithm::BACKEND);
+  c.backend_tuned = false;
+  EXPECT_TRUE(SelectAllgather(c, k) == AllgatherAlgorithm::RING);
   c.hierarchical_ready = true;
   c.ranks = 1;
   EXPECT_TRUE(SelectAllgather(c, k) == AllgatherAlgorithm::BACKEND);
   EXPECT_EQ(std::string(AllgatherAlgorithmName(AllgatherAlgorithm::HIERARCHICAL)),
             "hierarchical");
+  EXPECT_EQ(std::string(AllgatherAlgorithmName(AllgatherAlgorithm::RING)), "ring");
   // One host with the shared-memory regions mapped, from HOROVOD_SHM_MIN_BYTES up.
   AllgatherCase one;
   one.ranks = 3;
@@ -438,9 +443,42 @@ TEST(Selection, AllgatherTable) {
   k.shm_min_bytes = 4096;
   EXPECT_TRUE(SelectAllgather(one, k) == AllgatherAlgorithm::SHARED_MEMORY);
   one.bytes = 4095;
-  EXPECT_TRUE(SelectAllgather(one, k) == AllgatherAlgorithm::BACKEND);
+  EXPECT_TRUE(SelectAllgather(one, k) == AllgatherAlgorithm::RING);
 }
 
+// The ring's allgather over uneven slices (a ragged allgather's blocks, some
+// empty): every rank ends with every block at its place, byte for byte.
+TEST(Allgather, RingSlicesReachEveryRankInPlace) {
+  for (int n : {2, 3, 5}) {
+    for (int64_t unit : {int64_t{1}, int64_t{3 * 65536 + 5}}) {
+      for (bool eager : {false, true}) {
+        std::vector<int64_t> first(static_cast<size_t>(n)), counts(static_cast<size_t>(n));
+        int64_t total = 0;
+        for (int q = 0; q < n; ++q) {
+          first[static_cast<size_t>(q)] = total;
+          counts[static_cast<size_t>(q)] = q == 1 ? 0 : unit * (q + 1);
+          total += counts[static_cast<size_t>(q)];
+        }
+        std::string expected(static_cast<size_t>(total), '\0');
+        for (int64_t i = 0; i < total; ++i) expected[static_cast<size_t>(i)] = static_cast<char>(i * 7 + 3);
+        std::vector<std::string> got(static_cast<size_t>(n));
+        OnRanks(n, [&](Links& links) {
+          const size_t q = static_cast<size_t>(links.rank());
+          std::string out(static_cast<size_t>(total), '?');
+          std::memcpy(&out[static_cast<size_t>(first[q])], expected.data() + first[q],
+                      static_cast<size_t>(counts[q]));
+          RingAllreduce ring;
+          Status s = ring.Allgather(links, &out[0], first, counts, DataType::UINT8);
+          EXPECT_TRUE(s.ok()) << s.message();
+          got[q] = out;
+        }, eager);
+        for (int q = 0; q < n; ++q)
+          EXPECT_TRUE(got[static_cast<size_t>(q)] == expected)
+              << "n " << n << " unit " << unit << " rank " << q << " eager " << eager;
+      }
+    }
+  }
+}
 
 // --- Adasum: against the formula in double precision -------------------------------
 std::vector<double> AdasumPair(const std::vector<double>& a, const std::vector<double>& b) {
