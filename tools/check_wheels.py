@@ -1,17 +1,26 @@
 #!/usr/bin/env python3
 """Checks release wheels (tools/build_wheels.sh runs it) or one built library.
 
-    tools/check_wheels.py dist/tf_hvd-*.whl          # a table; exit 1 if any wheel fails
-    tools/check_wheels.py --library tf_hvd/_hvd.so   # a development build: no MPI/CUDA linked
+    tools/check_wheels.py dist/tf_hvd-*.whl              # a table; exit 1 if any wheel fails
+    tools/check_wheels.py --floor 2.31 dist/*.whl        # another glibc floor (FLOORS below)
+    tools/check_wheels.py --library tf_hvd/_hvd.so       # a development build: no MPI/CUDA linked
 
-For each wheel:
-  - auditwheel show: a manylinux tag, and no library needed from the machine beyond glibc,
-    libstdc++/libgcc and TensorFlow's own (tf_hvd.libs/ holds the rest);
+For each wheel (x86_64 or aarch64):
+  - the floor: every ELF file in it (tf_hvd/_hvd.so, tf_hvd.libs/*) requires (.gnu.version_r)
+    no GLIBC_ version above the glibc floor (default 2.28) and no GLIBCXX_/CXXABI_ version
+    above the libstdc++ of that glibc's GCC (2.28: GCC 8, GLIBCXX_3.4.25, CXXABI_1.3.11);
+    versions the wheel's own libraries provide do not count;
+  - auditwheel show: a manylinux tag no higher than the floor, the wheel's file name tagged
+    exactly as auditwheel says (a relabelled tag does not count), and no library needed from
+    the machine beyond glibc, libstdc++/libgcc and TensorFlow's own (tf_hvd.libs/ holds the
+    rest); every ELF file built for the file name's architecture;
   - the native library: no MPI, CUDA or NCCL among its needed libraries and no unbound
     MPI_*, cuda* or nccl* call (they are loaded at run time), and the TensorFlow it records is the minor
     that the wheel's version label (+tf2.21) and its extras name;
   - metadata: the extras tensorflow, tensorflow-cpu and and-cuda pin that minor;
   - size: under 25 MB.
+The table's glibc, GLIBCXX and CXXABI columns are the highest versions the wheel's files
+require. --library reports them for one library and fails on them only with --floor.
 Uses pyelftools and auditwheel (the development venv has both: tools/requirements.txt).
 """
 import argparse
@@ -29,10 +38,191 @@ from elftools.elf.elffile import ELFFile
 MAX_BYTES = 25 * 1024 * 1024
 # Found on every Linux with TensorFlow: glibc's, the C++ runtime, TensorFlow's own.
 ALLOWED_NEEDED = re.compile(
-    r"^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so\.\d+$"
+    r"^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|ld-linux-aarch64|libstdc\+\+|libgcc_s)"
+    r"\.so\.\d+$"
     r"|^libtensorflow_(framework|cc)\.so\.2$")
 NEVER_LINKED = re.compile(r"libmpi|libmpich|libcudart|libnccl|libcuda\.")
 EXTRAS = ("tensorflow", "tensorflow-cpu", "and-cuda")
+
+# A glibc floor -> the libstdc++ of the GCC that distributions with that glibc ship
+# (GLIBCXX_, CXXABI_): CentOS 7 (GCC 4.8), RHEL 8 (GCC 8), Ubuntu 20.04/Debian 11 (GCC 9/10's
+# runtime is 3.4.28), RHEL 9 (GCC 11), Ubuntu 22.04 (GCC 12).
+FLOORS = {
+    "2.17": ("3.4.19", "1.3.7"),
+    "2.28": ("3.4.25", "1.3.11"),
+    "2.31": ("3.4.28", "1.3.12"),
+    "2.34": ("3.4.29", "1.3.13"),
+    "2.35": ("3.4.30", "1.3.13"),
+}
+DEFAULT_FLOOR = "2.28"
+# Version nodes of glibc whose name is not a release: the release that brought them.
+GLIBC_NAMED = {"GLIBC_ABI_DT_RELR": (2, 36)}
+SYMBOLS_NAMED = 5  # symbols named per version found above the floor
+# The wheel file name's architecture -> the ELF e_machine its files must have.
+MACHINES = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64"}
+# Legacy manylinux tags (PEP 599/571/513) and the glibc they stand for.
+LEGACY_TAGS = {"manylinux2014": (2, 17), "manylinux2010": (2, 12), "manylinux1": (2, 5)}
+
+
+def _vtuple(text):
+    return tuple(int(x) for x in text.split("."))
+
+
+def _vtext(version):
+    return ".".join(str(x) for x in version) if version else "-"
+
+
+class Floor(object):
+    """The highest GLIBC_, GLIBCXX_ and CXXABI_ versions a file may require."""
+
+    def __init__(self, glibc):
+        if glibc not in FLOORS:
+            raise ValueError("no floor %s (known: %s)" % (glibc, ", ".join(sorted(
+                FLOORS, key=_vtuple))))
+        self.glibc = _vtuple(glibc)
+        self.limits = {"GLIBC": self.glibc, "GLIBCXX": _vtuple(FLOORS[glibc][0]),
+                       "CXXABI": _vtuple(FLOORS[glibc][1])}
+
+    def __str__(self):
+        return "glibc %s, GLIBCXX_%s, CXXABI_%s" % tuple(
+            _vtext(self.limits[k]) for k in ("GLIBC", "GLIBCXX", "CXXABI"))
+
+
+def required_versions(path, provided=()):
+    """What the ELF file at ``path`` requires of glibc and libstdc++ (its .gnu.version_r):
+    a dict with "machine" (e_machine), "GLIBC", "GLIBCXX", "CXXABI" (each a dict
+    {version tuple: sorted undefined symbols bound to that version, [] when no symbol names
+    it}) and "other" ({name: symbols} for glibc version nodes that are no release, such as
+    GLIBC_PRIVATE). Requirements on a library in ``provided`` (sonames the wheel bundles)
+    are left out: the wheel brings that version itself. Weak requirements are left out too
+    (the loader accepts their absence)."""
+    found = {"GLIBC": {}, "GLIBCXX": {}, "CXXABI": {}, "other": {}}
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        found["machine"] = elf["e_machine"]
+        verneed = elf.get_section_by_name(".gnu.version_r")
+        if verneed is None:
+            return found
+        wanted = {}  # vna_other -> (family, version key)
+        for entry, auxes in verneed.iter_versions():
+            if entry.name in provided:
+                continue
+            for aux in auxes:
+                if aux["vna_flags"] & 0x2:  # VER_FLG_WEAK
+                    continue
+                m = re.match(r"^(GLIBC|GLIBCXX|CXXABI)_(\d+(?:\.\d+)*)$", aux.name)
+                if m:
+                    key = (m.group(1), _vtuple(m.group(2)))
+                elif aux.name in GLIBC_NAMED:
+                    key = ("GLIBC", GLIBC_NAMED[aux.name])
+                elif aux.name.startswith("GLIBC_"):
+                    key = ("other", aux.name)
+                else:
+                    continue
+                found[key[0]].setdefault(key[1], [])
+                wanted[aux["vna_other"]] = key
+        versym = elf.get_section_by_name(".gnu.version")
+        dynsym = elf.get_section_by_name(".dynsym")
+        if versym is None or dynsym is None:
+            return found
+        for i, sym in enumerate(dynsym.iter_symbols()):
+            if sym["st_shndx"] != "SHN_UNDEF" or not sym.name:
+                continue
+            index = versym.get_symbol(i)["ndx"]
+            key = wanted.get(index & 0x7FFF) if isinstance(index, int) else None
+            if key:
+                found[key[0]][key[1]].append(sym.name)
+    for family in ("GLIBC", "GLIBCXX", "CXXABI", "other"):
+        for symbols in found[family].values():
+            symbols.sort()
+    return found
+
+
+def highest(found, family):
+    """The highest version of ``family`` (GLIBC, GLIBCXX, CXXABI) in one or more
+    required_versions() results, or None."""
+    results = found if isinstance(found, list) else [found]
+    versions = [v for r in results for v in r[family]]
+    return max(versions) if versions else None
+
+
+def floor_problems(found, floor):
+    """What ``found`` (required_versions() of one file) requires above ``floor``: one line
+    a version ("requires GLIBC_2.34, above the floor GLIBC_2.28: dlopen, ..."), for the
+    caller to prefix with the file's name."""
+    problems = []
+    for family in ("GLIBC", "GLIBCXX", "CXXABI"):
+        limit = floor.limits[family]
+        for version in sorted(v for v in found[family] if v > limit):
+            what = "%s_%s" % (family, _vtext(version))
+            if family == "GLIBC" and version in GLIBC_NAMED.values():
+                what = [n for n, v in GLIBC_NAMED.items() if v == version][0] + \
+                    " (glibc %s)" % _vtext(version)
+            problems.append("requires %s, above the floor %s_%s: %s" % (
+                what, family, _vtext(limit), _name_symbols(found[family][version])))
+    for node, symbols in sorted(found["other"].items()):
+        problems.append("requires %s, which no other glibc build provides: %s" % (
+            node, _name_symbols(symbols)))
+    return problems
+
+
+def _name_symbols(symbols):
+    if not symbols:
+        return "(no symbol; the version is needed by its own entry in .gnu.version_r)"
+    text = ", ".join(symbols[:SYMBOLS_NAMED])
+    if len(symbols) > SYMBOLS_NAMED:
+        text += " and %d more" % (len(symbols) - SYMBOLS_NAMED)
+    return text
+
+
+def parse_tag(tag):
+    """"manylinux_2_28_x86_64" (or a legacy "manylinux2014_x86_64") -> ((2, 28), "x86_64"),
+    or None for a tag that is no manylinux tag."""
+    m = re.match(r"^manylinux_(\d+)_(\d+)_(x86_64|aarch64)$", tag)
+    if m:
+        return (int(m.group(1)), int(m.group(2))), m.group(3)
+    m = re.match(r"^(manylinux2014|manylinux2010|manylinux1)_(x86_64|aarch64)$", tag)
+    if m:
+        return LEGACY_TAGS[m.group(1)], m.group(2)
+    return None
+
+
+def filename_tags(path):
+    """The platform tags in a wheel's file name (several for a compressed tag set)."""
+    name = os.path.basename(path)
+    if not name.endswith(".whl") or name.count("-") < 4:
+        return []
+    return name[:-len(".whl")].split("-")[-1].split(".")
+
+
+def tag_problems(path, auditwheel_tag, floor):
+    """Whether the wheel's file name carries exactly the tag auditwheel found
+    (``auditwheel_tag``: "manylinux_2_28_x86_64"), and that tag is at or below ``floor``.
+    Returns (architecture of the file name or None, problems)."""
+    problems = []
+    tags = filename_tags(path)
+    parsed = [parse_tag(t) for t in tags]
+    if not tags or None in parsed:
+        return None, ["the file name's platform tag %s is not a manylinux tag for x86_64 or "
+                      "aarch64" % ".".join(tags)]
+    arches = {arch for _, arch in parsed}
+    if len(arches) > 1:
+        problems.append("the file name names several architectures: %s" % ".".join(tags))
+    arch = sorted(arches)[0]
+    claimed = min(glibc for glibc, _ in parsed)
+    audited = parse_tag(auditwheel_tag) if auditwheel_tag else None
+    if audited is None:
+        return arch, problems
+    if audited[1] != arch:
+        problems.append("auditwheel says %s, but the file name is for %s" % (
+            auditwheel_tag, arch))
+    if claimed != audited[0]:
+        problems.append("the file name's tag %s is not auditwheel's %s (a tag must come from "
+                        "the files, not a rename)" % (".".join(tags), auditwheel_tag))
+    if audited[0] > floor.glibc:
+        problems.append("auditwheel's tag %s is above the floor manylinux_%d_%d" % (
+            auditwheel_tag, floor.glibc[0], floor.glibc[1]))
+    return arch, problems
 
 
 def library_problems(path, bundled=None):
@@ -98,23 +288,77 @@ def _minor(version):
     return "%s.%s" % m.groups() if m else None
 
 
-def check_wheel(path, auditwheel):
-    """(row of facts, problems) for one wheel."""
+def auditwheel_tags(text):
+    """(the tag auditwheel gives the wheel, the tag its versioned symbols constrain it to) from
+    ``auditwheel show``'s output; auditwheel leaves the second unsaid when nothing constrains
+    it below its newest policy, and then it is the first."""
+    overall = re.search(r'is consistent with the following platform tag: "([^"]+)"', text)
+    constrained = re.search(r'constrains the platform tag to "([^"]+)"', text)
+    overall = overall.group(1) if overall else None
+    return overall, constrained.group(1) if constrained else overall
+
+
+def wheel_elf_files(root):
+    """The ELF files under an unpacked wheel at ``root``, as their paths inside the wheel."""
+    found = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            full = os.path.join(folder, name)
+            if os.path.islink(full) or not os.path.isfile(full):
+                continue
+            with open(full, "rb") as f:
+                if f.read(4) == b"\x7fELF":
+                    found.append(os.path.relpath(full, root).replace(os.sep, "/"))
+    return sorted(found)
+
+
+def check_wheel(path, auditwheel, floor=None):
+    """(row of facts, problems) for one wheel, held to ``floor`` (a Floor; default 2.28's)."""
+    floor = floor or Floor(DEFAULT_FLOOR)
     problems = []
-    row = {"wheel": os.path.basename(path), "MB": "%.1f" % (os.path.getsize(path) / 2**20)}
+    row = {"wheel": os.path.basename(path), "MB": "%.1f" % (os.path.getsize(path) / 2**20),
+           "tag": "?", "glibc": "?", "GLIBCXX": "?", "CXXABI": "?", "built against": "?",
+           "GPU": "?", "bundled": 0}
     if os.path.getsize(path) > MAX_BYTES:
         problems.append("larger than %d MB" % (MAX_BYTES // 2**20))
     show = subprocess.run([auditwheel, "show", path], capture_output=True, text=True)
     text = " ".join((show.stdout + show.stderr).split())
-    tag = re.search(r'constrains the platform tag to "(manylinux_\d+_\d+_x86_64)"', text)
-    row["tag"] = tag.group(1) if tag else "?"
-    if show.returncode != 0 or not tag:
+    overall, constrained = auditwheel_tags(text)
+    if show.returncode != 0 or not overall or not parse_tag(overall):
         problems.append("auditwheel show: %s" % text[-400:])
+    else:
+        row["tag"] = overall
+        if constrained != overall:
+            problems.append("auditwheel: the symbols constrain the tag to %s, the libraries "
+                            "to %s" % (constrained, overall))
+    arch, tag_found = tag_problems(path, overall if parse_tag(overall or "") else None, floor)
+    problems += tag_found
+    if constrained and constrained != overall and parse_tag(constrained) and \
+            parse_tag(constrained)[0] > floor.glibc:
+        problems.append("auditwheel's tag %s is above the floor manylinux_%d_%d" % (
+            constrained, floor.glibc[0], floor.glibc[1]))
     with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(path) as z:
         z.extractall(tmp)
         bundled = set(os.listdir(os.path.join(tmp, "tf_hvd.libs"))) if os.path.isdir(
             os.path.join(tmp, "tf_hvd.libs")) else set()
         row["bundled"] = len(bundled)
+        found = []
+        for name in wheel_elf_files(tmp):
+            versions = required_versions(os.path.join(tmp, name), provided=bundled)
+            found.append(versions)
+            problems += ["%s %s" % (name, p) for p in floor_problems(versions, floor)]
+            if arch and versions["machine"] != MACHINES[arch]:
+                problems.append("%s is built for %s, but the file name says %s" % (
+                    name, versions["machine"], arch))
+        for family in ("GLIBC", "GLIBCXX", "CXXABI"):
+            row["glibc" if family == "GLIBC" else family] = _vtext(highest(found, family))
+        meta_name = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")][0]
+        meta = email.parser.Parser().parsestr(z.read(meta_name).decode())
+        declared = []
+        for name in z.namelist():
+            if name.endswith(".dist-info/WHEEL"):
+                wheel_file = email.parser.Parser().parsestr(z.read(name).decode())
+                declared = wheel_file.get_all("Tag") or []
         lib = os.path.join(tmp, "tf_hvd", "_hvd.so")
         if not os.path.isfile(lib):
             return row, problems + ["no tf_hvd/_hvd.so"]
@@ -122,49 +366,74 @@ def check_wheel(path, auditwheel):
         recorded = _recorded_tensorflow(lib)
         row["built against"] = recorded or "?"
         row["GPU"] = "yes" if b"ncclCommInitRankConfig" in open(lib, "rb").read() else "no"
-        meta_name = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")][0]
-        meta = email.parser.Parser().parsestr(z.read(meta_name).decode())
+    platforms = sorted({t.rsplit("-", 1)[-1] for t in declared})
+    if platforms != sorted(filename_tags(path)):
+        problems.append("the WHEEL file's tags (%s) are not the file name's (%s)" % (
+            ", ".join(platforms), ".".join(filename_tags(path))))
     label = re.search(r"\+tf(\d+\.\d+)$", meta["Version"] or "")
     if not label or label.group(1) != _minor(recorded):
         problems.append("version %s does not name the TensorFlow minor it was built "
                         "against (%s)" % (meta["Version"], recorded))
     requires = meta.get_all("Requires-Dist") or []
+    minor = _minor(recorded)
     for extra in EXTRAS:
         pins = [r for r in requires if 'extra == "%s"' % extra in r]
-        want = "<%s.%d" % (_minor(recorded).split(".")[0], int(_minor(recorded).split(".")[1]) + 1)
-        if not pins or want not in pins[0]:
+        want = "<%s.%d" % (minor.split(".")[0], int(minor.split(".")[1]) + 1) if minor else None
+        if not pins or not want or want not in pins[0]:
             problems.append("extra [%s] does not pin TensorFlow %s: %s" % (
-                extra, _minor(recorded), pins))
+                extra, minor, pins))
     return row, problems
 
 
-def main():
+def check_library(path, floor=None):
+    """(lines to print, problems) for one development build; the floor only when given."""
+    problems = library_problems(path)
+    found = required_versions(path)
+    lines = ["%s: requires glibc %s, GLIBCXX %s, CXXABI %s" % (
+        path, _vtext(highest(found, "GLIBC")), _vtext(highest(found, "GLIBCXX")),
+        _vtext(highest(found, "CXXABI")))]
+    if floor is not None:
+        problems += floor_problems(found, floor)
+    return lines, problems
+
+
+COLUMNS = ["wheel", "tag", "glibc", "GLIBCXX", "CXXABI", "built against", "GPU", "bundled",
+           "MB", "verdict"]
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("wheels", nargs="*")
     parser.add_argument("--library", help="check only this built library")
-    args = parser.parse_args()
+    parser.add_argument("--floor", choices=sorted(FLOORS, key=_vtuple),
+                        help="the glibc floor (default %s for wheels; none for --library); "
+                             "the GLIBCXX_/CXXABI_ limits follow from it" % DEFAULT_FLOOR)
+    args = parser.parse_args(argv)
     if args.library:
-        problems = library_problems(args.library)
+        lines, problems = check_library(args.library, Floor(args.floor) if args.floor else None)
+        for line in lines:
+            print(line)
         for p in problems:
             print("%s: %s" % (args.library, p))
         print("%s: %s" % (args.library, "FAILED" if problems else "ok"))
         return 1 if problems else 0
+    floor = Floor(args.floor or DEFAULT_FLOOR)
     auditwheel = os.path.join(os.path.dirname(sys.executable), "auditwheel")
     failed = 0
     rows = []
     for wheel in args.wheels:
-        row, problems = check_wheel(wheel, auditwheel)
+        row, problems = check_wheel(wheel, auditwheel, floor)
         row["verdict"] = "ok" if not problems else "FAILED"
         rows.append(row)
         for p in problems:
             print("%s: %s" % (row["wheel"], p), file=sys.stderr)
         failed += bool(problems)
     if rows:
-        cols = ["wheel", "tag", "built against", "GPU", "bundled", "MB", "verdict"]
-        widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
-        print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+        print("floor: %s" % floor)
+        widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in COLUMNS]
+        print("  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths)))
         for r in rows:
-            print("  ".join(str(r[c]).ljust(w) for c, w in zip(cols, widths)))
+            print("  ".join(str(r[c]).ljust(w) for c, w in zip(COLUMNS, widths)))
     return 1 if failed or not rows else 0
 
 
