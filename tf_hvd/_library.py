@@ -22,7 +22,7 @@ from importlib import machinery, util
 import tensorflow as tf
 from tensorflow.python.framework import auto_control_deps
 
-from tf_hvd import build_info
+from tf_hvd import build_info, platform_floor
 from tf_hvd.job import rank_env
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -48,18 +48,26 @@ def _find_library():
 
 def _load():
     path = _find_library()
-    # A library built for another TensorFlow would fail inside the loader with an
-    # undefined symbol; say which versions differ instead.
+    # A release wheel forced onto a system older than its glibc floor, or a library built
+    # for another TensorFlow, would fail inside the loader ("version `GLIBC_2.28' not
+    # found", an undefined symbol); say which versions differ instead.
+    platform_floor.check_library(path)
     build_info.check_library(path)
-    ops = tf.load_op_library(path)
-    if os.path.dirname(os.path.abspath(path)) == _PACKAGE_DIR:
-        module = importlib.import_module("tf_hvd._hvd")
-    else:
-        # A library outside the package (TF_HVD_LIBRARY): import that file.
-        loader = machinery.ExtensionFileLoader("tf_hvd._hvd", path)
-        spec = util.spec_from_file_location("tf_hvd._hvd", path, loader=loader)
-        module = util.module_from_spec(spec)
-        loader.exec_module(module)
+    try:
+        ops = tf.load_op_library(path)
+        if os.path.dirname(os.path.abspath(path)) == _PACKAGE_DIR:
+            module = importlib.import_module("tf_hvd._hvd")
+        else:
+            # A library outside the package (TF_HVD_LIBRARY): import that file.
+            loader = machinery.ExtensionFileLoader("tf_hvd._hvd", path)
+            spec = util.spec_from_file_location("tf_hvd._hvd", path, loader=loader)
+            module = util.module_from_spec(spec)
+            loader.exec_module(module)
+    except Exception as e:  # tf.errors.NotFoundError, ImportError or OSError from dlopen
+        explained = platform_floor.explain_load_error(path, e)
+        if explained is None:
+            raise
+        raise explained from e
     return ops, module
 
 
