@@ -1,11 +1,13 @@
-"""The C++ signing of the Gloo set-up (cc/common/gloo/signing.cc, on OpenSSL's libcrypto)
-against Python: HMAC-SHA256 equal to ``hmac.new(key, msg, sha256)`` and the rendezvous
-signatures equal to tf_hvd/job/auth.py's.
+"""The C++ signing of the Gloo set-up (cc/common/gloo/signing.cc, on the system's OpenSSL
+libcrypto) against Python: HMAC-SHA256 equal to ``hmac.new(key, msg, sha256)`` and the
+rendezvous signatures equal to tf_hvd/job/auth.py's.
 
 TensorFlow's libtensorflow_framework.so.2 exports BoringSSL under OpenSSL's names (HMAC,
-RAND_bytes, CRYPTO_memcmp, ...). _hvd.so links libcrypto statically with those symbols
-hidden, so its calls cannot bind to TensorFlow's copy: the checks run in a process that
-imported tensorflow first, and _hvd.so must neither import nor export any such name.
+RAND_bytes, CRYPTO_memcmp, ...). _hvd.so neither links nor bundles OpenSSL: it loads the
+system's libcrypto.so.3 (or .so.1.1) at run time and takes every function from that
+library's handle (cc/common/gloo/crypto_library.h), so its calls cannot bind to
+TensorFlow's copy: the checks run in a process that imported tensorflow first, and _hvd.so
+must neither need libcrypto nor import, export or contain any OpenSSL name.
 
     PYTHONPATH=$PWD python -m pytest -q tests/unit/test_signing.py
 """
@@ -51,7 +53,9 @@ import tensorflow
 from tf_hvd import basics
 lib = basics._lib
 cases = [(bytes.fromhex(k), bytes.fromhex(m)) for k, m in json.loads(sys.stdin.read())]
-print(json.dumps([lib._hmac_sha256_hex(k, m) for k, m in cases]))
+macs = [lib._hmac_sha256_hex(k, m) for k, m in cases]
+maps = open("/proc/self/maps").read().split()
+print(json.dumps([macs, sorted({p.rsplit("/", 1)[-1] for p in maps if "libcrypto.so" in p})]))
 """
 
 
@@ -62,7 +66,9 @@ def test_hmac_equals_python_hmac_after_importing_tensorflow():
         [(k.hex(), m.hex()) for k, m in cases]).encode(), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, env=env, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    got = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    got, loaded = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    # the system's OpenSSL (3.x, else 1.1.1) is mapped: loaded at run time
+    assert set(loaded) & {"libcrypto.so.3", "libcrypto.so.1.1"}, loaded
     expected = [hmac.new(k, m, hashlib.sha256).hexdigest() for k, m in cases]
     assert got == expected
     # RFC 4231 test case 2, spelled out.
@@ -94,16 +100,20 @@ def test_rendezvous_signatures_equal_auth_py(lib):
         auth.response_signature("b" * 64, 200, "n" * 8, b"")
 
 
+def _nm(*args):
+    return subprocess.run(["nm"] + list(args) + [LIB], stdout=subprocess.PIPE, check=True,
+                          universal_newlines=True).stdout
+
+
 @pytest.mark.skipif(shutil.which("nm") is None, reason="binutils' nm is not installed")
-def test_libcrypto_is_linked_in_with_hidden_symbols():
-    """_hvd.so neither imports nor exports OpenSSL's names (static, hidden libcrypto)."""
-    out = subprocess.run(["nm", "-D", LIB], stdout=subprocess.PIPE, check=True,
-                         universal_newlines=True).stdout
-    names = [line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()]
-    leaked = sorted(n for n in names if n.startswith(OPENSSL_PREFIXES))
-    assert leaked == []
-    # ... and the code is there, as local symbols.
-    local = subprocess.run(["nm", LIB], stdout=subprocess.PIPE, check=True,
-                           universal_newlines=True).stdout
-    if local.strip():  # not stripped
-        assert any(l.split()[-2:] == ["t", "HMAC"] for l in local.splitlines())
+def test_libcrypto_is_neither_linked_nor_bundled():
+    """_hvd.so does not need libcrypto/libssl (loaded at run time) and neither imports,
+    exports nor contains OpenSSL's names (no static copy)."""
+    needed = subprocess.run(["readelf", "-d", LIB], stdout=subprocess.PIPE, check=True,
+                            universal_newlines=True).stdout
+    assert "libcrypto" not in needed and "libssl" not in needed, needed
+    names = [line.split()[-1].split("@")[0] for line in _nm("-D").splitlines() if line.strip()]
+    assert sorted(n for n in names if n.startswith(OPENSSL_PREFIXES)) == []
+    local = [line.split()[-1] for line in _nm().splitlines() if line.strip()]
+    assert not [n for n in local if n in ("HMAC", "RAND_bytes", "CRYPTO_memcmp", "EVP_sha256",
+                                          "OPENSSL_init_crypto")]

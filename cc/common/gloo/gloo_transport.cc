@@ -11,6 +11,7 @@
 #include <exception>
 #include <stdexcept>
 
+#include "cc/common/gloo/crypto_library.h"
 #include "cc/common/gloo/http_store.h"
 #include "cc/common/logging.h"
 #include "gloo/allgather.h"
@@ -82,6 +83,10 @@ Status GlooTransport::Init(Topology* topology) {
         "HOROVOD_RANK/HOROVOD_SIZE are set but HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT are "
         "not; start the program with tfhvdrun");
   }
+  // The rendezvous and the mesh are signed with the system's libcrypto: a machine
+  // without one fails here, saying what to install (not as a failed rendezvous).
+  Status crypto = CryptoLibrary::Load();
+  if (!crypto.ok()) return crypto;
   // HOROVOD_GLOO_TIMEOUT_SECONDS bounds every collective (a frozen peer fails
   // the job instead of hanging it) and, unless HOROVOD_START_TIMEOUT
   // (--start-timeout) is set, the rendezvous. Unset, start-up gets longer

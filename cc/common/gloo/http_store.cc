@@ -1,11 +1,23 @@
 #include "cc/common/gloo/http_store.h"
 
-#include <httplib.h>
+// Boost.Beast over Boost.Asio, header-only (no Boost library is linked). This is the
+// only file that includes them; deprecated Asio interfaces are left out.
+#define BOOST_ASIO_NO_DEPRECATED
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
-#include <cstring>
+#include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <thread>
@@ -17,11 +29,17 @@ namespace tfhvd {
 
 namespace {
 
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+
 constexpr int kConnectTimeoutS = 10;
 constexpr int kIoTimeoutS = 30;
 // Replies carry Gloo addresses (a few hundred bytes per rank); anything larger
 // than this is not from our server.
 constexpr size_t kMaxReplyBytes = size_t{64} << 20;
+// Our server's reply headers are a few hundred bytes.
+constexpr uint32_t kMaxReplyHeaderBytes = 64 << 10;
 
 std::string PercentEncode(const std::string& s) {
   static const char kDigits[] = "0123456789ABCDEF";
@@ -36,19 +54,16 @@ std::string PercentEncode(const std::string& s) {
   return out;
 }
 
-std::string Problem(httplib::Error error) {
-  switch (error) {
-    case httplib::Error::Connection:
-      return "cannot connect";
-    case httplib::Error::ConnectionTimeout:
-      return "connection timed out";
-    case httplib::Error::Read:
-      return "no complete reply within " + std::to_string(kIoTimeoutS) + " s";
-    case httplib::Error::Write:
-      return "sending the request failed";
-    default:
-      return httplib::to_string(error);
-  }
+// Starts one asynchronous operation (start(handler)) and runs `io` until it has
+// ended: a blocking call whose time is bounded by the stream's expiry (when it
+// passes, the socket is closed and the operation ends with beast::error::timeout).
+template <typename Start>
+beast::error_code RunToEnd(asio::io_context& io, Start&& start) {
+  beast::error_code outcome = asio::error::would_block;
+  start([&outcome](beast::error_code ec, auto&&...) { outcome = ec; });
+  io.restart();
+  io.run();
+  return outcome;
 }
 
 bool AllDigits(const std::string& s) {
@@ -82,52 +97,85 @@ std::string HttpStore::Where() const {
   return "rendezvous server " + host_ + ":" + std::to_string(port_);
 }
 
+std::string HttpStore::HostHeader() const {
+  std::string host = host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_;
+  return port_ == 80 ? host : host + ":" + std::to_string(port_);
+}
+
 HttpStore::Reply HttpStore::Request(const std::string& method, const std::string& key,
                                     const std::vector<char>& payload) {
   Reply reply;
-  httplib::Request req;
-  req.method = method;
-  req.path = Path(key);
-  req.body.assign(payload.begin(), payload.end());
+  // HTTP/1.1, one connection per request (Connection: close). The target is sent
+  // exactly as signed (no re-encoding) and the body exactly as received (never
+  // decompressed: no Accept-Encoding is sent, and nothing here decodes one).
+  http::request<http::string_body> req;
+  req.version(11);
+  req.method_string(method);
+  const std::string path = Path(key);
+  req.target(path);
+  req.set(http::field::host, HostHeader());
+  req.set(http::field::connection, "close");
+  req.body().assign(payload.begin(), payload.end());
   const std::string nonce = nonce_prefix_ + "-" + std::to_string(nonce_counter_++);
   if (!secret_.empty()) {
     const std::string timestamp = std::to_string(static_cast<long long>(std::time(nullptr)));
-    req.headers.emplace("X-Tfhvd-Timestamp", timestamp);
-    req.headers.emplace("X-Tfhvd-Nonce", nonce);
-    req.headers.emplace("X-Tfhvd-Signature",
-                        RendezvousRequestSignature(secret_, method, req.path, timestamp,
-                                                   nonce, req.body));
+    req.set("X-Tfhvd-Timestamp", timestamp);
+    req.set("X-Tfhvd-Nonce", nonce);
+    req.set("X-Tfhvd-Signature", RendezvousRequestSignature(secret_, method, path, timestamp,
+                                                            nonce, req.body()));
   }
-  std::string body;
-  bool too_large = false;
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    too_large = body.size() + n > kMaxReplyBytes;
-    if (!too_large) body.append(data, n);
-    return !too_large;
-  };
+  req.prepare_payload();  // Content-Length (always for PUT, and whenever there is a body)
 
-  httplib::Client client(host_, port_);
-  client.set_url_encode(false);  // the path is sent exactly as signed
-  client.set_decompress(false);  // the body is checked exactly as signed
-  client.set_connection_timeout(kConnectTimeoutS);
-  client.set_read_timeout(kIoTimeoutS);
-  client.set_write_timeout(kIoTimeoutS);
-  errno = 0;
-  httplib::Result res = client.send(req);
-  if (too_large) {
-    throw gloo::IoException(Where() + " sent a reply larger than " +
-                            std::to_string(kMaxReplyBytes) + " bytes for key '" + key +
-                            "'; it is not tf_hvd's rendezvous server");
-  }
-  if (!res) {
-    int err = errno;
-    reply.problem = Problem(res.error());
-    if (res.error() == httplib::Error::Connection && err != 0) {
-      reply.problem += std::string(": ") + std::strerror(err);
-    }
+  asio::io_context io;
+  beast::error_code ec;
+  asio::ip::tcp::resolver resolver(io);
+  auto endpoints = resolver.resolve(host_, std::to_string(port_), ec);
+  if (ec) {
+    reply.problem = "cannot connect: " + ec.message();
     return reply;
   }
-  const int code = res->status;
+  beast::tcp_stream stream(io);
+  stream.expires_after(std::chrono::seconds(kConnectTimeoutS));
+  ec = RunToEnd(io, [&](auto handler) { stream.async_connect(endpoints, handler); });
+  if (ec == beast::error::timeout) {
+    reply.problem = "connection timed out";
+    return reply;
+  }
+  if (ec) {
+    reply.problem = "cannot connect: " + ec.message();  // strerror's text: "Connection refused"
+    return reply;
+  }
+  stream.expires_after(std::chrono::seconds(kIoTimeoutS));
+  ec = RunToEnd(io, [&](auto handler) { http::async_write(stream, req, handler); });
+  if (ec) {
+    reply.problem = "sending the request failed";
+    return reply;
+  }
+  // The reply, read as it arrives: each read may wait kIoTimeoutS for more bytes.
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.header_limit(kMaxReplyHeaderBytes);
+  parser.body_limit(kMaxReplyBytes);
+  while (!parser.is_done()) {
+    stream.expires_after(std::chrono::seconds(kIoTimeoutS));
+    ec = RunToEnd(io, [&](auto handler) {
+      http::async_read_some(stream, buffer, parser, handler);
+    });
+    if (ec == http::error::body_limit) {
+      throw gloo::IoException(Where() + " sent a reply larger than " +
+                              std::to_string(kMaxReplyBytes) + " bytes for key '" + key +
+                              "'; it is not tf_hvd's rendezvous server");
+    }
+    if (ec) {
+      reply.problem = "no complete reply within " + std::to_string(kIoTimeoutS) + " s";
+      return reply;
+    }
+  }
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);  // closing: errors do not matter
+
+  const http::response<http::string_body>& res = parser.get();
+  const std::string& body = res.body();
+  const int code = static_cast<int>(res.result_int());
   if (code == 403) {
     std::string why = body;
     while (!why.empty() && (why.back() == '\n' || why.back() == '\r')) why.pop_back();
@@ -138,13 +186,16 @@ HttpStore::Reply HttpStore::Request(const std::string& method, const std::string
                          : std::string("This process's ") + kSecretEnv +
                                " is not the job's secret, or this host's clock is off"));
   }
-  if (!secret_.empty() &&
-      !ConstantTimeEquals(RendezvousResponseSignature(secret_, code, nonce, body),
-                          res->get_header_value("X-Tfhvd-Signature"))) {
-    throw gloo::IoException(
-        Where() + " sent a reply for key '" + key +
-        "' that is not signed with the job's secret: another program may be answering "
-        "on the rendezvous port, or the job's launcher is gone");
+  if (!secret_.empty()) {
+    auto signature = res.find("X-Tfhvd-Signature");
+    if (signature == res.end() ||
+        !ConstantTimeEquals(RendezvousResponseSignature(secret_, code, nonce, body),
+                            std::string(signature->value()))) {
+      throw gloo::IoException(
+          Where() + " sent a reply for key '" + key +
+          "' that is not signed with the job's secret: another program may be answering "
+          "on the rendezvous port, or the job's launcher is gone");
+    }
   }
   reply.code = code;
   reply.body.assign(body.begin(), body.end());

@@ -1,13 +1,9 @@
 #include "cc/common/gloo/signing.h"
 
-#include <openssl/crypto.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
-
 #include <cstdio>
 #include <stdexcept>
+
+#include "cc/common/gloo/crypto_library.h"
 
 namespace tfhvd {
 
@@ -16,21 +12,22 @@ namespace {
 constexpr char kRequestDomain[] = "tf_hvd-rendezvous-v1\n";
 constexpr char kResponseDomain[] = "tf_hvd-rendezvous-v1-response\n";
 
-std::string OpensslError(const char* what) {
-  char buf[256];
-  ERR_error_string_n(ERR_get_error(), buf, sizeof(buf));
+std::string OpensslError(const CryptoFunctions& crypto, const char* what) {
+  char buf[256] = {0};
+  crypto.ERR_error_string_n(crypto.ERR_get_error(), buf, sizeof(buf));
   return std::string(what) + " failed (OpenSSL: " + buf + ")";
 }
 
 }  // namespace
 
 std::string HmacSha256(const std::string& key, const std::string& data) {
-  unsigned char mac[EVP_MAX_MD_SIZE];
+  const CryptoFunctions& crypto = CryptoLibrary::Functions();
+  unsigned char mac[kOpensslMaxDigestBytes];
   unsigned int size = 0;
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-           reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac,
-           &size) == nullptr) {
-    throw std::runtime_error(OpensslError("HMAC-SHA256"));
+  if (crypto.HMAC(crypto.EVP_sha256(), key.data(), static_cast<int>(key.size()),
+                  reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac,
+                  &size) == nullptr) {
+    throw std::runtime_error(OpensslError(crypto, "HMAC-SHA256"));
   }
   return std::string(reinterpret_cast<const char*>(mac), size);
 }
@@ -47,15 +44,18 @@ std::string ToHex(const std::string& bytes) {
 }
 
 std::string RandomHex(size_t bytes) {
+  const CryptoFunctions& crypto = CryptoLibrary::Functions();
   std::string buf(bytes, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(&buf[0]), static_cast<int>(bytes)) != 1) {
-    throw std::runtime_error(OpensslError("drawing random bytes"));
+  if (crypto.RAND_bytes(reinterpret_cast<unsigned char*>(&buf[0]), static_cast<int>(bytes)) !=
+      1) {
+    throw std::runtime_error(OpensslError(crypto, "drawing random bytes"));
   }
   return ToHex(buf);
 }
 
 bool ConstantTimeEquals(const std::string& a, const std::string& b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return a.size() == b.size() &&
+         CryptoLibrary::Functions().CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 std::string RendezvousRequestSignature(const std::string& secret, const std::string& method,

@@ -1,5 +1,7 @@
-// Message signing for the Gloo set-up, on OpenSSL's libcrypto: HMAC-SHA256,
-// random bytes for nonces, and comparison of signatures in constant time.
+// Message signing for the Gloo set-up, on the system's OpenSSL libcrypto (loaded at
+// run time: crypto_library.h): HMAC-SHA256, random bytes for nonces, and comparison of
+// signatures in constant time. Each function throws std::runtime_error, saying what to
+// install, when no libcrypto can be loaded (GlooTransport::Init checks that first).
 //
 // The rendezvous signatures are the ones tf_hvd/job/auth.py computes; the
 // unit test tests/unit/test_signing.py checks that both sides agree.
@@ -16,14 +18,14 @@
 namespace tfhvd {
 
 // The 32 raw bytes of HMAC-SHA256(key, data). Throws std::runtime_error if
-// libcrypto fails (it does not for in-memory inputs).
+// libcrypto fails (it does not for in-memory inputs) or is missing.
 std::string HmacSha256(const std::string& key, const std::string& data);
 
 // Lowercase hexadecimal text of the bytes.
 std::string ToHex(const std::string& bytes);
 
 // `bytes` bytes from the OS's cryptographic generator, as hexadecimal text.
-// Throws std::runtime_error if the generator is unavailable.
+// Throws std::runtime_error if the generator (or libcrypto) is unavailable.
 std::string RandomHex(size_t bytes);
 
 // Equality whose running time does not depend on where the strings differ

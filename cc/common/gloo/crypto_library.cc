@@ -1,0 +1,92 @@
+#include "cc/common/gloo/crypto_library.h"
+
+#include <dlfcn.h>
+
+#include <stdexcept>
+
+#include "cc/common/logging.h"
+
+namespace tfhvd {
+namespace {
+
+// Newest first: both export the functions of crypto_symbols.h with the same C ABI.
+const std::vector<std::string>& DefaultCandidates() {
+  static const std::vector<std::string> names = {"libcrypto.so.3", "libcrypto.so.1.1"};
+  return names;
+}
+
+struct Loaded {
+  Status status;
+  CryptoFunctions fns;
+  std::string description;
+};
+
+const Loaded& TheLibrary() {
+  // Never destroyed (signing may run while the process exits); built once, thread-safely.
+  static const Loaded* loaded = [] {
+    auto* l = new Loaded();
+    l->status = CryptoLibrary::LoadFrom(DefaultCandidates(), &l->fns, &l->description);
+    if (l->status.ok()) {
+      TFHVD_LOG(DEBUG) << "rendezvous signing uses " << l->description;
+    }
+    return l;
+  }();
+  return *loaded;
+}
+
+std::string FileOf(void* handle, void* symbol) {
+  Dl_info info;
+  if (symbol != nullptr && dladdr(symbol, &info) != 0 && info.dli_fname != nullptr) {
+    return info.dli_fname;
+  }
+  return "?";
+}
+
+}  // namespace
+
+Status CryptoLibrary::LoadFrom(const std::vector<std::string>& candidates,
+                               CryptoFunctions* fns, std::string* description) {
+  std::string tried;
+  for (const std::string& name : candidates) {
+    dlerror();
+    // RTLD_LOCAL: its names stay out of the global scope, and ours are looked up in it
+    // alone (crypto_symbols.h says why: TensorFlow's BoringSSL has the same names).
+    void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* e = dlerror();
+      tried += "\n  " + name + ": " + (e != nullptr ? e : "dlopen failed");
+      continue;
+    }
+    std::string missing;
+    if (!BindCryptoFunctions(handle, fns, &missing)) {
+      tried += "\n  " + name + ": it has no " + missing + " (not OpenSSL's libcrypto 1.1.1 or 3.x)";
+      dlclose(handle);
+      continue;
+    }
+    const char* version = fns->OpenSSL_version(kOpensslVersionText);
+    *description = FileOf(handle, reinterpret_cast<void*>(fns->HMAC)) + " (" +
+                   (version != nullptr ? version : "OpenSSL, version unknown") + ")";
+    return Status();
+  }
+  return Status::Precondition(
+      "tf_hvd signs its rendezvous (Gloo) with the system's OpenSSL, loaded at run time, "
+      "and no OpenSSL libcrypto could be loaded. Tried:" + tried +
+      "\nInstall OpenSSL's libcrypto (libssl3 / openssl-libs): `apt-get install libssl3` on "
+      "Debian 12+ and Ubuntu 22.04+ (libssl1.1 on Debian 11 and Ubuntu 20.04), `dnf install "
+      "openssl-libs` on RHEL, Rocky, Alma and Amazon Linux, `zypper install libopenssl3` on "
+      "SLES; or put the directory holding libcrypto.so.3 (OpenSSL 3.x) or libcrypto.so.1.1 "
+      "(OpenSSL 1.1.1) on LD_LIBRARY_PATH. (MPI jobs, started by mpiexec or with tfhvdrun "
+      "--mpi, do not need it.)");
+}
+
+Status CryptoLibrary::Load() { return TheLibrary().status; }
+
+const CryptoFunctions& CryptoLibrary::Functions() {
+  const Loaded& l = TheLibrary();
+  if (!l.status.ok()) throw std::runtime_error(l.status.message());
+  return l.fns;
+}
+
+std::string CryptoLibrary::Describe() { return TheLibrary().description; }
+
+}  // namespace tfhvd
