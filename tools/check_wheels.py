@@ -18,6 +18,8 @@ For each wheel (x86_64 or aarch64):
     MPI_*, cuda* or nccl* call (they are loaded at run time), and the TensorFlow it records is the minor
     that the wheel's version label (+tf2.21) and its extras name;
   - metadata: the extras tensorflow, tensorflow-cpu and and-cuda pin that minor;
+  - tf_hvd/_floor.txt (the glibc floor `import tf_hvd` checks): between auditwheel's tag
+    and the floor;
   - size: under 25 MB.
 The table's glibc, GLIBCXX and CXXABI columns are the highest versions the wheel's files
 require. --library reports them for one library and fails on them only with --floor.
@@ -55,6 +57,7 @@ FLOORS = {
     "2.35": ("3.4.30", "1.3.13"),
 }
 DEFAULT_FLOOR = "2.28"
+FLOOR_FILE = "_floor.txt"  # in a wheel's tf_hvd/: "glibc 2.28", written by the wheel build
 # Version nodes of glibc whose name is not a release: the release that brought them.
 GLIBC_NAMED = {"GLIBC_ABI_DT_RELR": (2, 36)}
 SYMBOLS_NAMED = 5  # symbols named per version found above the floor
@@ -288,6 +291,31 @@ def _minor(version):
     return "%s.%s" % m.groups() if m else None
 
 
+def recorded_floor_problems(path, auditwheel_tag, floor):
+    """The glibc floor the wheel records for ``import tf_hvd`` (tf_hvd/_floor.txt, "glibc
+    2.28"; tf_hvd/platform_floor.py reads it) must be there, no lower than what auditwheel
+    found (else an older system gets the loader's failure) and no higher than ``floor``
+    (else import refuses a system the wheel admits)."""
+    try:
+        with open(path) as f:
+            words = [line.split("#", 1)[0].split() for line in f]
+    except OSError:
+        return ["no tf_hvd/%s (the glibc floor import tf_hvd checks)" % FLOOR_FILE]
+    recorded = [w[1] for w in words if len(w) == 2 and w[0] == "glibc"
+                and re.match(r"^\d+\.\d+$", w[1])]
+    if not recorded:
+        return ["tf_hvd/%s records no glibc floor ('glibc 2.28')" % FLOOR_FILE]
+    problems = []
+    audited = parse_tag(auditwheel_tag or "")
+    if audited and _vtuple(recorded[0]) < audited[0]:
+        problems.append("tf_hvd/%s records glibc %s, below auditwheel's %s" % (
+            FLOOR_FILE, recorded[0], auditwheel_tag))
+    if _vtuple(recorded[0]) > floor.glibc:
+        problems.append("tf_hvd/%s records glibc %s, above the floor %s" % (
+            FLOOR_FILE, recorded[0], _vtext(floor.glibc)))
+    return problems
+
+
 def auditwheel_tags(text):
     """(the tag auditwheel gives the wheel, the tag its versioned symbols constrain it to) from
     ``auditwheel show``'s output; auditwheel leaves the second unsaid when nothing constrains
@@ -352,6 +380,8 @@ def check_wheel(path, auditwheel, floor=None):
                     name, versions["machine"], arch))
         for family in ("GLIBC", "GLIBCXX", "CXXABI"):
             row["glibc" if family == "GLIBC" else family] = _vtext(highest(found, family))
+        problems += recorded_floor_problems(os.path.join(tmp, "tf_hvd", FLOOR_FILE), overall,
+                                            floor)
         meta_name = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")][0]
         meta = email.parser.Parser().parsestr(z.read(meta_name).decode())
         declared = []

@@ -51,10 +51,10 @@ def _build(tmp_path, name, source):
     return str(out)
 
 
-def _wheel(tmp_path, library, platform, libs=None):
-    """A wheel holding ``library`` as tf_hvd/_hvd.so (and ``libs`` under tf_hvd.libs/),
-    whose metadata passes the other checks (the TensorFlow minor 2.21 in the label and
-    the extras), named for ``platform``."""
+def _wheel(tmp_path, library, platform, libs=None, floor_file="glibc 2.28\n"):
+    """A wheel holding ``library`` as tf_hvd/_hvd.so (and ``libs`` under tf_hvd.libs/, and
+    ``floor_file`` as tf_hvd/_floor.txt unless None), whose metadata passes the other
+    checks (the TensorFlow minor 2.21 in the label and the extras), named for ``platform``."""
     info = "tf_hvd-0.1.0+tf2.21.dist-info"
     meta = "Metadata-Version: 2.1\nName: tf_hvd\nVersion: 0.1.0+tf2.21\n" + "".join(
         'Requires-Dist: %s<2.22,>=2.21; extra == "%s"\n' % (req, extra) for req, extra in [
@@ -64,6 +64,8 @@ def _wheel(tmp_path, library, platform, libs=None):
         "Tag: cp311-cp311-%s\n" % tag for tag in platform.split("."))
     files = {"tf_hvd/_hvd.so": open(library, "rb").read(),
              info + "/METADATA": meta.encode(), info + "/WHEEL": wheel.encode()}
+    if floor_file is not None:
+        files["tf_hvd/_floor.txt"] = floor_file.encode()
     for path in libs or []:
         files["tf_hvd.libs/" + os.path.basename(path)] = open(path, "rb").read()
     path = tmp_path / ("tf_hvd-0.1.0+tf2.21-cp311-cp311-%s.whl" % platform)
@@ -132,10 +134,12 @@ def test_a_glibc_2_29_symbol_fails_naming_file_version_and_symbol(tmp_path):
     assert "auditwheel's tag manylinux_2_31_x86_64 is above the floor manylinux_2_28" \
         in problems
     assert row["glibc"] == "2.29"
-    # At the 2.31 floor the same wheel passes.
-    assert _check(wheel, "2.31")[1] == []
     res = run([PYTHON, CHECK, wheel], 60)
     assert res.returncode == 1 and "GLIBC_2.29" in res.output, res.describe()
+    # At the 2.31 floor (and recording it) the same library passes.
+    wheel = _wheel(tmp_path, _build(tmp_path, "exp", EXP_C), "manylinux_2_31_x86_64",
+                   floor_file="glibc 2.31\n")
+    assert _check(wheel, "2.31")[1] == []
     assert run([PYTHON, CHECK, "--floor", "2.31", wheel], 60).ok
 
 
@@ -217,3 +221,22 @@ def test_the_library_mode_reports_and_fails_on_the_floor_only_when_asked(tmp_pat
     assert res.returncode == 1, res.describe()
     assert "%s: requires GLIBC_2.29, above the floor GLIBC_2.28: exp" % library in res.output
     assert res.output.strip().endswith(": FAILED"), res.output
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the wheels here are x86_64")
+def test_the_wheel_records_its_floor_for_import(tmp_path):
+    """tf_hvd/_floor.txt (what `import tf_hvd` compares with the running glibc): present,
+    not below auditwheel's tag, not above the floor."""
+    library = _build(tmp_path, "exp", EXP_C)  # manylinux_2_31
+    wheel = _wheel(tmp_path, library, "manylinux_2_31_x86_64", floor_file=None)
+    assert "no tf_hvd/_floor.txt (the glibc floor import tf_hvd checks)" in _check(wheel)[1]
+    wheel = _wheel(tmp_path, library, "manylinux_2_31_x86_64", floor_file="glibc 2.28\n")
+    assert "tf_hvd/_floor.txt records glibc 2.28, below auditwheel's manylinux_2_31_x86_64" \
+        in _check(wheel, "2.31")[1]
+    wheel = _wheel(tmp_path, library, "manylinux_2_31_x86_64", floor_file="glibc 2.34\n")
+    assert _check(wheel, "2.31")[1] == [
+        "tf_hvd/_floor.txt records glibc 2.34, above the floor 2.31"]
+    wheel = _wheel(tmp_path, library, "manylinux_2_31_x86_64", floor_file="glibc 2.31\n")
+    assert _check(wheel, "2.31")[1] == []
+    wheel = _wheel(tmp_path, library, "manylinux_2_31_x86_64", floor_file="2.31\n")
+    assert "tf_hvd/_floor.txt records no glibc floor ('glibc 2.28')" in _check(wheel, "2.31")[1]
