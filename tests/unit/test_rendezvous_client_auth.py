@@ -158,3 +158,43 @@ def test_unreachable_server():
     code, out = _run_rank(port, auth.new_secret(), timeout_s=2)
     assert code == 3, out
     assert "cannot reach the rendezvous server 127.0.0.1:%d" % port in out
+    assert "(cannot connect: Connection refused)" in out
+
+
+class _Flood(_Impostor):
+    """Answers every request with a reply announcing more than 64 MiB of body."""
+
+    def run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                conn.settimeout(5)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (65 << 20)
+                             + b"x" * 65536)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+
+def test_reply_larger_than_64_mib_is_refused():
+    flood = _Flood()
+    flood.start()
+    try:
+        code, out = _run_rank(flood.port, auth.new_secret(), timeout_s=60)
+    finally:
+        flood.sock.close()
+    assert code == 3, out
+    assert ("rendezvous server 127.0.0.1:%d sent a reply larger than %d bytes for key "
+            % (flood.port, 64 << 20)) in out
+    assert "it is not tf_hvd's rendezvous server" in out
+    assert _failure_seconds(out) < 10
