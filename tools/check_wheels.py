@@ -27,6 +27,7 @@ Uses pyelftools and auditwheel (the development venv has both: tools/requirement
 """
 import argparse
 import email.parser
+import json
 import os
 import re
 import subprocess
@@ -316,14 +317,28 @@ def recorded_floor_problems(path, auditwheel_tag, floor):
     return problems
 
 
-def auditwheel_tags(text):
-    """(the tag auditwheel gives the wheel, the tag its versioned symbols constrain it to) from
-    ``auditwheel show``'s output; auditwheel leaves the second unsaid when nothing constrains
-    it below its newest policy, and then it is the first."""
-    overall = re.search(r'is consistent with the following platform tag: "([^"]+)"', text)
-    constrained = re.search(r'constrains the platform tag to "([^"]+)"', text)
-    overall = overall.group(1) if overall else None
-    return overall, constrained.group(1) if constrained else overall
+def auditwheel_tag(auditwheel, path):
+    """(the tag auditwheel's reading of the versioned symbols gives the wheel, what it said).
+
+    That is `auditwheel show`'s "constrains the platform tag to" (``sym_tag`` in its JSON):
+    the tag `auditwheel repair` writes. Its overall tag is no use here: `show` knows nothing
+    of repair's --exclude, so TensorFlow's libraries, which the wheel leaves to the installed
+    TensorFlow, make that linux_x86_64 (what the wheel needs from the machine is checked
+    from its files instead: library_problems)."""
+    show = subprocess.run([auditwheel, "show", "--json", path], capture_output=True, text=True)
+    try:
+        report = json.loads(show.stdout)
+    except ValueError:  # an auditwheel without --json (before 6.3): its sentences
+        show = subprocess.run([auditwheel, "show", path], capture_output=True, text=True)
+        text = " ".join((show.stdout + show.stderr).split())
+        constrained = re.search(r'constrains the platform tag to "([^"]+)"', text)
+        overall = re.search(r'is consistent with the following platform tag: "([^"]+)"', text)
+        # Left unsaid when the symbols allow auditwheel's oldest policy.
+        tag = constrained.group(1) if constrained else overall.group(1) if overall and \
+            parse_tag(overall.group(1)) else None
+        return (tag if show.returncode == 0 else None), text
+    text = " ".join((report.get("error") or show.stderr or "").split())
+    return (report.get("sym_tag") if show.returncode == 0 else None), text
 
 
 def wheel_elf_files(root):
@@ -349,22 +364,14 @@ def check_wheel(path, auditwheel, floor=None):
            "GPU": "?", "bundled": 0}
     if os.path.getsize(path) > MAX_BYTES:
         problems.append("larger than %d MB" % (MAX_BYTES // 2**20))
-    show = subprocess.run([auditwheel, "show", path], capture_output=True, text=True)
-    text = " ".join((show.stdout + show.stderr).split())
-    overall, constrained = auditwheel_tags(text)
-    if show.returncode != 0 or not overall or not parse_tag(overall):
-        problems.append("auditwheel show: %s" % text[-400:])
+    tag, said = auditwheel_tag(auditwheel, path)
+    if not tag or not parse_tag(tag):
+        problems.append("auditwheel show: %s" % (said[-400:] or "no manylinux tag"))
+        tag = None
     else:
-        row["tag"] = overall
-        if constrained != overall:
-            problems.append("auditwheel: the symbols constrain the tag to %s, the libraries "
-                            "to %s" % (constrained, overall))
-    arch, tag_found = tag_problems(path, overall if parse_tag(overall or "") else None, floor)
+        row["tag"] = tag
+    arch, tag_found = tag_problems(path, tag, floor)
     problems += tag_found
-    if constrained and constrained != overall and parse_tag(constrained) and \
-            parse_tag(constrained)[0] > floor.glibc:
-        problems.append("auditwheel's tag %s is above the floor manylinux_%d_%d" % (
-            constrained, floor.glibc[0], floor.glibc[1]))
     with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(path) as z:
         z.extractall(tmp)
         bundled = set(os.listdir(os.path.join(tmp, "tf_hvd.libs"))) if os.path.isdir(
@@ -380,8 +387,7 @@ def check_wheel(path, auditwheel, floor=None):
                     name, versions["machine"], arch))
         for family in ("GLIBC", "GLIBCXX", "CXXABI"):
             row["glibc" if family == "GLIBC" else family] = _vtext(highest(found, family))
-        problems += recorded_floor_problems(os.path.join(tmp, "tf_hvd", FLOOR_FILE), overall,
-                                            floor)
+        problems += recorded_floor_problems(os.path.join(tmp, "tf_hvd", FLOOR_FILE), tag, floor)
         meta_name = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")][0]
         meta = email.parser.Parser().parsestr(z.read(meta_name).decode())
         declared = []

@@ -40,12 +40,12 @@ void f() { std::unique_lock<std::mutex> lock(m); cv.wait(lock); }
 WAIT = "_ZNSt18condition_variable4waitERSt11unique_lockISt5mutexE"
 
 
-def _build(tmp_path, name, source):
+def _build(tmp_path, name, source, soname=None, link=()):
     src = tmp_path / (name + (".cc" if "#include <mutex>" in source else ".c"))
     src.write_text(source)
-    out = tmp_path / (name + ".so")
+    out = tmp_path / (soname or name + ".so")
     cmd = ["g++" if src.suffix == ".cc" else "gcc", "-shared", "-fPIC", "-O0", "-o", str(out),
-           str(src), "-lm"]
+           str(src), "-lm"] + (["-Wl,-soname," + soname] if soname else []) + list(link)
     res = run(cmd, 60)
     assert res.ok, res.describe()
     return str(out)
@@ -240,3 +240,24 @@ def test_the_wheel_records_its_floor_for_import(tmp_path):
     assert _check(wheel, "2.31")[1] == []
     wheel = _wheel(tmp_path, library, "manylinux_2_31_x86_64", floor_file="2.31\n")
     assert "tf_hvd/_floor.txt records no glibc floor ('glibc 2.28')" in _check(wheel, "2.31")[1]
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the wheels here are x86_64")
+def test_tensorflows_library_is_left_to_tensorflow_and_others_must_be_bundled(tmp_path):
+    """As in a release wheel, _hvd.so needs libtensorflow_framework.so.2, which the wheel
+    does not carry: auditwheel's overall tag is then linux_x86_64 (show knows nothing of
+    repair's --exclude), and the tag that counts is the one its symbols give. A library
+    neither bundled nor allowed is named."""
+    tf = _build(tmp_path, "tf", "int tf_stub(void) { return 1; }\n",
+                soname="libtensorflow_framework.so.2")
+    gloo = _build(tmp_path, "gloo", "int gloo_stub(void) { return 1; }\n",
+                  soname="libnot_bundled_stub.so.1")  # a name no system has
+    source = OLD_C + "extern int tf_stub(void);\nint g(void) { return tf_stub(); }\n"
+    wheel = _wheel(tmp_path, _build(tmp_path, "uses_tf", source, link=[tf]),
+                   "manylinux_2_5_x86_64")
+    row, problems = _check(wheel)
+    assert (problems, row["tag"]) == ([], "manylinux_2_5_x86_64")
+    source += "extern int gloo_stub(void);\nint h(void) { return gloo_stub(); }\n"
+    wheel = _wheel(tmp_path, _build(tmp_path, "uses_gloo", source, link=[tf, gloo]),
+                   "manylinux_2_5_x86_64")
+    assert _check(wheel)[1] == ["needs libnot_bundled_stub.so.1 from the machine"]
