@@ -261,3 +261,27 @@ def test_tensorflows_library_is_left_to_tensorflow_and_others_must_be_bundled(tm
     wheel = _wheel(tmp_path, _build(tmp_path, "uses_gloo", source, link=[tf, gloo]),
                    "manylinux_2_5_x86_64")
     assert _check(wheel)[1] == ["needs libnot_bundled_stub.so.1 from the machine"]
+
+
+def _cross_clang():
+    for name in ("clang", "clang-19", "clang-18", "clang-17", "clang-16"):
+        if shutil.which(name) and shutil.which("ld.lld" + name[len("clang"):]):
+            return name
+    return None
+
+
+@pytest.mark.skipif(_cross_clang() is None, reason="no clang and lld to build an aarch64 object")
+def test_an_aarch64_wheel_passes(tmp_path):
+    """An aarch64 object (clang --target=aarch64-linux-gnu, no libc: it only has to be an
+    aarch64 ELF file) in a manylinux_2_17_aarch64 wheel: auditwheel reads it on this machine,
+    and the check passes it."""
+    clang = _cross_clang()
+    src = tmp_path / "a64.c"
+    src.write_text(BUILD_INFO + "int f(int x) { return x + 1; }\n")
+    out = str(tmp_path / "a64.so")
+    res = run([clang, "--target=aarch64-linux-gnu", "-fuse-ld=lld" + clang[len("clang"):],
+               "-nostdlib", "-shared", "-fPIC", "-o", out, str(src)], 60)
+    assert res.ok, res.describe()
+    assert check_wheels.required_versions(out)["machine"] == "EM_AARCH64"
+    row, problems = _check(_wheel(tmp_path, out, "manylinux_2_17_aarch64"))
+    assert (problems, row["tag"]) == ([], "manylinux_2_17_aarch64")
