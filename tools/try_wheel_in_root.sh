@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Installs one release wheel on another distribution, as a user there would, and trains with it:
+# in a Debian root filesystem (tools/user_root.sh: debootstrap minbase, cached; no compiler, no
+# -dev package, no Bazel), as its non-root user, with the root's own python3 and glibc:
+#   python3 -m venv venv; pip install --upgrade pip; pip install tensorflow==<pin> scikit-learn
+#   pip install "<wheel>[tensorflow]"
+#   tfhvdrun -np 2 python keras_digits.py; pip install mpich; tfhvdrun --mpi -np 2 ...
+# (tools/wheel_job.sh), checking each job's test accuracy. The wheel's Python must be the root's
+# python3 (bullseye: 3.9, trixie: 3.13).
+#
+#   tools/try_wheel_in_root.sh --root bullseye dist/tf_hvd-0.1.0+tf2.20-cp39-cp39-manylinux_2_28_x86_64.whl
+#   tools/try_wheel_in_root.sh --root trixie WHEEL [--epochs 15] [--min-accuracy 0.95] [--no-mpi] [--tf-dist tensorflow-cpu]
+#
+# The packages come from a wheelhouse downloaded on this machine for the root's Python and glibc
+# (~/.cache/tf_hvd/wheelhouse/<tags>, made once) and bind-mounted read-only; the job runs in
+# namespaces of its own (mount: /proc, /dev, /dev/shm, /sys, /tmp and the user's home mounted
+# for the run only, the cached root left as it was; network: loopback only; PID: no process
+# outlives it; UTS: hostname tfhvd-<suite>). Needs root; the network only for a new root or
+# wheelhouse. Prints [try_wheel] lines with the times; exits non-zero on any failure.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "${ROOT}/tools/wheel_matrix.sh"
+log() { echo "[try_wheel] $*" >&2; }
+usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+WHEEL="" SUITE="" EPOCHS=15 MIN_ACC=0.95 MPI=1 DIST=tensorflow
+while (( $# )); do
+  case "$1" in
+    --root) SUITE="$2"; shift 2 ;;
+    --epochs) EPOCHS="$2"; shift 2 ;;
+    --min-accuracy) MIN_ACC="$2"; shift 2 ;;
+    --no-mpi) MPI=0; shift ;;
+    --tf-dist) DIST="$2"; shift 2 ;;
+    -*) usage ;;
+    *) WHEEL="$(realpath "$1")"; shift ;;
+  esac
+done
+[[ -f "${WHEEL}" && -n "${SUITE}" ]] || usage
+[[ "$(id -u)" == 0 ]] || { log "needs root (debootstrap, namespaces, chroot)"; exit 2; }
+name="$(basename "${WHEEL}")"
+[[ "${name}" =~ \+tf([0-9]+\.[0-9]+)-cp([0-9])([0-9]+)-[^-]+-([a-z0-9_]+)\.whl$ ]] \
+  || { log "not a release wheel: ${name}"; exit 2; }
+tf="${BASH_REMATCH[1]}" py="${BASH_REMATCH[2]}.${BASH_REMATCH[3]}" wheel_plat="${BASH_REMATCH[4]}"
+pin="$(tf_pin "${tf}")"
+T0=${SECONDS}
+
+# 1. The root, and what it runs: its python3 and glibc.
+t=${SECONDS}
+root="$("${ROOT}/tools/user_root.sh" "${SUITE}")"
+log "root ${root}: ready in $((SECONDS - t)) s"
+read -r root_py root_glibc < <(chroot "${root}" /usr/bin/python3 -c \
+  'import os, sys; print("%d.%d" % sys.version_info[:2], os.confstr("CS_GNU_LIBC_VERSION").split()[1])')
+distro="$(. "${root}/etc/os-release" && echo "${NAME%% *} ${VERSION_ID} ${VERSION_CODENAME}")"
+log "glibc ${root_glibc} (${distro}), python3 ${root_py}"
+if [[ "${py}" != "${root_py}" ]]; then
+  log "${name} is for Python ${py}, but ${SUITE}'s python3 is ${root_py}: build the wheel for" \
+      "Python ${root_py} (tools/build_wheels.sh --python ${root_py} --tf ${tf})"
+  exit 2
+fi
+if [[ "${wheel_plat}" =~ manylinux_2_([0-9]+)_ ]] && (( BASH_REMATCH[1] > ${root_glibc#2.} )); then
+  log "note: ${name} needs glibc >= 2.${BASH_REMATCH[1]}; pip in ${SUITE} (${root_glibc}) is expected to refuse it"
+fi
+
+# 2. The wheelhouse: the root's Python and every manylinux tag its glibc admits.
+arch="$(uname -m)"
+house="${TF_HVD_ROOT_WHEELHOUSE:-${HOME:-/root}/.cache/tf_hvd/wheelhouse}/cp${py/./}-manylinux_${root_glibc/./_}_${arch}-${DIST}${pin}"
+if [[ ! -f "${house}/.complete" ]]; then
+  t=${SECONDS}
+  platforms=()
+  for (( m = ${root_glibc#2.}; m >= 5; m-- )); do platforms+=(--platform "manylinux_2_${m}_${arch}"); done
+  platforms+=(--platform "manylinux2014_${arch}" --platform "manylinux2010_${arch}" --platform "manylinux1_${arch}")
+  # An interpreter of the same version: pip evaluates the requirements' markers
+  # (python_version < "3.10") with the interpreter running it, whatever --python-version says.
+  downloader="$(find_python "${py}")"
+  rm -rf "${house}.tmp"
+  mkdir -p "${house}.tmp"
+  log "downloading ${DIST} ${pin}, scikit-learn, cloudpickle, mpich and pip for cp${py/./} glibc ${root_glibc} into ${house}"
+  timeout 900 "${downloader}" -m pip download -q --disable-pip-version-check --only-binary=:all: \
+    --python-version "${py}" --implementation cp --abi "cp${py/./}" "${platforms[@]}" \
+    -d "${house}.tmp" "${DIST}==${pin}" scikit-learn cloudpickle mpich==5.0.2 pip >&2
+  touch "${house}.tmp/.complete"
+  rm -rf "${house}"
+  mv "${house}.tmp" "${house}"
+  log "wheelhouse: $(du -sm "${house}" | cut -f1) MB downloaded in $((SECONDS - t)) s"
+fi
+
+# 3. The user's home for this run (the root stays as cached): the wheel, the example, the job.
+work="$(mktemp -d /var/tmp/tf_hvd-root.XXXXXX)"
+trap 'rm -rf "${work}"' EXIT
+home="${work}/home"
+mkdir -p "${home}"
+cp "${WHEEL}" "${ROOT}/python/examples/keras_digits.py" "${ROOT}/python/examples/digits_data.py" \
+  "${ROOT}/tools/wheel_job.sh" "${home}/"
+job_args=(--python /usr/bin/python3 --wheelhouse /tmp/wheelhouse --wheel "/home/tfhvd-try/${name}"
+          --dist "${DIST}" --pin "${pin}" --epochs "${EPOCHS}" --min-accuracy "${MIN_ACC}" --upgrade-pip)
+(( MPI )) || job_args+=(--no-mpi)
+cat > "${home}/run.sh" <<EOF
+set -euo pipefail
+cd /home/tfhvd-try
+bare() {
+  for tool in gcc cc c++ g++ clang ld bazel; do ! command -v "\${tool}" >/dev/null || return 1; done
+  [[ ! -e /usr/include/stdio.h ]] && ! dpkg-query -W -f '\${Package}\n' | grep -q -- '-dev\$'
+}
+bare || { echo "[try_wheel] the root has a compiler, Bazel or a dev package"; exit 1; }
+echo "[try_wheel] as \$(id -un) in ${SUITE} (\$(hostname), network: \$(ls /sys/class/net | tr '\n' ' ')), with no compiler, Bazel or dev package"
+bash wheel_job.sh ${job_args[*]}
+EOF
+chown -R 1000:1000 "${home}"
+
+# 4. The run, in namespaces that end with it; everything mounted is unmounted on the way out.
+t=${SECONDS}
+timeout -k 20 2400 unshare --mount --propagation private --net --uts --pid --fork bash -euo pipefail -c '
+  root="$1" home="$2" house="$3" suite="$4"
+  mounted=()
+  cleanup() { for (( i = ${#mounted[@]} - 1; i >= 0; i-- )); do umount -l "${mounted[i]}" || true; done; }
+  trap cleanup EXIT
+  m() { mount "$@"; mounted+=("${@: -1}"); }
+  ip link set lo up
+  hostname "tfhvd-${suite}"
+  m -t proc proc "${root}/proc"
+  m --bind /dev "${root}/dev"
+  m -t tmpfs -o mode=1777,nosuid,nodev tmpfs "${root}/dev/shm"
+  m -t sysfs -o ro sysfs "${root}/sys"
+  m -t tmpfs -o mode=1777 tmpfs "${root}/tmp"
+  mkdir "${root}/tmp/wheelhouse"
+  m --bind -o ro "${house}" "${root}/tmp/wheelhouse"
+  m --bind "${home}" "${root}/home/tfhvd-try"
+  env -i HOME=/home/tfhvd-try USER=tfhvd-try LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin \
+    "$(command -v chroot)" --userspec=1000:1000 "${root}" /bin/bash /home/tfhvd-try/run.sh
+' _ "${root}" "${home}" "${house}" "${SUITE}"
+if grep -q " ${root}/" /proc/self/mounts; then log "mounts left under ${root}"; exit 1; fi
+log "the job in ${SUITE}: $((SECONDS - t)) s; all: $((SECONDS - T0)) s"
+log "${name}: ok in ${SUITE}"
