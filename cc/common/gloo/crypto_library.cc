@@ -49,9 +49,14 @@ Status CryptoLibrary::LoadFrom(const std::vector<std::string>& candidates,
   std::string tried;
   for (const std::string& name : candidates) {
     dlerror();
-    // RTLD_LOCAL: its names stay out of the global scope, and ours are looked up in it
-    // alone (crypto_symbols.h says why: TensorFlow's BoringSSL has the same names).
-    void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // TensorFlow's BoringSSL has OpenSSL's names, exported unversioned (crypto_symbols.h).
+    // RTLD_LOCAL: libcrypto's names stay out of the global scope, and ours are looked up
+    // in it alone. RTLD_DEEPBIND: libcrypto's own references to its functions bind to
+    // itself; without it, a libcrypto loaded after TensorFlow binds hundreds of them
+    // (EVP_*, ASN1_*, ...) to BoringSSL's and crashes on the first HMAC (seen with
+    // OpenSSL 1.1.1 in LD_DEBUG=bindings). A libcrypto already in the process (Python's
+    // ssl module, which TensorFlow imports before loading itself) is returned as it is.
+    void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (handle == nullptr) {
       const char* e = dlerror();
       tried += "\n  " + name + ": " + (e != nullptr ? e : "dlopen failed");

@@ -1,6 +1,12 @@
 // The system's libcrypto loaded at run time (cc/common/gloo/crypto_library.h) and the
 // signing on it (signing.h): RFC 4231's HMAC-SHA256 vectors, nonces, constant-time
 // comparison, and the message when no libcrypto can be loaded.
+//
+// The binary links libtensorflow_framework.so.2 (BUILD), so that TensorFlow's BoringSSL,
+// exported under OpenSSL's names, is in the global scope before libcrypto is loaded: the
+// case of a process whose libcrypto was not loaded before TensorFlow.
+#include <dlfcn.h>
+
 #include <string>
 
 #include "cc/common/gloo/crypto_library.h"
@@ -16,6 +22,25 @@ TEST(CryptoLibrary, LoadsTheSystemsOpenssl) {
   const std::string what = CryptoLibrary::Describe();
   EXPECT_NE(what.find("libcrypto.so."), std::string::npos) << what;
   EXPECT_NE(what.find("OpenSSL "), std::string::npos) << what;
+}
+
+std::string FileOf(void* address) {
+  Dl_info info;
+  return dladdr(address, &info) != 0 && info.dli_fname != nullptr ? info.dli_fname : "?";
+}
+
+TEST(CryptoLibrary, TakesNothingFromTensorflowsBoringssl) {
+  void* global_hmac = dlsym(RTLD_DEFAULT, "HMAC");
+  ASSERT_NE(global_hmac, nullptr) << "libtensorflow_framework.so.2 is not linked";
+  EXPECT_NE(FileOf(global_hmac).find("libtensorflow_framework"), std::string::npos);
+  const CryptoFunctions& c = CryptoLibrary::Functions();
+  EXPECT_NE(FileOf(reinterpret_cast<void*>(c.HMAC)).find("libcrypto.so."), std::string::npos);
+  EXPECT_NE(FileOf(reinterpret_cast<void*>(c.RAND_bytes)).find("libcrypto.so."),
+            std::string::npos);
+  // libcrypto's own calls stay inside it (RTLD_DEEPBIND): bound to BoringSSL they give
+  // wrong digests or crash.
+  EXPECT_EQ(ToHex(HmacSha256("key", "The quick brown fox jumps over the lazy dog")),
+            "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8");
 }
 
 TEST(CryptoLibrary, HmacSha256MatchesRfc4231) {
