@@ -47,6 +47,12 @@ class BazelBuildExt(build_ext):
         env["TF_HVD_LIB_DEST"] = dest
         subprocess.check_call([os.path.join(ROOT, "tools", "build_lib.sh")] + flags,
                               cwd=ROOT, env=env)
+        # A release build (tools/build_wheel.sh) records the glibc its toolchain targets, so
+        # that `import tf_hvd` on an older system says so instead of failing in the loader.
+        floor = env.get("TF_HVD_GLIBC_FLOOR")
+        if floor:
+            with open(os.path.join(os.path.dirname(dest), "_floor.txt"), "w") as f:
+                f.write("glibc %s\n" % floor)
 
 
 VERSION = "0.1.0"

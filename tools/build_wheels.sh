@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Release wheels: one per Python (cp310-cp313) for each supported TensorFlow minor, built with
-# Bazel against that TensorFlow, repaired with auditwheel (Gloo, cpp-httplib, OpenSSL, ... copied
-# into the wheel; TensorFlow's own libraries left to the installed TensorFlow) and checked.
+# Release wheels: one per Python (cp310-cp313, and cp39 for TF 2.20) for each supported
+# TensorFlow minor, built with Bazel against that TensorFlow by the floor toolchain
+# (tools/floor/: manylinux_2_28), repaired with auditwheel (TensorFlow's own libraries left to
+# the installed TensorFlow) and checked at the floor by tools/check_wheels.py.
 #
 #   tools/build_wheels.sh                          # the whole matrix into dist/
 #   tools/build_wheels.sh --python 3.11 --tf 2.21  # one wheel
@@ -11,13 +12,14 @@
 # run reuses it), and all builds share one Bazel output base and a disk cache there, so the core
 # (no TensorFlow, no Python headers) compiles once for the whole matrix and a TensorFlow minor's
 # kernels once for its four Pythons. The development build's cache (tools/build_lib.sh) is not
-# touched. Needs: bazel, libgloo-dev, libcpp-httplib-dev, libssl-dev (tools/setup.sh installs
-# them) and the Pythons (pyenv's python3.X or python3.X on PATH).
+# touched. Needs: bazel, clang-19, lld-19 and debootstrap (tools/setup.sh installs them) and the
+# Pythons (pyenv's python3.X or python3.X on PATH).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${TF_HVD_WHEEL_CACHE:-${HOME:-/root}/.cache/tf_hvd/wheel-build}"
 OUT="${ROOT}/dist"
 VENVS_ONLY=0
+TOOLCHAIN_ARGS=()
 source "${ROOT}/tools/wheel_matrix.sh"
 PYTHONS="${WHEEL_PYTHONS}"
 TFS="${WHEEL_TFS}"
@@ -30,11 +32,12 @@ while (( $# )); do
     --tf) TFS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --venvs-only) VENVS_ONLY=1; shift ;;
+    --toolchain) TOOLCHAIN_ARGS=(--toolchain "$2"); shift 2 ;;
     *) usage ;;
   esac
 done
 
-build_venv() {  # build_venv PY TF: path of the build venv (created or updated)
+build_venv() {  # build_venv PY TF: path of the build venv's python (created or updated)
   local py="$1" tf="$2" venv pin
   venv="${CACHE}/venvs/cp${py/./}-tf${tf}"
   pin="$(tf_pin "${tf}")"
@@ -57,7 +60,7 @@ EOF
     # libraries are loaded at run time).
     "${venv}/bin/python" -m pip install -q --no-deps -r "${ROOT}/tools/requirements-cuda.txt" >&2
   fi
-  echo "${venv}"
+  echo "${venv}/bin/python"
 }
 
 mkdir -p "${CACHE}" "${OUT}"
@@ -65,11 +68,12 @@ IFS=, read -r -a pys <<<"${PYTHONS}"
 IFS=, read -r -a tfs <<<"${TFS}"
 for tf in "${tfs[@]}"; do
   for py in "${pys[@]}"; do
-    venv="$(build_venv "${py}" "${tf}")"
+    in_matrix "${py}" "${tf}" || continue
+    python="$(build_venv "${py}" "${tf}")"
     (( VENVS_ONLY )) && continue
     start=$SECONDS
-    "${ROOT}/tools/build_wheel.sh" --python "${venv}/bin/python" --out "${OUT}" \
-      --bazel-cache "${CACHE}/bazel"
+    "${ROOT}/tools/build_wheel.sh" --python "${python}" --out "${OUT}" \
+      --bazel-cache "${CACHE}/bazel" ${TOOLCHAIN_ARGS[@]+"${TOOLCHAIN_ARGS[@]}"}
     log "cp${py/./} TensorFlow ${tf}: $(( SECONDS - start )) s"
   done
 done
