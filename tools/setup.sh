@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a Debian machine for tf_hvd (runs non-interactively; CI runs it as root):
-#   1. apt: bazel-bootstrap (Bazel 4.2.3), libgloo-dev, libgtest-dev, libssl-dev,
-#      libcpp-httplib-dev, python3.11 (+venv), iproute2 and openssh-server (the multi-host
+#   1. apt: bazel-bootstrap (Bazel 4.2.3), libgloo-dev, libgtest-dev, libboost-dev,
+#      libssl3, python3.11 (+venv), iproute2 and openssh-server (the multi-host
 #      tests' namespace cluster), slurmd, slurmctld, slurm-client, munge (the Slurm tests) -- only if missing
 #   2. venv ${TF_HVD_VENV:-$HOME/.venvs/tf_hvd} from python3.11 -- only if missing
 #   3. pip install -r tools/requirements.txt -- only if a pinned requirement is not satisfied
@@ -50,9 +50,11 @@ command -v bazel >/dev/null 2>&1 || pkgs+=(bazel-bootstrap)
 [[ -f /usr/include/gloo/config.h && -e /usr/lib/libgloo.so ]] || pkgs+=(libgloo-dev)
 # GoogleTest for the C++ unit tests (bazel test //...; @local_gtest in tools/local_deps.bzl).
 [[ -f /usr/include/gtest/gtest.h ]] && compgen -G "/usr/lib/*/libgtest.a" >/dev/null || pkgs+=(libgtest-dev)
-# OpenSSL's libcrypto (signing, nonces) and cpp-httplib (the rendezvous client).
-dpkg -s libssl-dev >/dev/null 2>&1 || pkgs+=(libssl-dev)
-dpkg -s libcpp-httplib-dev >/dev/null 2>&1 || pkgs+=(libcpp-httplib-dev)
+# Boost's headers: Beast + Asio, header-only, are the rendezvous client (@local_boost).
+[[ -f /usr/include/boost/beast.hpp ]] || pkgs+=(libboost-dev)
+# OpenSSL's libcrypto (signing, nonces) is not built against: _hvd.so loads the system's
+# libcrypto.so.3 at run time (cc/common/gloo/crypto_library.h). Debian has it already.
+compgen -G "/usr/lib/*/libcrypto.so.3" >/dev/null || pkgs+=(libssl3)
 # The multi-host tests' namespace cluster (tools/netns_cluster.py): ip/tc, ssh and sshd.
 command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || pkgs+=(iproute2)
 [[ -x /usr/sbin/sshd ]] && command -v ssh >/dev/null 2>&1 || pkgs+=(openssh-server openssh-client)
