@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a Debian machine for tf_hvd (runs non-interactively; CI runs it as root):
 #   1. apt: bazel-bootstrap (Bazel 4.2.3), libgloo-dev, libgtest-dev, libboost-dev,
+#      clang-19, lld-19 and debootstrap (the release wheels' floor toolchain),
 #      libssl3, python3.11 (+venv), iproute2 and openssh-server (the multi-host
 #      tests' namespace cluster), slurmd, slurmctld, slurm-client, munge (the Slurm tests) -- only if missing
 #   2. venv ${TF_HVD_VENV:-$HOME/.venvs/tf_hvd} from python3.11 -- only if missing
@@ -55,6 +56,10 @@ command -v bazel >/dev/null 2>&1 || pkgs+=(bazel-bootstrap)
 # OpenSSL's libcrypto (signing, nonces) is not built against: _hvd.so loads the system's
 # libcrypto.so.3 at run time (cc/common/gloo/crypto_library.h). Debian has it already.
 compgen -G "/usr/lib/*/libcrypto.so.3" >/dev/null || pkgs+=(libssl3)
+# The release wheels' floor toolchain (tools/floor/: clang on a debootstrapped Debian 11
+# sysroot; tests/parallel/test_wheel.py builds one) and the roots the wheels are tried in.
+command -v clang-19 >/dev/null 2>&1 && command -v ld.lld-19 >/dev/null 2>&1 || pkgs+=(clang-19 lld-19)
+command -v debootstrap >/dev/null 2>&1 || pkgs+=(debootstrap)
 # The multi-host tests' namespace cluster (tools/netns_cluster.py): ip/tc, ssh and sshd.
 command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || pkgs+=(iproute2)
 [[ -x /usr/sbin/sshd ]] && command -v ssh >/dev/null 2>&1 || pkgs+=(openssh-server openssh-client)

@@ -17,9 +17,9 @@ case "${arch}" in
 esac
 CACHE="${TF_HVD_FLOOR_CACHE:-${HOME:-/root}/.cache/tf_hvd/floor}"
 root="${CACHE}/sysroot-bullseye-${deb_arch}"
-# What compiles against it: the C and C++ runtimes' headers and libraries, Python 3.9's
-# interpreter and headers (the cp39 wheel's build runs it on the build machine) and Boost's header-only Beast/Asio (the rendezvous client).
-packages=libc6-dev,libstdc++-10-dev,libgcc-10-dev,linux-libc-dev,python3.9,libpython3.9-dev,libboost1.74-dev
+# What compiles against it: the C and C++ runtimes' headers and libraries, and Boost's
+# header-only Beast/Asio (the rendezvous client).
+packages=libc6-dev,libstdc++-10-dev,libgcc-10-dev,linux-libc-dev,libboost1.74-dev
 stamp="${root}/.tf_hvd-sysroot"
 if [[ ! -f "${stamp}" || "$(cat "${stamp}")" != "${packages}" ]]; then
   command -v debootstrap >/dev/null || { echo "sysroot.sh: apt-get install debootstrap" >&2; exit 1; }
