@@ -10,6 +10,12 @@
 #   tools/build_wheel.sh --python ~/.venvs/tf_hvd/bin/python [--out dist] [--bazel-cache DIR] [--cpu]
 #   tools/build_wheel.sh ... --toolchain host   # the build machine's compiler and libraries
 #                                               # (a wheel for this machine's glibc only)
+#   tools/build_wheel.sh --arch aarch64 --python PY   # cross-built for aarch64 (floor toolchain
+#          # only): PY is an interpreter of this machine with the same CPython version and
+#          # TensorFlow release (setup.py, Python's and pybind11's headers, mpi.h, the CUDA
+#          # headers); TensorFlow's headers and libraries come from its aarch64 wheel
+#          # (tools/floor/tensorflow.sh, TF_HVD_TF_DIR); the wheel is retagged linux_aarch64
+#          # before auditwheel repairs it (manylinux_2_28_aarch64)
 #
 # PYTHON needs tensorflow, pybind11, mpich (mpi.h), setuptools, wheel and (but with --cpu,
 # which builds the CPU variant) tools/requirements-cuda.txt's headers; the auditwheel that
@@ -28,10 +34,16 @@ while (( $# )); do
     --bazel-cache) CACHE="$2"; shift 2 ;;
     --cpu) CUDA=0; shift ;;
     --toolchain) TOOLCHAIN="$2"; shift 2 ;;
-    *) sed -n '2,19p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+    --arch) ARCH="$2"; shift 2 ;;
+    *) sed -n '2,25p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
   esac
 done
 [[ -x "${PY}" ]] || { echo "build_wheel: --python must name an interpreter" >&2; exit 2; }
+[[ "${ARCH}" == x86_64 || "${ARCH}" == aarch64 ]] || { echo "build_wheel: --arch is x86_64 or aarch64" >&2; exit 2; }
+HOST_ARCH="$(uname -m)"
+if [[ "${ARCH}" != "${HOST_ARCH}" && "${TOOLCHAIN}" != floor ]]; then
+  echo "build_wheel: --arch ${ARCH} on ${HOST_ARCH} needs the floor toolchain" >&2; exit 2
+fi
 DEV_VENV="${TF_HVD_VENV:-${HOME:-/root}/.venvs/tf_hvd}"
 AUDITWHEEL="$(dirname "${PY}")/auditwheel"
 [[ -x "${AUDITWHEEL}" ]] || AUDITWHEEL="${DEV_VENV}/bin/auditwheel"
@@ -55,6 +67,15 @@ if [[ "${TOOLCHAIN}" == floor ]]; then
   # its own, so that the development build's cache is never reconfigured).
   env_args+=(CC="${tools}/cc" GLOO_INCLUDE_DIR="${gloo}/include" GLOO_LIB_DIR="${gloo}/lib"
              BOOST_INCLUDE_DIR="${sysroot}/usr/include" TF_HVD_GLIBC_FLOOR="${GLIBC_FLOOR}")
+  if [[ "${ARCH}" != "${HOST_ARCH}" ]]; then
+    # PY's CPython version and TensorFlow release (not imported: only its metadata), whose
+    # wheel for ARCH gives the headers and libraries (tools/local_deps.bzl, TF_HVD_TF_DIR).
+    read -r py_version tf_version < <("${PY}" -c 'import sys
+from importlib import metadata
+print("%d.%d" % sys.version_info[:2], metadata.version("tensorflow"))')
+    env_args+=(TF_HVD_TF_DIR="$(TF_HVD_PIP_PYTHON="${PY}" "${ROOT}/tools/floor/tensorflow.sh" \
+                                 "${ARCH}" "${py_version}" "${tf_version}")")
+  fi
   [[ -n "${CACHE}" ]] || CACHE="${TF_HVD_FLOOR_CACHE:-${HOME:-/root}/.cache/tf_hvd/floor}"
   CACHE="${CACHE}/bazel-floor-${ARCH}"
 elif [[ "${TOOLCHAIN}" != host ]]; then
@@ -68,8 +89,18 @@ fi
 (cd "${work}" && env "${env_args[@]}" "${PY}" -m pip wheel --no-build-isolation --no-deps \
    --no-index -q -w "${work}/raw" "${ROOT}")
 raw="$(ls "${work}"/raw/tf_hvd-*.whl)"
+if [[ "${ARCH}" != "${HOST_ARCH}" ]]; then
+  # setup.py tags the wheel with the machine that ran it; the files in it are ARCH's.
+  "${PY}" -m wheel tags --remove --platform-tag "linux_${ARCH}" "${raw}" >/dev/null
+  raw="$(ls "${work}"/raw/tf_hvd-*.whl)"
+fi
 # TensorFlow's libraries come with the user's TensorFlow (rpath $ORIGIN/../tensorflow); the
 # CUDA runtime and NCCL are not linked, so auditwheel finds nothing of them to copy.
+# The floor toolchain's wheels are tagged with the floor itself (their files may allow a lower
+# tag; check_wheels.py proves they need no more): one promise for the matrix, and the tag
+# pip admits by is the glibc tf_hvd/_floor.txt makes import check.
+plat=()
+[[ "${TOOLCHAIN}" == floor ]] && plat=(--plat "manylinux_${GLIBC_FLOOR/./_}_${ARCH}")
 "${AUDITWHEEL}" repair --exclude libtensorflow_framework.so.2 --exclude libtensorflow_cc.so.2 \
-  -w "${OUT}" "${raw}" >&2
-echo "${OUT}/$(basename "${raw}" | sed 's/-linux_x86_64\.whl$//')"-*.whl
+  ${plat[@]+"${plat[@]}"} -w "${OUT}" "${raw}" >&2
+echo "${OUT}/$(basename "${raw}" | sed "s/-linux_${ARCH}\\.whl\$//")"-*"_${ARCH}.whl"

@@ -11,15 +11,15 @@ For each wheel (x86_64 or aarch64):
     above the libstdc++ of that glibc's GCC (2.28: GCC 8, GLIBCXX_3.4.25, CXXABI_1.3.11);
     versions the wheel's own libraries provide do not count;
   - auditwheel show: a manylinux tag no higher than the floor, the wheel's file name tagged
-    exactly as auditwheel says (a relabelled tag does not count), and no library needed from
+    between auditwheel's tag and the floor (the build tags with the floor; a tag below what
+    the files need, a rename, does not count), and no library needed from
     the machine beyond glibc, libstdc++/libgcc and TensorFlow's own (tf_hvd.libs/ holds the
     rest); every ELF file built for the file name's architecture;
   - the native library: no MPI, CUDA or NCCL among its needed libraries and no unbound
     MPI_*, cuda* or nccl* call (they are loaded at run time), and the TensorFlow it records is the minor
     that the wheel's version label (+tf2.21) and its extras name;
   - metadata: the extras tensorflow, tensorflow-cpu and and-cuda pin that minor;
-  - tf_hvd/_floor.txt (the glibc floor `import tf_hvd` checks): between auditwheel's tag
-    and the floor;
+  - tf_hvd/_floor.txt (the glibc floor `import tf_hvd` checks): the file name tag's glibc;
   - size: under 25 MB.
 The table's glibc, GLIBCXX and CXXABI columns are the highest versions the wheel's files
 require. --library reports them for one library and fails on them only with --floor.
@@ -200,8 +200,10 @@ def filename_tags(path):
 
 
 def tag_problems(path, auditwheel_tag, floor):
-    """Whether the wheel's file name carries exactly the tag auditwheel found
-    (``auditwheel_tag``: "manylinux_2_28_x86_64"), and that tag is at or below ``floor``.
+    """Whether the wheel's file name carries a tag between the one auditwheel found
+    (``auditwheel_tag``: "manylinux_2_27_x86_64", the lowest the files allow) and ``floor``:
+    the release build tags every wheel with the floor itself (auditwheel repair --plat), one
+    promise for the whole matrix; a tag below what the files need is a rename.
     Returns (architecture of the file name or None, problems)."""
     problems = []
     tags = filename_tags(path)
@@ -220,12 +222,15 @@ def tag_problems(path, auditwheel_tag, floor):
     if audited[1] != arch:
         problems.append("auditwheel says %s, but the file name is for %s" % (
             auditwheel_tag, arch))
-    if claimed != audited[0]:
-        problems.append("the file name's tag %s is not auditwheel's %s (a tag must come from "
+    if claimed < audited[0]:
+        problems.append("the file name's tag %s is below auditwheel's %s (a tag must come from "
                         "the files, not a rename)" % (".".join(tags), auditwheel_tag))
     if audited[0] > floor.glibc:
         problems.append("auditwheel's tag %s is above the floor manylinux_%d_%d" % (
             auditwheel_tag, floor.glibc[0], floor.glibc[1]))
+    elif claimed > floor.glibc:
+        problems.append("the file name's tag %s is above the floor manylinux_%d_%d" % (
+            ".".join(tags), floor.glibc[0], floor.glibc[1]))
     return arch, problems
 
 
@@ -292,11 +297,12 @@ def _minor(version):
     return "%s.%s" % m.groups() if m else None
 
 
-def recorded_floor_problems(path, auditwheel_tag, floor):
+def recorded_floor_problems(path, auditwheel_tag, floor, claimed=None):
     """The glibc floor the wheel records for ``import tf_hvd`` (tf_hvd/_floor.txt, "glibc
     2.28"; tf_hvd/platform_floor.py reads it) must be there, no lower than what auditwheel
-    found (else an older system gets the loader's failure) and no higher than ``floor``
-    (else import refuses a system the wheel admits)."""
+    found (else an older system gets the loader's failure), no higher than ``floor`` and
+    equal to the file name's tag ``claimed`` (glibc, e.g. (2, 28)): pip admits by the tag, so
+    import must refuse exactly below it."""
     try:
         with open(path) as f:
             words = [line.split("#", 1)[0].split() for line in f]
@@ -314,6 +320,9 @@ def recorded_floor_problems(path, auditwheel_tag, floor):
     if _vtuple(recorded[0]) > floor.glibc:
         problems.append("tf_hvd/%s records glibc %s, above the floor %s" % (
             FLOOR_FILE, recorded[0], _vtext(floor.glibc)))
+    if claimed is not None and _vtuple(recorded[0]) != claimed:
+        problems.append("tf_hvd/%s records glibc %s, but the file name's tag says %s" % (
+            FLOOR_FILE, recorded[0], _vtext(claimed)))
     return problems
 
 
@@ -387,7 +396,10 @@ def check_wheel(path, auditwheel, floor=None):
                     name, versions["machine"], arch))
         for family in ("GLIBC", "GLIBCXX", "CXXABI"):
             row["glibc" if family == "GLIBC" else family] = _vtext(highest(found, family))
-        problems += recorded_floor_problems(os.path.join(tmp, "tf_hvd", FLOOR_FILE), tag, floor)
+        claimed = [parse_tag(t) for t in filename_tags(path)]
+        claimed = min(c[0] for c in claimed) if claimed and None not in claimed else None
+        problems += recorded_floor_problems(os.path.join(tmp, "tf_hvd", FLOOR_FILE), tag, floor,
+                                            claimed)
         meta_name = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")][0]
         meta = email.parser.Parser().parsestr(z.read(meta_name).decode())
         declared = []

@@ -51,10 +51,14 @@ def _build(tmp_path, name, source, soname=None, link=()):
     return str(out)
 
 
-def _wheel(tmp_path, library, platform, libs=None, floor_file="glibc 2.28\n"):
+def _wheel(tmp_path, library, platform, libs=None, floor_file=""):
     """A wheel holding ``library`` as tf_hvd/_hvd.so (and ``libs`` under tf_hvd.libs/, and
-    ``floor_file`` as tf_hvd/_floor.txt unless None), whose metadata passes the other
-    checks (the TensorFlow minor 2.21 in the label and the extras), named for ``platform``."""
+    ``floor_file`` as tf_hvd/_floor.txt unless None; by default the glibc of ``platform``'s
+    tag, as the release build writes it), whose metadata passes the other checks (the
+    TensorFlow minor 2.21 in the label and the extras), named for ``platform``."""
+    if floor_file == "":
+        glibc = check_wheels.parse_tag(platform.split(".")[0])[0]
+        floor_file = "glibc %d.%d\n" % glibc
     info = "tf_hvd-0.1.0+tf2.21.dist-info"
     meta = "Metadata-Version: 2.1\nName: tf_hvd\nVersion: 0.1.0+tf2.21\n" + "".join(
         'Requires-Dist: %s<2.22,>=2.21; extra == "%s"\n' % (req, extra) for req, extra in [
@@ -171,16 +175,19 @@ def test_a_glibcxx_3_4_30_symbol_fails_the_3_4_25_limit(tmp_path):
 
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the wheels here are x86_64")
 def test_a_relabelled_tag_does_not_count(tmp_path):
-    """A wheel whose files need glibc 2.29 renamed to manylinux_2_28, or one renamed
-    above what its files need: the file name must carry auditwheel's tag."""
+    """A wheel whose files need glibc 2.29 renamed to manylinux_2_28 fails; one tagged with
+    the floor while its files would allow less (what the release build does) passes, and
+    one tagged above the floor fails."""
     wheel = _wheel(tmp_path, _build(tmp_path, "exp", EXP_C), "manylinux_2_28_x86_64")
     problems = _check(wheel)[1]
-    assert "the file name's tag manylinux_2_28_x86_64 is not auditwheel's " \
+    assert "the file name's tag manylinux_2_28_x86_64 is below auditwheel's " \
            "manylinux_2_31_x86_64 (a tag must come from the files, not a rename)" in problems
     old = _wheel(tmp_path, _build(tmp_path, "old", OLD_C), "manylinux_2_28_x86_64")
-    assert "the file name's tag manylinux_2_28_x86_64 is not auditwheel's " \
-           "manylinux_2_5_x86_64 (a tag must come from the files, not a rename)" \
-           in _check(old)[1]
+    assert not [p for p in _check(old)[1] if "tag" in p], _check(old)[1]
+    assert check_wheels.tag_problems(
+        "tf_hvd-0.1.0+tf2.21-cp311-cp311-manylinux_2_31_x86_64.whl",
+        "manylinux_2_5_x86_64", check_wheels.Floor("2.28"))[1] == [
+        "the file name's tag manylinux_2_31_x86_64 is above the floor manylinux_2_28"]
     # The legacy alias auditwheel adds (manylinux_2_17_x86_64.manylinux2014_x86_64) is one tag.
     assert check_wheels.tag_problems(
         "tf_hvd-0.1.0+tf2.21-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
@@ -198,7 +205,7 @@ def test_aarch64_wheels_are_accepted_and_the_machine_must_match(tmp_path):
     assert check_wheels.tag_problems(
         "tf_hvd-0.1.0+tf2.21-cp312-cp312-manylinux_2_28_aarch64.whl",
         "manylinux_2_34_aarch64", floor)[1] == [
-        "the file name's tag manylinux_2_28_aarch64 is not auditwheel's manylinux_2_34_aarch64 "
+        "the file name's tag manylinux_2_28_aarch64 is below auditwheel's manylinux_2_34_aarch64 "
         "(a tag must come from the files, not a rename)",
         "auditwheel's tag manylinux_2_34_aarch64 is above the floor manylinux_2_28"]
     assert check_wheels.ALLOWED_NEEDED.match("ld-linux-aarch64.so.1")
@@ -226,7 +233,7 @@ def test_the_library_mode_reports_and_fails_on_the_floor_only_when_asked(tmp_pat
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the wheels here are x86_64")
 def test_the_wheel_records_its_floor_for_import(tmp_path):
     """tf_hvd/_floor.txt (what `import tf_hvd` compares with the running glibc): present,
-    not below auditwheel's tag, not above the floor."""
+    not below auditwheel's tag, not above the floor, the file name tag's glibc."""
     library = _build(tmp_path, "exp", EXP_C)  # manylinux_2_31
     wheel = _wheel(tmp_path, library, "manylinux_2_31_x86_64", floor_file=None)
     assert "no tf_hvd/_floor.txt (the glibc floor import tf_hvd checks)" in _check(wheel)[1]
@@ -235,7 +242,8 @@ def test_the_wheel_records_its_floor_for_import(tmp_path):
         in _check(wheel, "2.31")[1]
     wheel = _wheel(tmp_path, library, "manylinux_2_31_x86_64", floor_file="glibc 2.34\n")
     assert _check(wheel, "2.31")[1] == [
-        "tf_hvd/_floor.txt records glibc 2.34, above the floor 2.31"]
+        "tf_hvd/_floor.txt records glibc 2.34, above the floor 2.31",
+        "tf_hvd/_floor.txt records glibc 2.34, but the file name's tag says 2.31"]
     wheel = _wheel(tmp_path, library, "manylinux_2_31_x86_64", floor_file="glibc 2.31\n")
     assert _check(wheel, "2.31")[1] == []
     wheel = _wheel(tmp_path, library, "manylinux_2_31_x86_64", floor_file="2.31\n")
