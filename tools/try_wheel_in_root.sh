@@ -37,7 +37,7 @@ done
 [[ -f "${WHEEL}" && -n "${SUITE}" ]] || usage
 [[ "$(id -u)" == 0 ]] || { log "needs root (debootstrap, namespaces, chroot)"; exit 2; }
 name="$(basename "${WHEEL}")"
-[[ "${name}" =~ \+tf([0-9]+\.[0-9]+)-cp([0-9])([0-9]+)-[^-]+-([a-z0-9_]+)\.whl$ ]] \
+[[ "${name}" =~ \+tf([0-9]+\.[0-9]+)-cp([0-9])([0-9]+)-[^-]+-([a-z0-9_.]+)\.whl$ ]] \
   || { log "not a release wheel: ${name}"; exit 2; }
 tf="${BASH_REMATCH[1]}" py="${BASH_REMATCH[2]}.${BASH_REMATCH[3]}" wheel_plat="${BASH_REMATCH[4]}"
 pin="$(tf_pin "${tf}")"
@@ -128,5 +128,7 @@ timeout -k 20 2400 unshare --mount --propagation private --net --uts --pid --for
     "$(command -v chroot)" --userspec=1000:1000 "${root}" /bin/bash /home/tfhvd-try/run.sh
 ' _ "${root}" "${home}" "${house}" "${SUITE}"
 if grep -q " ${root}/" /proc/self/mounts; then log "mounts left under ${root}"; exit 1; fi
-log "the job in ${SUITE}: $((SECONDS - t)) s; all: $((SECONDS - T0)) s"
-log "${name}: ok in ${SUITE}"
+log "the job in ${SUITE}: $((SECONDS - t)) s"
+t=${SECONDS}
+rm -rf "${work}"
+log "${name}: ok in ${SUITE} (removing the venv: $((SECONDS - t)) s; all: $((SECONDS - T0)) s)"

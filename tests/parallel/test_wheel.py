@@ -78,10 +78,12 @@ def test_release_wheel_installs_and_trains_in_debian_11_as_a_user(tmp_path):
     wheel = os.environ.get("TF_HVD_TEST_WHEEL") or _build_wheel(str(tmp_path), env)
     name = os.path.basename(wheel)
     py = ROOT_PYTHON.replace(".", "")
-    m = re.match(r"tf_hvd-[\d.]+\+tf%s-cp%s-cp%s-manylinux_2_(\d+)_x86_64\.whl$" % (
+    m = re.match(r"tf_hvd-[\d.]+\+tf%s-cp%s-cp%s-((manylinux_2_\d+_x86_64\.?)+)\.whl$" % (
         re.escape(ROOT_TF), py, py), name)
     assert m, name
-    assert int(m.group(1)) <= 31, "%s: above bullseye's glibc 2.31" % name
+    # pip takes a wheel when any of its tags fits: the lowest is its floor.
+    floor = min(int(g) for g in re.findall(r"manylinux_2_(\d+)_", m.group(1)))
+    assert floor <= 31, "%s: above bullseye's glibc 2.31" % name
 
     # 1. Its ELF files at the floor, as auditwheel sees them.
     res = _ok(run([PYTHON, os.path.join(REPO, "tools", "check_wheels.py"), wheel], 120,
@@ -107,4 +109,4 @@ def test_release_wheel_installs_and_trains_in_debian_11_as_a_user(tmp_path):
                             r"([\d.]+)", out)
     assert [m for m, _ in accuracies] == ["", "--mpi "], out[-4000:]
     assert all(float(a) >= 0.95 for _, a in accuracies), accuracies
-    assert "%s: ok in bullseye" % name in out
+    assert "%s: ok in bullseye" % name in out, out[-4000:]
