@@ -7,6 +7,10 @@
 #   tools/build_wheels.sh                          # the whole matrix into dist/
 #   tools/build_wheels.sh --python 3.11 --tf 2.21  # one wheel
 #   tools/build_wheels.sh --venvs-only             # only prepare the build environments
+#   tools/build_wheels.sh --arch aarch64 [--tf 2.21]   # the cp311 and cp312 wheels for aarch64,
+#                         # cross-built here (tools/build_wheel.sh --arch: TensorFlow's aarch64
+#                         # wheel for its headers and libraries, the x86_64 build venv of the
+#                         # same Python and TensorFlow for the rest)
 #
 # Each (Python, TensorFlow) pair gets a build venv under ${TF_HVD_WHEEL_CACHE} (kept: the second
 # run reuses it), and all builds share one Bazel output base and a disk cache there, so the core
@@ -20,11 +24,12 @@ CACHE="${TF_HVD_WHEEL_CACHE:-${HOME:-/root}/.cache/tf_hvd/wheel-build}"
 OUT="${ROOT}/dist"
 VENVS_ONLY=0
 TOOLCHAIN_ARGS=()
+ARCH="$(uname -m)"
 source "${ROOT}/tools/wheel_matrix.sh"
 PYTHONS="${WHEEL_PYTHONS}"
 TFS="${WHEEL_TFS}"
 log() { echo "[build_wheels] $*" >&2; }
-usage() { sed -n '2,9p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
 while (( $# )); do
   case "$1" in
@@ -33,9 +38,17 @@ while (( $# )); do
     --out) OUT="$2"; shift 2 ;;
     --venvs-only) VENVS_ONLY=1; shift ;;
     --toolchain) TOOLCHAIN_ARGS=(--toolchain "$2"); shift 2 ;;
+    --arch) ARCH="$2"; shift 2 ;;
     *) usage ;;
   esac
 done
+ARCH_ARGS=()
+if [[ "${ARCH}" != "$(uname -m)" ]]; then
+  # aarch64 (Grace, Graviton): the Pythons of today's aarch64 systems with a TensorFlow that
+  # ships aarch64 wheels for them (docs/install.md); an explicit --python list is kept.
+  [[ "${PYTHONS}" != "${WHEEL_PYTHONS}" ]] || PYTHONS="3.11,3.12"
+  ARCH_ARGS=(--arch "${ARCH}")
+fi
 
 build_venv() {  # build_venv PY TF: path of the build venv's python (created or updated)
   local py="$1" tf="$2" venv pin
@@ -73,9 +86,12 @@ for tf in "${tfs[@]}"; do
     (( VENVS_ONLY )) && continue
     start=$SECONDS
     "${ROOT}/tools/build_wheel.sh" --python "${python}" --out "${OUT}" \
-      --bazel-cache "${CACHE}/bazel" ${TOOLCHAIN_ARGS[@]+"${TOOLCHAIN_ARGS[@]}"}
-    log "cp${py/./} TensorFlow ${tf}: $(( SECONDS - start )) s"
+      --bazel-cache "${CACHE}/bazel" ${TOOLCHAIN_ARGS[@]+"${TOOLCHAIN_ARGS[@]}"} \
+      ${ARCH_ARGS[@]+"${ARCH_ARGS[@]}"}
+    log "cp${py/./} TensorFlow ${tf}${ARCH_ARGS[@]+ ${ARCH}}: $(( SECONDS - start )) s"
   done
 done
+wheels=("${OUT}"/tf_hvd-*.whl)
+(( ${#ARCH_ARGS[@]} )) && wheels=("${OUT}"/tf_hvd-*_"${ARCH}".whl)
 (( VENVS_ONLY )) || "${TF_HVD_VENV:-${HOME:-/root}/.venvs/tf_hvd}/bin/python" \
-  "${ROOT}/tools/check_wheels.py" "${OUT}"/tf_hvd-*.whl
+  "${ROOT}/tools/check_wheels.py" "${wheels[@]}"

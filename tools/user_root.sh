@@ -8,11 +8,14 @@
 #
 #   tools/user_root.sh bullseye    # ~/.cache/tf_hvd/roots/bullseye-amd64 (glibc 2.31, python3.9)
 #   tools/user_root.sh trixie      # ~/.cache/tf_hvd/roots/trixie-amd64 (glibc 2.41, python3.13)
+#   tools/user_root.sh bookworm arm64   # another architecture's root (glibc 2.36, python3.11),
+#                                       # its programs run by qemu-user (qemu-user-static and
+#                                       # binfmt-support: the qemu-aarch64 handler enabled, flag F)
 #
 # Needs root, debootstrap and the network the first time (~150 MB from deb.debian.org).
 set -euo pipefail
-suite="${1:?usage: user_root.sh bullseye|trixie|<debian suite>}"
-arch="$(dpkg --print-architecture)"
+suite="${1:?usage: user_root.sh bullseye|trixie|<debian suite> [<debian arch>]}"
+arch="${2:-$(dpkg --print-architecture)}"
 CACHE="${TF_HVD_ROOTS:-${HOME:-/root}/.cache/tf_hvd/roots}"
 MIRROR="${TF_HVD_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 root="${CACHE}/${suite}-${arch}"
@@ -26,6 +29,14 @@ if [[ -f "${stamp}" && "$(cat "${stamp}")" == "${packages} ${user}" ]]; then
 fi
 [[ "$(id -u)" == 0 ]] || { log "needs root (debootstrap, chroot)"; exit 2; }
 command -v debootstrap >/dev/null || { log "needs debootstrap (apt-get install debootstrap)"; exit 2; }
+if [[ "${arch}" != "$(dpkg --print-architecture)" ]]; then
+  # debootstrap's second stage runs the root's own programs (chroot): the kernel hands them to
+  # qemu-user through binfmt_misc, with the F flag so that the handler needs no file in the root.
+  qemu="$(case "${arch}" in arm64) echo aarch64 ;; *) echo "${arch}" ;; esac)"
+  grep -qs '^flags: .*F' "/proc/sys/fs/binfmt_misc/qemu-${qemu}" || {
+    log "${arch} programs need qemu-user: apt-get install qemu-user-static binfmt-support," \
+        "then update-binfmts --enable qemu-${qemu} (flags must include F)"; exit 2; }
+fi
 log "debootstrap --variant=minbase ${suite} ${arch} into ${root} (${packages})"
 t=${SECONDS}
 mkdir -p "${CACHE}"
