@@ -198,3 +198,19 @@ def test_reply_larger_than_64_mib_is_refused():
             % (flood.port, 64 << 20)) in out
     assert "it is not tf_hvd's rendezvous server" in out
     assert _failure_seconds(out) < 10
+
+
+def test_server_that_never_replies_is_given_up_after_30_s():
+    """Connected, request sent, no reply: each read waits 30 s, then the client gives up."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # accepted by the kernel, never read nor answered
+    port = silent.getsockname()[1]
+    try:
+        code, out = _run_rank(port, auth.new_secret(), timeout_s=2)
+    finally:
+        silent.close()
+    assert code == 3, out
+    assert ("cannot reach the rendezvous server 127.0.0.1:%d (no complete reply within 30 s)"
+            % port) in out
+    assert 29 < _failure_seconds(out) < 60

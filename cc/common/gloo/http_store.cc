@@ -14,6 +14,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -63,6 +64,60 @@ beast::error_code RunToEnd(asio::io_context& io, Start&& start) {
   start([&outcome](beast::error_code ec, auto&&...) { outcome = ec; });
   io.restart();
   io.run();
+  return outcome;
+}
+
+struct Outcome {
+  std::string problem;     // why there is no complete reply; empty when there is one
+  bool too_large = false;  // the reply's body passed kMaxReplyBytes
+};
+
+// One request on a connection of its own, the reply parsed into *parser.
+Outcome Exchange(const std::string& host, int port, http::request<http::string_body>& req,
+                 http::response_parser<http::string_body>* parser) {
+  Outcome outcome;
+  asio::io_context io;
+  beast::error_code ec;
+  asio::ip::tcp::resolver resolver(io);
+  auto endpoints = resolver.resolve(host, std::to_string(port), ec);
+  if (ec) {
+    outcome.problem = "cannot connect: " + ec.message();
+    return outcome;
+  }
+  beast::tcp_stream stream(io);
+  stream.expires_after(std::chrono::seconds(kConnectTimeoutS));
+  ec = RunToEnd(io, [&](auto handler) { stream.async_connect(endpoints, handler); });
+  if (ec == beast::error::timeout) {
+    outcome.problem = "connection timed out";
+    return outcome;
+  }
+  if (ec) {
+    outcome.problem = "cannot connect: " + ec.message();  // strerror's: "Connection refused"
+    return outcome;
+  }
+  stream.expires_after(std::chrono::seconds(kIoTimeoutS));
+  ec = RunToEnd(io, [&](auto handler) { http::async_write(stream, req, handler); });
+  if (ec) {
+    outcome.problem = "sending the request failed";
+    return outcome;
+  }
+  // The reply, read as it arrives: each read may wait kIoTimeoutS for more bytes.
+  beast::flat_buffer buffer;
+  while (!parser->is_done()) {
+    stream.expires_after(std::chrono::seconds(kIoTimeoutS));
+    ec = RunToEnd(io, [&](auto handler) {
+      http::async_read_some(stream, buffer, *parser, handler);
+    });
+    if (ec == http::error::body_limit) {
+      outcome.too_large = true;
+      return outcome;
+    }
+    if (ec) {
+      outcome.problem = "no complete reply within " + std::to_string(kIoTimeoutS) + " s";
+      return outcome;
+    }
+  }
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);  // errors do not matter
   return outcome;
 }
 
@@ -126,53 +181,24 @@ HttpStore::Reply HttpStore::Request(const std::string& method, const std::string
   }
   req.prepare_payload();  // Content-Length (always for PUT, and whenever there is a body)
 
-  asio::io_context io;
-  beast::error_code ec;
-  asio::ip::tcp::resolver resolver(io);
-  auto endpoints = resolver.resolve(host_, std::to_string(port_), ec);
-  if (ec) {
-    reply.problem = "cannot connect: " + ec.message();
-    return reply;
-  }
-  beast::tcp_stream stream(io);
-  stream.expires_after(std::chrono::seconds(kConnectTimeoutS));
-  ec = RunToEnd(io, [&](auto handler) { stream.async_connect(endpoints, handler); });
-  if (ec == beast::error::timeout) {
-    reply.problem = "connection timed out";
-    return reply;
-  }
-  if (ec) {
-    reply.problem = "cannot connect: " + ec.message();  // strerror's text: "Connection refused"
-    return reply;
-  }
-  stream.expires_after(std::chrono::seconds(kIoTimeoutS));
-  ec = RunToEnd(io, [&](auto handler) { http::async_write(stream, req, handler); });
-  if (ec) {
-    reply.problem = "sending the request failed";
-    return reply;
-  }
-  // The reply, read as it arrives: each read may wait kIoTimeoutS for more bytes.
-  beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.header_limit(kMaxReplyHeaderBytes);
   parser.body_limit(kMaxReplyBytes);
-  while (!parser.is_done()) {
-    stream.expires_after(std::chrono::seconds(kIoTimeoutS));
-    ec = RunToEnd(io, [&](auto handler) {
-      http::async_read_some(stream, buffer, parser, handler);
-    });
-    if (ec == http::error::body_limit) {
-      throw gloo::IoException(Where() + " sent a reply larger than " +
-                              std::to_string(kMaxReplyBytes) + " bytes for key '" + key +
-                              "'; it is not tf_hvd's rendezvous server");
-    }
-    if (ec) {
-      reply.problem = "no complete reply within " + std::to_string(kIoTimeoutS) + " s";
-      return reply;
-    }
+  Outcome outcome;
+  try {
+    outcome = Exchange(host_, port_, req, &parser);
+  } catch (const boost::system::system_error& e) {  // no socket or event queue to be had
+    outcome.problem = "cannot connect: " + e.code().message();
   }
-  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);  // closing: errors do not matter
-
+  if (outcome.too_large) {
+    throw gloo::IoException(Where() + " sent a reply larger than " +
+                            std::to_string(kMaxReplyBytes) + " bytes for key '" + key +
+                            "'; it is not tf_hvd's rendezvous server");
+  }
+  if (!outcome.problem.empty()) {
+    reply.problem = outcome.problem;
+    return reply;
+  }
   const http::response<http::string_body>& res = parser.get();
   const std::string& body = res.body();
   const int code = static_cast<int>(res.result_int());
