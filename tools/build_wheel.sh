@@ -100,7 +100,8 @@ fi
 # tag; check_wheels.py proves they need no more): one promise for the matrix, and the tag
 # pip admits by is the glibc tf_hvd/_floor.txt makes import check.
 plat=()
-[[ "${TOOLCHAIN}" == floor ]] && plat=(--plat "manylinux_${GLIBC_FLOOR/./_}_${ARCH}")
+# (--only-plat: auditwheel would add the lowest tag the files allow beside it.)
+[[ "${TOOLCHAIN}" == floor ]] && plat=(--plat "manylinux_${GLIBC_FLOOR/./_}_${ARCH}" --only-plat)
 repair=(repair --exclude libtensorflow_framework.so.2 --exclude libtensorflow_cc.so.2
         ${plat[@]+"${plat[@]}"} -w "${OUT}" "${raw}")
 if [[ "${ARCH}" == "${HOST_ARCH}" ]]; then

@@ -2,8 +2,9 @@
 
     python python/benchmarks/wheel_vs_source.py dist/tf_hvd-...-cp311-...whl [--rounds 5]
 
-auditwheel repair rewrites the library's rpath and its dependencies' names (Gloo, cpp-httplib
-and OpenSSL come from tf_hvd.libs/ instead of the system), which must cost nothing. Each
+The release wheel's library is compiled by another compiler than the source build's (the floor
+toolchain, tools/floor/: clang against a Debian 11 sysroot, Gloo built from source and linked
+in statically) and repaired by auditwheel; none of that may cost speed. Each
 round runs allreduce_bench.py's chain mode (dependent Gloo allreduces inside one
 tf.function, time per allreduce = call time / chain length) once with the source build
 (tf_hvd/_hvd.so) and once with the wheel's tf_hvd/_hvd.so (TF_HVD_LIBRARY; the wheel is
