@@ -2,12 +2,14 @@
 # Installs one release wheel the way a user gets it and trains with it, on a machine that
 # looks bare: a fresh venv of the wheel's Python, created and filled by a non-root user, in a
 # mount namespace that hides the build machine's compilers, headers, Bazel and the libraries
-# _hvd.so is built with (Gloo, cpp-httplib, OpenSSL, hiredis, ibverbs, libnl, brotli). Then
+# _hvd.so is built with (Gloo, cpp-httplib, OpenSSL's headers, hiredis, ibverbs, libnl, brotli;
+# OpenSSL's libcrypto stays: the wheel loads the system's at run time, as MPI's). Then
 #   pip install tensorflow==<the wheel's> scikit-learn; pip install "<wheel>[tensorflow]"
 #   (a GPU build: the CUDA runtime and NCCL are absent, and saying so is checked)
 #   tfhvdrun -np 2 python keras_digits.py               (Gloo; no MPI on the machine)
 #   pip install mpich; tfhvdrun --mpi -np 2 python keras_digits.py
-# and checks each job's test accuracy.
+# and checks each job's test accuracy (the user's side: tools/wheel_job.sh). Another
+# distribution's root instead of this machine: tools/try_wheel_in_root.sh.
 #
 #   tools/try_wheel.sh dist/tf_hvd-0.1.0+tf2.21-cp311-cp311-manylinux_2_35_x86_64.whl
 #   tools/try_wheel.sh WHEEL --epochs 5 --min-accuracy 0.9 --no-mpi
@@ -63,13 +65,16 @@ work="$(mktemp -d /var/tmp/tf_hvd-try.XXXXXX)"
 trap 'rm -rf "${work}"' EXIT
 mkdir "${work}/python" "${work}/job"
 cp "${WHEEL}" "${work}/"
-cp "${ROOT}/python/examples/keras_digits.py" "${ROOT}/python/examples/digits_data.py" "${work}/job/"
+cp "${ROOT}/python/examples/keras_digits.py" "${ROOT}/python/examples/digits_data.py" \
+  "${ROOT}/tools/wheel_job.sh" "${work}/job/"
+mpi_flag=""
+(( MPI )) || mpi_flag=--no-mpi
 chmod 755 "${work}"
 chown -R "${user}:" "${work}/job" "${work}/${name}"
 
 # What the namespace hides: every file of these packages (the user never sees them).
 hidden_packages=(libgloo-dev libgloo0 libcpp-httplib-dev libcpp-httplib0.11 libhiredis0.14
-                 libibverbs1 libnl-3-200 libnl-route-3-200 libssl-dev libssl3 libbrotli1
+                 libibverbs1 libnl-3-200 libnl-route-3-200 libssl-dev libbrotli1
                  libgtest-dev bazel-bootstrap)
 hidden_files="${work}/hidden.txt"
 for p in "${hidden_packages[@]}"; do
@@ -90,40 +95,11 @@ hidden_ok() {
     ! bazel --version >/dev/null 2>&1 && [[ ! -e /usr/include/gloo/config.h ]] &&
     ! "\${py}" -c "import ctypes; ctypes.CDLL('libgloo.so.0')" 2>/dev/null &&
     ! "\${py}" -c "import ctypes; ctypes.CDLL('libcpp-httplib.so.0.11')" 2>/dev/null &&
-    ! "\${py}" -c "import ctypes; ctypes.CDLL('libssl.so.3')" 2>/dev/null &&
     ! "\${py}" -c "import ctypes; ctypes.CDLL('libcudart.so.13')" 2>/dev/null
 }
 hidden_ok || { echo "[try_wheel] the namespace does not hide the build machine's tools"; exit 1; }
-t=\$SECONDS
-"\${py}" -m venv venv
-venv/bin/pip install -q --no-index --find-links "${house}" "${DIST}==${pin}" scikit-learn
-echo "[try_wheel] venv + ${DIST} ${pin}: \$((SECONDS - t)) s"
-t=\$SECONDS
-venv/bin/pip install -q --no-index --find-links "${house}" "${work}/${name}[${DIST}]"
-echo "[try_wheel] pip install of the wheel: \$((SECONDS - t)) s"
-export PATH="\${PWD}/venv/bin:\${PATH}"
-python -c 'import tf_hvd as hvd; print("[try_wheel] mpi_built:", hvd.mpi_built())'
-python - <<'PY'
-import tf_hvd as hvd
-from tf_hvd._library import lib
-if hvd.cuda_built():
-    why = " ".join(lib._gpu_libraries().split())
-    assert 'pip install "tensorflow[and-cuda]"' in why, why
-    print("[try_wheel] GPU build without the CUDA runtime: %s" % why[:160])
-PY
-train() {
-  t=\$SECONDS
-  tfhvdrun "\$@" -np 2 python keras_digits.py --epochs ${EPOCHS} --checkpoint-dir ckpt > train.log 2>&1 || { cat train.log; exit 1; }
-  acc=\$(sed -n 's/.*test accuracy: \([0-9.]*\).*/\1/p' train.log | head -1)
-  echo "[try_wheel] tfhvdrun \$* -np 2 keras_digits.py: test accuracy \${acc:-none} (\$((SECONDS - t)) s)"
-  python -c "import sys; sys.exit(0 if float('\${acc:-0}') >= ${MIN_ACC} else 1)" || { cat train.log; exit 1; }
-}
-train
-if (( ${MPI} )); then
-  venv/bin/pip install -q --no-index --find-links "${house}" mpich==5.0.2
-  python -c 'import tf_hvd as hvd; print("[try_wheel] with the mpich wheel, mpi_built:", hvd.mpi_built())'
-  train --mpi
-fi
+bash wheel_job.sh --python "\${py}" --wheelhouse "${house}" --wheel "${work}/${name}" \\
+  --dist "${DIST}" --pin "${pin}" --epochs "${EPOCHS}" --min-accuracy "${MIN_ACC}" ${mpi_flag}
 EOF
 chown "${user}:" "${work}/job/run.sh"
 

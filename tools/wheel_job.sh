@@ -2,9 +2,9 @@
 # The user's side of trying a release wheel (tools/try_wheel.sh, tools/try_wheel_in_root.sh run
 # it as a non-root user, in a folder holding keras_digits.py and digits_data.py): a fresh venv
 # of PYTHON, TensorFlow and scikit-learn, then the wheel, from a wheelhouse only (--no-index);
-# the versions; the CUDA-less message of a GPU build; keras_digits at np=2 on Gloo, then
-# `pip install mpich` and --mpi; each job's test accuracy checked. Prints [try_wheel] lines
-# with the times; exits non-zero on any failure.
+# the versions and the machine's libcrypto; the CUDA-less message of a GPU build; keras_digits
+# at np=2 on Gloo, then `pip install mpich` and --mpi; each job's test accuracy checked.
+# Prints [try_wheel] lines with the times; exits non-zero on any failure.
 #
 #   wheel_job.sh --python PY --wheelhouse DIR --wheel WHL --dist tensorflow --pin 2.21.0
 #                [--epochs 15] [--min-accuracy 0.95] [--no-mpi] [--upgrade-pip]
@@ -50,6 +50,14 @@ import tensorflow as tf
 import tf_hvd as hvd
 print("[try_wheel] TensorFlow %s, tf_hvd %s" % (tf.__version__, metadata.version("tf_hvd")))
 print("[try_wheel] mpi_built:", hvd.mpi_built())
+import ctypes
+for crypto in ("libcrypto.so.3", "libcrypto.so.1.1"):  # the order Gloo's signing loads them in
+    try:
+        ctypes.CDLL(crypto)
+        break
+    except OSError:
+        crypto = "none"
+print("[try_wheel] the machine's OpenSSL libcrypto (Gloo's signing): %s" % crypto)
 if hvd.cuda_built():
     from tf_hvd._library import lib
     why = " ".join(lib._gpu_libraries().split())
