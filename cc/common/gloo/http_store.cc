@@ -1,28 +1,12 @@
 #include "cc/common/gloo/http_store.h"
 
-// Boost.Beast over Boost.Asio, header-only (no Boost library is linked). This is the
-// only file that includes them; deprecated Asio interfaces are left out.
-#define BOOST_ASIO_NO_DEPRECATED
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/error.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http/message.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
-#include <boost/system/system_error.hpp>
-
 #include <algorithm>
 #include <cctype>
-#include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <thread>
 
+#include "cc/common/gloo/http/http_client.h"
 #include "cc/common/gloo/signing.h"
 #include "gloo/common/error.h"
 
@@ -30,17 +14,9 @@ namespace tfhvd {
 
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = boost::beast::http;
-
-constexpr int kConnectTimeoutS = 10;
-constexpr int kIoTimeoutS = 30;
-// Replies carry Gloo addresses (a few hundred bytes per rank); anything larger
-// than this is not from our server.
-constexpr size_t kMaxReplyBytes = size_t{64} << 20;
-// Our server's reply headers are a few hundred bytes.
-constexpr uint32_t kMaxReplyHeaderBytes = 64 << 10;
+// Connect 10 s, send and each read 30 s; replies carry Gloo addresses (a few hundred
+// bytes per rank): anything larger than 64 MiB is not from our server.
+const HttpLimits kLimits{};
 
 std::string PercentEncode(const std::string& s) {
   static const char kDigits[] = "0123456789ABCDEF";
@@ -53,72 +29,6 @@ std::string PercentEncode(const std::string& s) {
     }
   }
   return out;
-}
-
-// Starts one asynchronous operation (start(handler)) and runs `io` until it has
-// ended: a blocking call whose time is bounded by the stream's expiry (when it
-// passes, the socket is closed and the operation ends with beast::error::timeout).
-template <typename Start>
-beast::error_code RunToEnd(asio::io_context& io, Start&& start) {
-  beast::error_code outcome = asio::error::would_block;
-  start([&outcome](beast::error_code ec, auto&&...) { outcome = ec; });
-  io.restart();
-  io.run();
-  return outcome;
-}
-
-struct Outcome {
-  std::string problem;     // why there is no complete reply; empty when there is one
-  bool too_large = false;  // the reply's body passed kMaxReplyBytes
-};
-
-// One request on a connection of its own, the reply parsed into *parser.
-Outcome Exchange(const std::string& host, int port, http::request<http::string_body>& req,
-                 http::response_parser<http::string_body>* parser) {
-  Outcome outcome;
-  asio::io_context io;
-  beast::error_code ec;
-  asio::ip::tcp::resolver resolver(io);
-  auto endpoints = resolver.resolve(host, std::to_string(port), ec);
-  if (ec) {
-    outcome.problem = "cannot connect: " + ec.message();
-    return outcome;
-  }
-  beast::tcp_stream stream(io);
-  stream.expires_after(std::chrono::seconds(kConnectTimeoutS));
-  ec = RunToEnd(io, [&](auto handler) { stream.async_connect(endpoints, handler); });
-  if (ec == beast::error::timeout) {
-    outcome.problem = "connection timed out";
-    return outcome;
-  }
-  if (ec) {
-    outcome.problem = "cannot connect: " + ec.message();  // strerror's: "Connection refused"
-    return outcome;
-  }
-  stream.expires_after(std::chrono::seconds(kIoTimeoutS));
-  ec = RunToEnd(io, [&](auto handler) { http::async_write(stream, req, handler); });
-  if (ec) {
-    outcome.problem = "sending the request failed";
-    return outcome;
-  }
-  // The reply, read as it arrives: each read may wait kIoTimeoutS for more bytes.
-  beast::flat_buffer buffer;
-  while (!parser->is_done()) {
-    stream.expires_after(std::chrono::seconds(kIoTimeoutS));
-    ec = RunToEnd(io, [&](auto handler) {
-      http::async_read_some(stream, buffer, *parser, handler);
-    });
-    if (ec == http::error::body_limit) {
-      outcome.too_large = true;
-      return outcome;
-    }
-    if (ec) {
-      outcome.problem = "no complete reply within " + std::to_string(kIoTimeoutS) + " s";
-      return outcome;
-    }
-  }
-  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);  // errors do not matter
-  return outcome;
 }
 
 bool AllDigits(const std::string& s) {
@@ -152,56 +62,36 @@ std::string HttpStore::Where() const {
   return "rendezvous server " + host_ + ":" + std::to_string(port_);
 }
 
-std::string HttpStore::HostHeader() const {
-  std::string host = host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_;
-  return port_ == 80 ? host : host + ":" + std::to_string(port_);
-}
-
 HttpStore::Reply HttpStore::Request(const std::string& method, const std::string& key,
                                     const std::vector<char>& payload) {
   Reply reply;
-  // HTTP/1.1, one connection per request (Connection: close). The target is sent
-  // exactly as signed (no re-encoding) and the body exactly as received (never
-  // decompressed: no Accept-Encoding is sent, and nothing here decodes one).
-  http::request<http::string_body> req;
-  req.version(11);
-  req.method_string(method);
-  const std::string path = Path(key);
-  req.target(path);
-  req.set(http::field::host, HostHeader());
-  req.set(http::field::connection, "close");
-  req.body().assign(payload.begin(), payload.end());
+  // The path goes out exactly as signed, the body comes back exactly as sent
+  // (http_client.h); HTTP/1.1, one connection per request.
+  HttpRequest req;
+  req.method = method;
+  req.target = Path(key);
+  req.body.assign(payload.begin(), payload.end());
   const std::string nonce = nonce_prefix_ + "-" + std::to_string(nonce_counter_++);
   if (!secret_.empty()) {
     const std::string timestamp = std::to_string(static_cast<long long>(std::time(nullptr)));
-    req.set("X-Tfhvd-Timestamp", timestamp);
-    req.set("X-Tfhvd-Nonce", nonce);
-    req.set("X-Tfhvd-Signature", RendezvousRequestSignature(secret_, method, path, timestamp,
-                                                            nonce, req.body()));
+    req.headers = {{"X-Tfhvd-Timestamp", timestamp},
+                   {"X-Tfhvd-Nonce", nonce},
+                   {"X-Tfhvd-Signature",
+                    RendezvousRequestSignature(secret_, method, req.target, timestamp, nonce,
+                                               req.body)}};
   }
-  req.prepare_payload();  // Content-Length (always for PUT, and whenever there is a body)
-
-  http::response_parser<http::string_body> parser;
-  parser.header_limit(kMaxReplyHeaderBytes);
-  parser.body_limit(kMaxReplyBytes);
-  Outcome outcome;
-  try {
-    outcome = Exchange(host_, port_, req, &parser);
-  } catch (const boost::system::system_error& e) {  // no socket or event queue to be had
-    outcome.problem = "cannot connect: " + e.code().message();
-  }
-  if (outcome.too_large) {
+  HttpReply res = HttpExchange(host_, port_, req, kLimits);
+  if (res.too_large) {
     throw gloo::IoException(Where() + " sent a reply larger than " +
-                            std::to_string(kMaxReplyBytes) + " bytes for key '" + key +
+                            std::to_string(kLimits.max_body_bytes) + " bytes for key '" + key +
                             "'; it is not tf_hvd's rendezvous server");
   }
-  if (!outcome.problem.empty()) {
-    reply.problem = outcome.problem;
+  if (!res.problem.empty()) {
+    reply.problem = res.problem;
     return reply;
   }
-  const http::response<http::string_body>& res = parser.get();
-  const std::string& body = res.body();
-  const int code = static_cast<int>(res.result_int());
+  const std::string& body = res.body;
+  const int code = res.status;
   if (code == 403) {
     std::string why = body;
     while (!why.empty() && (why.back() == '\n' || why.back() == '\r')) why.pop_back();
@@ -212,16 +102,13 @@ HttpStore::Reply HttpStore::Request(const std::string& method, const std::string
                          : std::string("This process's ") + kSecretEnv +
                                " is not the job's secret, or this host's clock is off"));
   }
-  if (!secret_.empty()) {
-    auto signature = res.find("X-Tfhvd-Signature");
-    if (signature == res.end() ||
-        !ConstantTimeEquals(RendezvousResponseSignature(secret_, code, nonce, body),
-                            std::string(signature->value()))) {
-      throw gloo::IoException(
-          Where() + " sent a reply for key '" + key +
-          "' that is not signed with the job's secret: another program may be answering "
-          "on the rendezvous port, or the job's launcher is gone");
-    }
+  if (!secret_.empty() &&
+      !ConstantTimeEquals(RendezvousResponseSignature(secret_, code, nonce, body),
+                          res.Header("X-Tfhvd-Signature"))) {
+    throw gloo::IoException(
+        Where() + " sent a reply for key '" + key +
+        "' that is not signed with the job's secret: another program may be answering "
+        "on the rendezvous port, or the job's launcher is gone");
   }
   reply.code = code;
   reply.body.assign(body.begin(), body.end());

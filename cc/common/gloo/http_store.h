@@ -7,9 +7,9 @@
 // a reply that is not signed by the job's secret ends the rendezvous at once with
 // an error saying so; an unreachable server is retried until the timeout.
 //
-// The HTTP client is Boost.Beast over Boost.Asio (header-only): HTTP/1.1, one
-// connection per request, connect time-out 10 s, each read and the write 30 s,
-// replies up to 64 MiB.
+// The HTTP client (http/http_client.h) is Boost.Beast over Boost.Asio, header-only:
+// HTTP/1.1, one connection per request, connect time-out 10 s, the write and each
+// read 30 s, replies up to 64 MiB.
 #ifndef TFHVD_COMMON_GLOO_HTTP_STORE_H_
 #define TFHVD_COMMON_GLOO_HTTP_STORE_H_
 
@@ -51,8 +51,6 @@ class HttpStore : public gloo::rendezvous::Store {
                 const std::vector<char>& payload);
   std::string Path(const std::string& key) const;
   std::string Where() const;
-  // The Host header's value: host:port ([host]:port for an IPv6 address).
-  std::string HostHeader() const;
   // For a timed-out wait on "<prefix>/<rank>": which ranks have published
   // "<prefix>/<r>" (r < job_size_) and which have not.
   std::string DescribeMissingRanks(const std::string& key);
