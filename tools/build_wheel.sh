@@ -109,12 +109,11 @@ if [[ "${ARCH}" == "${HOST_ARCH}" ]]; then
 else
   # auditwheel offers --plat only for the machine it runs on (its list of choices), though its
   # repair reads the wheel's files for the wheel's architecture: the list is made for ARCH.
-  # --only-plat: the aarch64 files alone allow manylinux_2_26, which auditwheel would add as a
-  # second tag, below what the wheel needs with TensorFlow's aarch64 libraries (2.27).
+  # (The aarch64 files alone allow manylinux_2_26, the tag --only-plat keeps out.)
   "$(dirname "${AUDITWHEEL}")/python" -c 'import sys
 from auditwheel.architecture import Architecture
 Architecture.detect = staticmethod(lambda **_: Architecture(sys.argv.pop(1)))
 from auditwheel.main import main
-sys.exit(main())' "${ARCH}" "${repair[@]}" --only-plat >&2
+sys.exit(main())' "${ARCH}" "${repair[@]}" >&2
 fi
 echo "${OUT}/$(basename "${raw}" | sed "s/-linux_${ARCH}\\.whl\$//")"-*"_${ARCH}.whl"
