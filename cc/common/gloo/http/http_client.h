@@ -20,6 +20,10 @@
 #include <utility>
 #include <vector>
 
+// http_client.cc is compiled with hidden visibility (BUILD); its interface stays visible to
+// the other libraries of a dynamically linked test.
+#define TFHVD_HTTP_CLIENT_API __attribute__((visibility("default")))
+
 namespace tfhvd {
 
 struct HttpRequest {
@@ -37,7 +41,7 @@ struct HttpLimits {
   size_t max_header_bytes = size_t{64} << 10;
 };
 
-struct HttpReply {
+struct TFHVD_HTTP_CLIENT_API HttpReply {
   // Why there is no reply, empty when there is one: "cannot connect: <strerror>",
   // "connection timed out", "sending the request failed", "no complete reply within
   // <io_timeout_s> s".
@@ -53,8 +57,9 @@ struct HttpReply {
 
 // Resolves `host`, connects, sends, reads the whole reply and closes. Never throws for
 // network failures (they are `problem`).
-HttpReply HttpExchange(const std::string& host, int port, const HttpRequest& request,
-                       const HttpLimits& limits);
+TFHVD_HTTP_CLIENT_API HttpReply HttpExchange(const std::string& host, int port,
+                                             const HttpRequest& request,
+                                             const HttpLimits& limits);
 
 }  // namespace tfhvd
 
