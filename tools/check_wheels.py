@@ -237,7 +237,7 @@ def tag_problems(path, auditwheel_tag, floor):
 def library_problems(path, bundled=None):
     """What is wrong with the shared library at ``path`` (an empty list when nothing);
     ``bundled``: the libraries beside it in the wheel, None for a development build (which
-    may need the machine's Gloo and cpp-httplib)."""
+    may need the machine's Gloo)."""
     problems = []
     with open(path, "rb") as f:
         elf = ELFFile(f)

@@ -2,8 +2,9 @@
 # Installs one release wheel the way a user gets it and trains with it, on a machine that
 # looks bare: a fresh venv of the wheel's Python, created and filled by a non-root user, in a
 # mount namespace that hides the build machine's compilers, headers, Bazel and the libraries
-# _hvd.so is built with (Gloo, cpp-httplib, OpenSSL's headers, hiredis, ibverbs, libnl, brotli;
-# OpenSSL's libcrypto stays: the wheel loads the system's at run time, as MPI's). Then
+# a development build uses (Debian's Gloo and what it needs: hiredis, ibverbs, libnl; Boost's
+# headers under /usr/include; OpenSSL's libcrypto stays: the wheel loads the system's at run
+# time, as MPI's). Then
 #   pip install tensorflow==<the wheel's> scikit-learn; pip install "<wheel>[tensorflow]"
 #   (a GPU build: the CUDA runtime and NCCL are absent, and saying so is checked)
 #   tfhvdrun -np 2 python keras_digits.py               (Gloo; no MPI on the machine)
@@ -73,9 +74,8 @@ chmod 755 "${work}"
 chown -R "${user}:" "${work}/job" "${work}/${name}"
 
 # What the namespace hides: every file of these packages (the user never sees them).
-hidden_packages=(libgloo-dev libgloo0 libcpp-httplib-dev libcpp-httplib0.11 libhiredis0.14
-                 libibverbs1 libnl-3-200 libnl-route-3-200 libssl-dev libbrotli1
-                 libgtest-dev bazel-bootstrap)
+hidden_packages=(libgloo-dev libgloo0 libhiredis0.14 libibverbs1 libnl-3-200 libnl-route-3-200
+                 libssl-dev libgtest-dev bazel-bootstrap)
 hidden_files="${work}/hidden.txt"
 for p in "${hidden_packages[@]}"; do
   dpkg -L "${p}" 2>/dev/null | while read -r f; do
@@ -94,7 +94,6 @@ hidden_ok() {
   ! echo 'int main(void) { return 0; }' | gcc -x c - -o /dev/null 2>/dev/null &&
     ! bazel --version >/dev/null 2>&1 && [[ ! -e /usr/include/gloo/config.h ]] &&
     ! "\${py}" -c "import ctypes; ctypes.CDLL('libgloo.so.0')" 2>/dev/null &&
-    ! "\${py}" -c "import ctypes; ctypes.CDLL('libcpp-httplib.so.0.11')" 2>/dev/null &&
     ! "\${py}" -c "import ctypes; ctypes.CDLL('libcudart.so.13')" 2>/dev/null
 }
 hidden_ok || { echo "[try_wheel] the namespace does not hide the build machine's tools"; exit 1; }

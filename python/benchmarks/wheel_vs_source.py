@@ -8,7 +8,7 @@ in statically) and repaired by auditwheel; none of that may cost speed. Each
 round runs allreduce_bench.py's chain mode (dependent Gloo allreduces inside one
 tf.function, time per allreduce = call time / chain length) once with the source build
 (tf_hvd/_hvd.so) and once with the wheel's tf_hvd/_hvd.so (TF_HVD_LIBRARY; the wheel is
-extracted so that its tf_hvd.libs/ sits beside it), in alternating order; the ratio
+extracted so that its tf_hvd.libs/, if any, sits beside it), in alternating order; the ratio
 source time / wheel time is taken per round and size, and reported as median [min-max]
 with the verdict for >= 0.97 (rounds.verdict). Writes <results>/wheel_vs_source.json.
 """
@@ -60,8 +60,9 @@ def main(argv=None):
             z.extractall(tmp)
         wheel_lib = os.path.join(tmp, "tf_hvd", "_hvd.so")
         os.chmod(wheel_lib, 0o755)
-        for name in os.listdir(os.path.join(tmp, "tf_hvd.libs")):
-            os.chmod(os.path.join(tmp, "tf_hvd.libs", name), 0o755)
+        libs = os.path.join(tmp, "tf_hvd.libs")  # empty at the floor: nothing is bundled
+        for name in os.listdir(libs) if os.path.isdir(libs) else []:
+            os.chmod(os.path.join(libs, name), 0o755)
         libraries = {"source": args.source, "wheel": wheel_lib}
         per_round = []
         for r in range(args.rounds):
