@@ -65,6 +65,7 @@ assert metadata.version("tensorflow") == sys.argv[1]
 for name in ("pybind11", "mpich", "setuptools", "wheel", "nvidia-nccl-cu12",
              "nvidia-cuda-runtime-cu12", "nvidia-cuda-nvcc-cu12"):
     metadata.version(name)
+assert int(metadata.version("setuptools").split(".")[0]) >= 65
 EOF
   then
     log "pip install tensorflow==${pin} into ${venv}"

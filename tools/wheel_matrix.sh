@@ -5,8 +5,10 @@
 # patch release of its minor.
 WHEEL_PYTHONS="3.9,3.10,3.11,3.12,3.13"
 WHEEL_TFS="2.20,2.21,2.22"
-# What a build venv holds besides TensorFlow (tools/requirements.txt's pins).
-WHEEL_BUILD_PINS=(pybind11==3.1.0 mpich==5.0.2 setuptools wheel)
+# What a build venv holds besides TensorFlow (tools/requirements.txt's pins). setuptools 65 or
+# newer reads DIST_EXTRA_CONFIG, which keeps build/ and egg-info/ out of the source tree
+# (tools/build_wheel.sh); Python 3.9's venvs start with 58.
+WHEEL_BUILD_PINS=(pybind11==3.1.0 mpich==5.0.2 "setuptools>=65" wheel)
 
 tf_pin() {  # tf_pin 2.21 -> 2.21.0
   case "$1" in
