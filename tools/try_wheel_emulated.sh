@@ -151,27 +151,8 @@ echo "[emulated] tfhvdrun --gloo -np 2 python allreduce_check.py: \$((SECONDS - 
 EOF
 chown -R 1000:1000 "${home}"
 
-# 4. The run, in namespaces that end with it; everything mounted is unmounted on the way out.
+# 4. The run, in namespaces that end with it (tools/run_in_root.sh).
 t=${SECONDS}
-timeout -k 20 3000 unshare --mount --propagation private --net --uts --pid --fork bash -euo pipefail -c '
-  root="$1" home="$2" house="$3" suite="$4"
-  mounted=()
-  cleanup() { for (( i = ${#mounted[@]} - 1; i >= 0; i-- )); do umount -l "${mounted[i]}" || true; done; }
-  trap cleanup EXIT
-  m() { mount "$@"; mounted+=("${@: -1}"); }
-  ip link set lo up
-  hostname "tfhvd-${suite}"
-  m -t proc proc "${root}/proc"
-  m --bind /dev "${root}/dev"
-  m -t tmpfs -o mode=1777,nosuid,nodev tmpfs "${root}/dev/shm"
-  m -t sysfs -o ro sysfs "${root}/sys"
-  m -t tmpfs -o mode=1777 tmpfs "${root}/tmp"
-  mkdir "${root}/tmp/wheelhouse"
-  m --bind -o ro "${house}" "${root}/tmp/wheelhouse"
-  m --bind "${home}" "${root}/home/tfhvd-try"
-  env -i HOME=/home/tfhvd-try USER=tfhvd-try LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin \
-    "$(command -v chroot)" --userspec=1000:1000 "${root}" /bin/bash /home/tfhvd-try/run.sh
-' _ "${root}" "${home}" "${house}" "${SUITE}"
-if grep -q " ${root}/" /proc/self/mounts; then log "mounts left under ${root}"; exit 1; fi
+"${ROOT}/tools/run_in_root.sh" "${root}" "${home}" "${house}" "${SUITE}" 3000
 log "the job in ${SUITE} ${deb_arch} (emulated): $((SECONDS - t)) s; all: $((SECONDS - T0)) s"
 log "${name}: ok in ${SUITE} ${deb_arch}"
