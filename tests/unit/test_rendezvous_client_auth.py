@@ -118,13 +118,17 @@ class _Impostor(threading.Thread):
                     if not chunk:
                         break
                     data += chunk
-                sig = auth.response_signature(auth.new_secret(), 200, "x" * 16, b"")
-                conn.sendall(("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Tfhvd-Signature: "
-                              "%s\r\nConnection: close\r\n\r\n" % sig).encode())
+                conn.sendall(self.reply())
             except OSError:
                 pass
             finally:
                 conn.close()
+
+    def reply(self):
+        """What every request gets: a reply signed with another secret."""
+        sig = auth.response_signature(auth.new_secret(), 200, "x" * 16, b"")
+        return ("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Tfhvd-Signature: "
+                "%s\r\nConnection: close\r\n\r\n" % sig).encode()
 
 
 def test_reply_not_signed_by_the_job_is_rejected():
@@ -164,26 +168,8 @@ def test_unreachable_server():
 class _Flood(_Impostor):
     """Answers every request with a reply announcing more than 64 MiB of body."""
 
-    def run(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            try:
-                conn.settimeout(5)
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (65 << 20)
-                             + b"x" * 65536)
-            except OSError:
-                pass
-            finally:
-                conn.close()
+    def reply(self):
+        return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (65 << 20) + b"x" * 65536
 
 
 def test_reply_larger_than_64_mib_is_refused():
