@@ -58,24 +58,8 @@ fi
 
 # 2. The wheelhouse: TensorFlow and what it needs, for the root's Python, glibc and architecture.
 house="${TF_HVD_ROOT_WHEELHOUSE:-${HOME:-/root}/.cache/tf_hvd/wheelhouse}/cp${py/./}-manylinux_${root_glibc/./_}_${arch}-tensorflow${pin}-emulated"
-if [[ ! -f "${house}/.complete" ]]; then
-  t=${SECONDS}
-  platforms=()
-  for (( m = ${root_glibc#2.}; m >= 17; m-- )); do platforms+=(--platform "manylinux_2_${m}_${arch}"); done
-  platforms+=(--platform "manylinux2014_${arch}")
-  # An interpreter of the same version: pip evaluates the requirements' markers with it.
-  downloader="$(find_python "${py}")"
-  rm -rf "${house}.tmp"
-  mkdir -p "${house}.tmp"
-  log "downloading tensorflow ${pin}, cloudpickle and pip for cp${py/./} ${arch} glibc ${root_glibc} into ${house}"
-  timeout 900 "${downloader}" -m pip download -q --disable-pip-version-check --only-binary=:all: \
-    --python-version "${py}" --implementation cp --abi "cp${py/./}" "${platforms[@]}" \
-    -d "${house}.tmp" "tensorflow==${pin}" cloudpickle pip >&2
-  touch "${house}.tmp/.complete"
-  rm -rf "${house}"
-  mv "${house}.tmp" "${house}"
-  log "wheelhouse: $(du -sm "${house}" | cut -f1) MB downloaded in $((SECONDS - t)) s"
-fi
+"${ROOT}/tools/root_wheelhouse.sh" "${house}" "${py}" "${root_glibc}" "${arch}" \
+  "tensorflow==${pin}" cloudpickle pip
 
 # 3. The user's home for this run (the root stays as cached): the wheel and the job.
 work="$(mktemp -d /var/tmp/tf_hvd-emulated.XXXXXX)"

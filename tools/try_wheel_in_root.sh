@@ -63,25 +63,8 @@ fi
 # 2. The wheelhouse: the root's Python and every manylinux tag its glibc admits.
 arch="$(uname -m)"
 house="${TF_HVD_ROOT_WHEELHOUSE:-${HOME:-/root}/.cache/tf_hvd/wheelhouse}/cp${py/./}-manylinux_${root_glibc/./_}_${arch}-${DIST}${pin}"
-if [[ ! -f "${house}/.complete" ]]; then
-  t=${SECONDS}
-  platforms=()
-  for (( m = ${root_glibc#2.}; m >= 5; m-- )); do platforms+=(--platform "manylinux_2_${m}_${arch}"); done
-  platforms+=(--platform "manylinux2014_${arch}" --platform "manylinux2010_${arch}" --platform "manylinux1_${arch}")
-  # An interpreter of the same version: pip evaluates the requirements' markers
-  # (python_version < "3.10") with the interpreter running it, whatever --python-version says.
-  downloader="$(find_python "${py}")"
-  rm -rf "${house}.tmp"
-  mkdir -p "${house}.tmp"
-  log "downloading ${DIST} ${pin}, scikit-learn, cloudpickle, mpich and pip for cp${py/./} glibc ${root_glibc} into ${house}"
-  timeout 900 "${downloader}" -m pip download -q --disable-pip-version-check --only-binary=:all: \
-    --python-version "${py}" --implementation cp --abi "cp${py/./}" "${platforms[@]}" \
-    -d "${house}.tmp" "${DIST}==${pin}" scikit-learn cloudpickle mpich==5.0.2 pip >&2
-  touch "${house}.tmp/.complete"
-  rm -rf "${house}"
-  mv "${house}.tmp" "${house}"
-  log "wheelhouse: $(du -sm "${house}" | cut -f1) MB downloaded in $((SECONDS - t)) s"
-fi
+"${ROOT}/tools/root_wheelhouse.sh" "${house}" "${py}" "${root_glibc}" "${arch}" \
+  "${DIST}==${pin}" scikit-learn cloudpickle mpich==5.0.2 pip
 
 # 3. The user's home for this run (the root stays as cached): the wheel, the example, the job.
 work="$(mktemp -d /var/tmp/tf_hvd-root.XXXXXX)"
