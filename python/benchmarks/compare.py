@@ -116,7 +116,7 @@ def size_label(nbytes):
     return formats.human_bytes(nbytes).replace(" ", "")
 
 
-# the sizes of the allreduce-vs-mpi4py targets (issue 22: every size 64 KiB..256 MiB)
+# the sizes of the allreduce-vs-mpi4py targets (every size 64 KiB..256 MiB)
 CHAIN_TARGET_SIZES = [s for s in allreduce_bench.SIZES if s >= 64 * formats.KiB]
 BOUND_GOAL = targets.GOALS["bound"].goal              # training: tf_hvd / compute bound
 MPI4PY_GOAL = targets.GOALS["chain_vs_mpi4py"].goal   # chain bus bandwidth / best mpi4py
@@ -241,7 +241,7 @@ def extra_ratios(parts):
 
 
 # ---------------------------------------------------------------------------
-# The chain allreduce per size (issue 22, item 2): one compact table
+# The chain allreduce per size: one compact table
 
 
 def _chain_round(ar, nbytes):
@@ -432,7 +432,7 @@ MERGE = {
 
 
 # ---------------------------------------------------------------------------
-# Quick against full (issue 22, item 3)
+# Quick against full: do a --quick run and a full run agree?
 
 
 def spreads_agree(a, b):

@@ -12,7 +12,7 @@ quiet-busy, busy-quiet, ... so drift weighs on both.
 
 Per round and condition: fit / bound (tf_hvd's samples/s over its own bound's, both
 under the same condition); per round: (busy fit / bound) / (quiet fit / bound),
-against the goal >= 0.8 (issue 22, item 4), verdict as in lib/rounds.py. The bound's
+against the goal >= 0.8 (lib/targets.py's CONTENTION_GOAL), verdict as in lib/rounds.py. The bound's
 ranks are counted over the time both were in their timed windows (training_bench.py):
 the busy loop takes its share of that time from the bound as it does from tf_hvd.
 The separate no_allreduce job (two processes that never meet) runs too, for its own

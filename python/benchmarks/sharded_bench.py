@@ -14,7 +14,7 @@ weights, warm-up steps and then timed steps (training_bench's step windows:
 800 for the MLP, 200 for the CNN; a quarter with --quick). Throughput is the
 global batch x timed steps / wall time of those steps on rank 0. The ratio
 sharded / unsharded is taken per round, so drift between rounds stays out of it;
-the verdict is against 0.95 (issue 40).
+the verdict is against 0.95.
 Writes <results>/sharded.json.
 
 With ``--hosts K`` (root) the job runs on K namespace hosts (tools/netns_cluster.py), one

@@ -27,15 +27,15 @@ _ROWS = [
     Goal("chain_vs_mpi4py", "allreduce_chain_{size}_vs_mpi4py[{transport}]",
          "{human_size} allreduce bus bandwidth inside tf.function (chain), tf_hvd/the "
          "strongest plain mpi4py way (kept buffers)", "GB/s", "higher", 1.0, ">=", False,
-         "issue 22, item 2"),
+         "an allreduce at plain MPI's speed at every size, 64 KiB..256 MiB"),
     Goal("memcpy", "busbw_256MiB_vs_memcpy[{transport}]",
          "256 MiB allreduce bus bandwidth inside tf.function (chain), tf_hvd/memcpy of "
          "256 MiB (numpy copyto into a kept buffer)", "GB/s", "higher", 0.5, ">=", False,
-         "issue 22, item 2"),
+         "large allreduces at half the memory-copy speed"),
     Goal("bound", "{mode}_{model}_vs_bound[{transport}]",
          "{what} throughput, {model_upper}, tf_hvd/the compute bound (the same processes "
          "without any allreduce)", "samples/s", "higher", 0.9, ">=", False,
-         "issue 22, item 1"),
+         "training within 10% of the no-communication bound"),
     Goal("fusion_vs_mwms", "fusion_steps_vs_mwms[{transport}]",
          "fusion step rate (200 x 16 KiB + 4 x 4 MiB), tf_hvd/MWMS", "steps/s", "higher",
          3.0, ">=", False, "the first goals"),
@@ -56,7 +56,7 @@ _ROWS = [
 GOALS = collections.OrderedDict((g.key, g) for g in _ROWS)
 
 # Goals of the other drivers, judged the same way (every round must clear them).
-CONTENTION_GOAL = 0.8   # contention.py: (busy fit / bound) / (quiet fit / bound), issue 22, item 4
+CONTENTION_GOAL = 0.8   # contention.py: (busy fit / bound) / (quiet fit / bound): one busy process costs at most 20%
 WHEEL_GOAL = 0.97       # wheel_vs_source.py: source build time / wheel time
 
 
