@@ -8,7 +8,7 @@
 # its time; exits non-zero when any fails.
 #
 #   tools/test_cc_emulated.sh                      # aarch64, bookworm root, the tests below
-#   tools/test_cc_emulated.sh core_test shm_allreduce_test
+#   tools/test_cc_emulated.sh core_test shm_collectives_test
 #
 # GoogleTest for arm64 is bullseye's libgtest-dev (the sysroot's GCC 10), downloaded once into
 # ~/.cache/tf_hvd/floor/gtest-arm64. Bazel's output base is the aarch64 wheels' (under
@@ -22,7 +22,7 @@ TESTS=("$@")
 # Not socket_links_test: it links the layers as shared libraries, and the floor's Gloo is a
 # static library whose symbols are kept out of them (it links into _hvd.so only). Not
 # crypto_library_test: it loads TensorFlow's library.
-(( ${#TESTS[@]} )) || TESTS=(core_test algorithms_test shm_allreduce_test autotune_test
+(( ${#TESTS[@]} )) || TESTS=(core_test algorithms_test shm_collectives_test autotune_test
   entry_checks_test cpu_binding_test subset_transport_test fault_reporter_test
   process_set_table_test background_loop_test transport_choice_test)
 [[ "$(id -u)" == 0 ]] || { log "needs root (namespaces, chroot)"; exit 2; }

@@ -32,7 +32,7 @@ struct Parameters {
   // per-round exchange) keeps retrying, yielding the core, before it sleeps.
   int64_t spin_us = 5000;                              // HOROVOD_SPIN_US
   // Allreduces of at least shm_min_bytes between ranks that all share one host
-  // go through shared memory (shm_allreduce.h) in blocks of shm_slot_bytes.
+  // go through shared memory (shm_collectives.h) in blocks of shm_slot_bytes.
   bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
   int64_t shm_min_bytes = 0;                           // HOROVOD_SHM_MIN_BYTES
   int64_t shm_slot_bytes = 128 * 1024;                 // HOROVOD_SHM_SLOT_BYTES (>= 4096)

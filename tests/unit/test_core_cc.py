@@ -30,7 +30,7 @@ def test_bazel_cc_tests_pass():
     assert res.ok, res.describe(text=res.output[-12000:])
     # Every suite ran (a glob or rule change must not silently drop them).
     passed = re.findall(r"^(//\S+)\s+(?:\(cached\) )?PASSED", res.output, re.M)
-    for target in ("//:core_test", "//:shm_allreduce_test", "//:algorithms_test",
+    for target in ("//:core_test", "//:shm_collectives_test", "//:algorithms_test",
                    "//:subset_transport_test", "//:autotune_test", "//:entry_checks_test",
                    "//:fault_reporter_test", "//:process_set_table_test",
                    "//:background_loop_test", "//:transport_choice_test",

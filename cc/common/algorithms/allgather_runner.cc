@@ -8,7 +8,7 @@
 
 namespace tfhvd {
 
-Status AllgatherRunner::Run(const TopologyLinks* host_links, ShmAllreduce* shm, const void* in,
+Status AllgatherRunner::Run(const TopologyLinks* host_links, ShmCollectives* shm, const void* in,
                             void* out, const std::vector<int64_t>& bytes_per_rank) {
   AllgatherCase c;
   c.ranks = static_cast<int>(bytes_per_rank.size());

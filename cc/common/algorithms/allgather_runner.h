@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cc/common/algorithms/ring_allreduce.h"
-#include "cc/common/algorithms/shm_allreduce.h"
+#include "cc/common/algorithms/shm_collectives.h"
 #include "cc/common/algorithms/topology_links.h"
 #include "cc/common/parameters.h"
 #include "cc/common/transport/transport.h"
@@ -30,7 +30,7 @@ class AllgatherRunner {
   // bytes_per_rank[rank] bytes from in; out receives them all in rank order.
   // shm: the job's shared-memory regions when every rank is on this host,
   // else nullptr.
-  Status Run(const TopologyLinks* host_links, ShmAllreduce* shm, const void* in, void* out,
+  Status Run(const TopologyLinks* host_links, ShmCollectives* shm, const void* in, void* out,
              const std::vector<int64_t>& bytes_per_rank);
 
  private:

@@ -79,7 +79,7 @@ bool AllreduceRunner::TakesSegments(int64_t bytes, ReduceOp op) const {
   return SelectAllreduce(Case(bytes, op), params_) == AllreduceAlgorithm::SHARED_MEMORY;
 }
 
-Status AllreduceRunner::RunSegments(const std::vector<ShmAllreduce::Segment>& segments,
+Status AllreduceRunner::RunSegments(const std::vector<ShmCollectives::Segment>& segments,
                                     DataType dtype, ReduceOp op, double postscale) {
   CountAlgorithm("allreduce", AllreduceAlgorithmName(AllreduceAlgorithm::SHARED_MEMORY));
   return shm_.Allreduce(segments, dtype, op, postscale);

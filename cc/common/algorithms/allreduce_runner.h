@@ -16,7 +16,7 @@
 #include "cc/common/algorithms/hierarchical_allreduce.h"
 #include "cc/common/algorithms/ring_allreduce.h"
 #include "cc/common/algorithms/selection.h"
-#include "cc/common/algorithms/shm_allreduce.h"
+#include "cc/common/algorithms/shm_collectives.h"
 #include "cc/common/algorithms/topology_links.h"
 #include "cc/common/parameters.h"
 #include "cc/common/transport/transport.h"
@@ -61,11 +61,11 @@ class AllreduceRunner {
   bool TakesSegments(int64_t bytes, ReduceOp op) const;
   // The tensors of a fused response reduced as one, each from its input into
   // its output, multiplied by postscale. Only where TakesSegments.
-  Status RunSegments(const std::vector<ShmAllreduce::Segment>& segments, DataType dtype,
+  Status RunSegments(const std::vector<ShmCollectives::Segment>& segments, DataType dtype,
                      ReduceOp op, double postscale);
   // The shared-memory region of every rank when it is mapped (the job on one
   // host), for the negotiation's bit vector; nullptr otherwise.
-  ShmAllreduce* shared_memory() { return shm_.active() ? &shm_ : nullptr; }
+  ShmCollectives* shared_memory() { return shm_.active() ? &shm_ : nullptr; }
 
   // Autotune: hierarchical allreduce on or off from the next allreduce on
   // (every rank switches at the same round). Only takes effect where the
@@ -88,12 +88,12 @@ class AllreduceRunner {
   Transport* transport_;
   Topology topology_;
   Parameters params_;
-  ShmAllreduce shm_;
+  ShmCollectives shm_;
   GatherAllreduce gather_;
   RingAllreduce ring_;
   AdasumAllreduce adasum_;
   TopologyLinks topology_links_;
-  ShmAllreduce local_shm_;  // among this host's ranks, for the hierarchical allreduce
+  ShmCollectives local_shm_;  // among this host's ranks, for the hierarchical allreduce
   HierarchicalAllreduce hierarchical_;
   bool hierarchical_ready_ = false;
 };

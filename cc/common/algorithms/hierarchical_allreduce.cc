@@ -16,7 +16,7 @@ Status HierarchicalAllreduce::Cross(LinkSet& cross, int64_t gather_max_bytes, co
   return cross_ring_.Run(cross, input, output, count, dtype, op);
 }
 
-Status HierarchicalAllreduce::Run(LinkSet& local, LinkSet& cross, ShmAllreduce* local_shm,
+Status HierarchicalAllreduce::Run(LinkSet& local, LinkSet& cross, ShmCollectives* local_shm,
                                   int64_t gather_max_bytes, const void* input, void* output,
                                   int64_t count, DataType dtype, ReduceOp op) {
   const int n = local.size();

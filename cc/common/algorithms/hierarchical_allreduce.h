@@ -21,7 +21,7 @@
 
 #include "cc/common/algorithms/gather_allreduce.h"
 #include "cc/common/algorithms/ring_allreduce.h"
-#include "cc/common/algorithms/shm_allreduce.h"
+#include "cc/common/algorithms/shm_collectives.h"
 #include "cc/common/transport/link_set.h"
 
 namespace tfhvd {
@@ -31,7 +31,7 @@ class HierarchicalAllreduce {
   // local_shm: the shared-memory allreduce among the local ranks, or nullptr.
   // Cross chunks of at most gather_max_bytes go as one gather. input may
   // equal output.
-  Status Run(LinkSet& local, LinkSet& cross, ShmAllreduce* local_shm, int64_t gather_max_bytes,
+  Status Run(LinkSet& local, LinkSet& cross, ShmCollectives* local_shm, int64_t gather_max_bytes,
              const void* input, void* output, int64_t count, DataType dtype, ReduceOp op);
 
  private:

@@ -24,7 +24,7 @@ enum class AllreduceAlgorithm : uint8_t {
   ADASUM,         // adasum_allreduce.h: op=Adasum
   HIERARCHICAL,   // hierarchical_allreduce.h: within hosts, then across
   GATHER,         // gather_allreduce.h: one round, latency-bound sizes
-  SHARED_MEMORY,  // shm_allreduce.h: every rank on this host
+  SHARED_MEMORY,  // shm_collectives.h: every rank on this host
   BACKEND,        // the backend's own allreduce (MPI_Allreduce)
   RING,           // ring_allreduce.h: bandwidth-bound sizes over the links
 };
@@ -49,7 +49,7 @@ AllreduceAlgorithm SelectAllreduce(const AllreduceCase& c, const Parameters& kno
 // The allgather's table (HOROVOD_HIERARCHICAL_ALLGATHER), the same way.
 enum class AllgatherAlgorithm : uint8_t {
   HIERARCHICAL,   // hierarchical_allgather.h: across hosts, then within hosts
-  SHARED_MEMORY,  // shm_allreduce.h: every rank on this host
+  SHARED_MEMORY,  // shm_collectives.h: every rank on this host
   RING,           // ring_allreduce.h's allgather over the links
   BACKEND,        // the transport's allgather (MPI_Allgatherv)
 };

@@ -1,4 +1,4 @@
-// The copies of the shared-memory collectives (shm_allreduce.h): stores that
+// The copies of the shared-memory collectives (shm_collectives.h): stores that
 // bypass the cache for outputs too large to stay in it, and cache-line
 // flushes for readers on hosts where rewriting lines a peer just read is slow
 // (shm_flush_policy.h).

@@ -1,15 +1,16 @@
 // Whether the shared-memory allreduce's readers flush the slot lines they read.
 //
 // A rank rewrites its slots one block after its peers read them. Where the
-// host keeps the two vCPUs "far" apart (a line's round trip 370-430 ns instead
-// of 90-130), taking each line back from the reader's cache ran at 7.5-8.3
-// GB/s against 53-59 near; when the reader flushes (clflushopt) what it read,
-// the rewrite goes to memory instead: one round of 1 MiB read and rewritten
-// took ~78 us either way, against ~37 us near and ~150 us far without the
-// flush (python/benchmarks/overwrite_probe.c, docs/performance.md). The host
-// moves the vCPUs between the two every few minutes, so neither choice is
-// right for a whole job: rank 0 times its blocks both ways and keeps the
-// cheaper, trying the other for a few blocks of every kPeriod.
+// host keeps the two vCPUs "far" apart (a cache line's round trip several
+// times the near one's), taking each line back from the reader's cache is
+// many times slower than near; when the reader flushes (clflushopt) what it
+// read, the rewrite goes to memory instead, which costs the same on either
+// placement: about half of the far cost, about twice the near one (the
+// figures: docs/performance.md, "Figures behind the core's defaults";
+// python/benchmarks/overwrite_probe.c measures them). The host moves the
+// vCPUs between the two every few minutes, so neither choice is right for a
+// whole job: rank 0 times its blocks both ways and keeps the cheaper, trying
+// the other for a few blocks of every kPeriod.
 //
 //   ShmFlushPolicy policy(ShmFlushPolicy::Mode::kAuto);
 //   bool flush = policy.Choose(block);        // rank 0, at the start of a block

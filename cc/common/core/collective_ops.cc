@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "cc/common/kernels/reduce_kernels.h"
-#include "cc/common/algorithms/shm_allreduce.h"
+#include "cc/common/algorithms/shm_collectives.h"
 #include "cc/common/timeline/timeline.h"
 
 namespace tfhvd {
@@ -143,7 +143,7 @@ Status CollectiveOps::AllreduceSegments(const Response& r,
     identity = static_cast<char*>(fusion_.Get(absent_bytes + 1));
     FillIdentity(r.dtype, r.reduce_op, identity, absent_bytes / elem);
   }
-  std::vector<ShmAllreduce::Segment> segments;
+  std::vector<ShmCollectives::Segment> segments;
   segments.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     if (present[i]) {

@@ -7,7 +7,7 @@
 #include <limits.h>
 #include <unistd.h>
 
-#include "cc/common/algorithms/shm_allreduce.h"
+#include "cc/common/algorithms/shm_collectives.h"
 #include "cc/common/transport/link_collectives.h"
 #include "cc/common/negotiation/entry_checks.h"
 #include "cc/common/logging.h"
@@ -128,10 +128,10 @@ Status ProcessSet::Open() {
   Status s = allreduce->Open();
   // One host: the negotiation's bit vector goes through the shared-memory
   // region too (a vector too long for it, through the transport).
-  if (ShmAllreduce* shm = s.ok() ? allreduce->shared_memory() : nullptr) {
+  if (ShmCollectives* shm = s.ok() ? allreduce->shared_memory() : nullptr) {
     Transport* t = transport;
     controller->SetBitExchange([shm, t](uint64_t* words, size_t n) {
-      return n <= ShmAllreduce::kMaxOrWords ? shm->OrWords(words, n) : t->BitwiseOr(words, n);
+      return n <= ShmCollectives::kMaxOrWords ? shm->OrWords(words, n) : t->BitwiseOr(words, n);
     });
   }
   if (s.ok() && id != 0) {

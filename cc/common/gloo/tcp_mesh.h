@@ -3,8 +3,9 @@
 // (cc/common/transport/links.h) of HOROVOD_GLOO_LINKS=mesh.
 //
 // Gloo's TCP device hands every message to its own event-loop thread and back
-// through a condition variable: two thread wake-ups per message, ~140 us per
-// hop on a busy 2-core host. The per-cycle negotiation and small allreduces are
+// through a condition variable: two thread wake-ups per message, which on a
+// busy host cost more than the message itself (docs/performance.md, "Gloo's
+// links"). The per-cycle negotiation and small allreduces are
 // latency-bound, so they go over these sockets instead: one blocking poll and
 // read per message. Connections are set up through the job's rendezvous store
 // and every connecting rank proves it belongs to the job with a token derived

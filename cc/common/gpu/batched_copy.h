@@ -1,7 +1,7 @@
 // Many device-to-device copies in one kernel launch: a fused response's copies
-// into and out of the device fusion buffer. One cudaMemcpyAsync costs the host
-// about 3.5 us a call on an H100 machine, so a group of 32 tensors spent some
-// 220 us of its ~500 us launching 64 copies (docs/gpu.md); a launch copies up
+// into and out of the device fusion buffer. Every cudaMemcpyAsync costs the
+// host microseconds, so a fused group of a few dozen tensors spent about half
+// its time launching copies (the figures: docs/gpu.md); a launch copies up
 // to kMaxRanges ranges. The kernel is compiled at first use with NVRTC
 // (runtime_compiler.h); without NVRTC, Get fails and the caller copies range
 // by range. HOROVOD_BATCH_D2D_MEMCOPIES=0 keeps the per-range copies.

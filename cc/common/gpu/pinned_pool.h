@@ -1,7 +1,8 @@
 // Page-locked host memory for host staging, kept for reuse. A copy between the
 // device and pageable memory goes through the driver's own bounce buffers, and
-// a fresh host buffer per op is zero-filled and page-faulted each time: on an
-// H100 that held a staged 256 MiB allreduce at 0.7 GB/s (tests/gpu/README.md).
+// a fresh host buffer per op is zero-filled and page-faulted each time: a
+// staged allreduce ran several times slower that way (the figures:
+// docs/gpu.md, "Host staging uses page-locked blocks").
 // Blocks are rounded up to a power of two so that steps of the same shapes
 // reuse them; freed blocks stay cached up to a bound.
 //

@@ -1,18 +1,21 @@
-// Allreduce between ranks of one host through shared memory.
+// The collectives between ranks of one host through shared memory: the
+// allreduce (one tensor, or a fused response's tensors straight from their
+// inputs into their outputs), the reduce-scatter, the allgather, and the
+// negotiation's bit vector (OrWords), so that on one host a cached
+// collective needs no transport round trip at all.
 //
 // Over loopback TCP a rank's data is copied into the kernel and out again,
-// and the socket caps a 2-core host at ~1.75 GB/s per direction. Here every
-// rank maps every other rank's region: two small slots used in turn and a
-// header of progress counters. Slots are small (128 KiB by default) so that a
+// and the socket caps a small host's bandwidth. Here every rank maps every
+// other rank's region: two small slots used in turn and a header of progress
+// counters (shm_layout.h). Slots are small (HOROVOD_SHM_SLOT_BYTES) so that a
 // rank's two and the two it reads from a peer stay in a core's L2: on a
 // shared host, lines left alone for a few milliseconds (between training
-// steps) leave the caches, and a copy into them runs 3-4x slower; a call
-// then finds only its first two blocks' slots cold.
+// steps) leave the caches, and a copy into them runs several times slower
+// (docs/performance.md, "Figures behind the core's defaults"); a call then
+// finds only its first two blocks' slots cold.
 //
-// The region also carries the negotiation's bit vector (OrWords), so that on
-// one host a cached collective needs no transport round trip at all.
-//
-// Per block (at most slot_bytes per rank), rank r owns chunk r:
+// Per block (at most slot_bytes per rank), rank r owns chunk r
+// (shm_block.cc):
 //   1. wait until every peer has finished the block that last used this slot;
 //      copy the chunks other ranks own from the input into r's slot;
 //      publish "staged";
@@ -30,15 +33,15 @@
 // into the slice's owner's output only, the allgather only step 3 (each
 // rank's part is final: copied into its slot, then out by the others). Each
 // moves half of what the allreduce moves.
-// Ranks wait on each other's counters in shared memory (spinning briefly,
-// then sleeping on a futex that the publisher wakes; never sched_yield, which
-// on a busy machine hands the core away for a whole time slice), not on a
-// transport barrier per block: a 256 MiB allreduce takes hundreds of blocks.
-// A call needs no transport barrier either: every rank reaches it through the
-// same negotiated response.
+// Ranks wait on each other's counters in shared memory (shm_sync.cc:
+// spinning briefly, then sleeping on a futex that the publisher wakes; never
+// sched_yield, which on a busy machine hands the core away for a whole time
+// slice), not on a transport barrier per block: a large allreduce takes
+// hundreds of blocks. A call needs no transport barrier either: every rank
+// reaches it through the same negotiated response.
 // A peer that dies in the middle of a call is seen by its process id, and one
 // that makes no progress for a minute is reported, naming the rank. Large
-// allreduces write their output with non-temporal stores: it is not read
+// collectives write their output with non-temporal stores: it is not read
 // again soon and does not fit in the cache, and the stores skip reading every
 // output line first.
 //
@@ -62,8 +65,12 @@
 // The transport-backed algorithms, for comparison: the gather reads D and
 // writes n*D into a gather buffer (then reduces it into the output), the ring
 // reads and writes 2(n-1)/n D through sockets (each a kernel copy in and out).
-#ifndef TFHVD_COMMON_ALGORITHMS_SHM_ALLREDUCE_H_
-#define TFHVD_COMMON_ALGORITHMS_SHM_ALLREDUCE_H_
+//
+//   ShmCollectives shm;
+//   Status s = shm.OpenIfSingleHost(rank, size, local_size, params, allgather, "the ring");
+//   if (s.ok() && shm.active()) s = shm.Allreduce(in, out, n, dtype, ReduceOp::SUM);
+#ifndef TFHVD_COMMON_ALGORITHMS_SHM_COLLECTIVES_H_
+#define TFHVD_COMMON_ALGORITHMS_SHM_COLLECTIVES_H_
 
 #include <chrono>
 #include <cstddef>
@@ -78,16 +85,18 @@
 
 namespace tfhvd {
 
-class ShmAllreduce {
+struct ShmHeader;  // shm_layout.h
+
+class ShmCollectives {
  public:
   // Collects every rank's string (in rank order) on every rank.
   using AllgatherStrings =
       std::function<Status(const std::string& mine, std::vector<std::string>* all)>;
 
-  ShmAllreduce() = default;
-  ~ShmAllreduce();
-  ShmAllreduce(const ShmAllreduce&) = delete;
-  ShmAllreduce& operator=(const ShmAllreduce&) = delete;
+  ShmCollectives() = default;
+  ~ShmCollectives();
+  ShmCollectives(const ShmCollectives&) = delete;
+  ShmCollectives& operator=(const ShmCollectives&) = delete;
 
   // Collective: every rank of the job calls it, all on one host. Maps the
   // regions; if any rank cannot (no /dev/shm, no space), no rank uses shared
@@ -144,7 +153,6 @@ class ShmAllreduce {
   Status OrWords(uint64_t* words, size_t n);
 
  private:
-  struct Header;
   class Span;
   // A block's steps: the allreduce runs all three (stage, reduce, copy
   // out), the reduce-scatter the first two, the allgather the last (each
@@ -167,7 +175,7 @@ class ShmAllreduce {
   Status WaitFor(int which, uint64_t target, int peer = -1, bool stall_limit = true);
   // Stores counter `which` of this rank and wakes the peers asleep on it.
   void Publish(int which, uint64_t value);
-  Header* header(size_t r) const;
+  ShmHeader* header(size_t r) const;
   char* slot(size_t r, uint64_t block) const;
   size_t region_bytes() const;
 
@@ -184,4 +192,4 @@ class ShmAllreduce {
 
 }  // namespace tfhvd
 
-#endif  // TFHVD_COMMON_ALGORITHMS_SHM_ALLREDUCE_H_
+#endif  // TFHVD_COMMON_ALGORITHMS_SHM_COLLECTIVES_H_

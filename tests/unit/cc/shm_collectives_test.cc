@@ -1,4 +1,4 @@
-// Unit test of the shared-memory allreduce (cc/common/algorithms/shm_allreduce.h): ranks
+// Unit test of the shared-memory collectives (cc/common/algorithms/shm_collectives.h): ranks
 // are threads of this process, each with its own mapping of every region, so
 // the real shm_open/mmap path runs. Checks exact sums and maxima for several
 // dtypes, rank counts, sizes spanning many blocks, in place and not; identical
@@ -6,7 +6,7 @@
 // returned, not swallowed; several tensors reduced as one without a fusion
 // buffer.
 // GoogleTest (its assertions are thread-safe, so rank threads use EXPECT_* directly):
-//   bazel test //:shm_allreduce_test
+//   bazel test //:shm_collectives_test
 #include <dirent.h>
 
 #include <chrono>
@@ -21,7 +21,7 @@
 #include "gtest/gtest.h"
 
 #include "cc/common/half.h"
-#include "cc/common/algorithms/shm_allreduce.h"
+#include "cc/common/algorithms/shm_collectives.h"
 #include "cc/common/kernels/reduce_kernels.h"
 
 using namespace tfhvd;
@@ -77,14 +77,14 @@ int CountShmNames() {
   return count;
 }
 
-// Runs body(rank, shm) on `size` threads, each with an opened ShmAllreduce.
+// Runs body(rank, shm) on `size` threads, each with an opened ShmCollectives.
 template <typename Body>
 void RunRanks(int size, size_t slot_bytes, Body body) {
   ThreadGroup group(size);
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      ShmAllreduce shm;
+      ShmCollectives shm;
       std::string reason;
       Status s = shm.Open(
           r, size, slot_bytes,
@@ -108,7 +108,7 @@ template <typename T, typename ToT>
 void TestExact(DataType dtype, ToT to_t, double (*to_d)(T)) {
   for (int size : {2, 3, 4}) {
     for (size_t count : {size_t{1}, size_t{5}, size_t{1000}, size_t{100003}}) {
-      RunRanks(size, 4096, [&](int r, ShmAllreduce& shm) {
+      RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
         std::vector<T> in(count), out(count, to_t(-1));
         for (size_t i = 0; i < count; ++i) in[i] = to_t(static_cast<double>((i % 13) + r));
         const double rank_sum = size * (size - 1) / 2.0;
@@ -142,11 +142,11 @@ double F16(uint16_t x) { return HalfToFloat(x); }
 double BF16(uint16_t x) { return BFloat16ToFloat(x); }
 
 // Inexact float sums: every rank must end with the same bits.
-TEST(ShmAllreduce, InexactFloatSumsHaveTheSameBitsOnEveryRank) {
+TEST(ShmCollectives, InexactFloatSumsHaveTheSameBitsOnEveryRank) {
   const int size = 3;
   const size_t count = 50001;
   std::vector<std::vector<float>> results(size);
-  RunRanks(size, 8192, [&](int r, ShmAllreduce& shm) {
+  RunRanks(size, 8192, [&](int r, ShmCollectives& shm) {
     std::vector<float> in(count);
     uint32_t seed = 17u + static_cast<uint32_t>(r);
     for (float& x : in) {
@@ -166,12 +166,12 @@ TEST(ShmAllreduce, InexactFloatSumsHaveTheSameBitsOnEveryRank) {
 // Several tensors reduced as one, straight from their inputs into their
 // outputs (some in place, one empty, sizes that cut across blocks and
 // chunks): each gets the exact sum, as the concatenation would.
-TEST(ShmAllreduce, SeveralTensorsReducedAsOneWithoutAFusionBuffer) {
+TEST(ShmCollectives, SeveralTensorsReducedAsOneWithoutAFusionBuffer) {
   const std::vector<size_t> sizes = {3, 0, 1000, 1, 4096, 777, 20000};
   for (int size : {2, 3}) {
-    RunRanks(size, 4096, [&](int r, ShmAllreduce& shm) {
+    RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
       std::vector<std::vector<int32_t>> in(sizes.size()), out(sizes.size());
-      std::vector<ShmAllreduce::Segment> segments;
+      std::vector<ShmCollectives::Segment> segments;
       for (size_t t = 0; t < sizes.size(); ++t) {
         in[t].resize(sizes[t]);
         out[t].assign(sizes[t], -1);
@@ -203,9 +203,9 @@ template <typename T>
 void TestPostscale(DataType dtype, double factor) {
   const std::vector<size_t> sizes = {5, 0, 3000, 9001};
   for (int size : {2, 3}) {
-    RunRanks(size, 4096, [&](int r, ShmAllreduce& shm) {
+    RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
       std::vector<std::vector<T>> in(sizes.size()), expect(sizes.size()), out(sizes.size());
-      std::vector<ShmAllreduce::Segment> plain, scaled;
+      std::vector<ShmCollectives::Segment> plain, scaled;
       for (size_t t = 0; t < sizes.size(); ++t) {
         in[t].resize(sizes[t]);
         uint32_t seed = 101u * static_cast<uint32_t>(t) + 7u * static_cast<uint32_t>(r);
@@ -234,7 +234,7 @@ void TestPostscale(DataType dtype, double factor) {
 // Reduce-scatter over uneven slices (one rank's empty, slices spanning many
 // blocks): each rank gets the exact sum of its slice, scaled, and nothing
 // else is written; the allgather then puts every rank's part in every output.
-TEST(ShmAllreduce, ReduceScatterAndAllgatherOfUnevenSlices) {
+TEST(ShmCollectives, ReduceScatterAndAllgatherOfUnevenSlices) {
   for (int size : {2, 3, 4}) {
     for (int64_t rows : {int64_t{1}, int64_t{5}, int64_t{1000}, int64_t{100003}}) {
       const RowSplit split{rows, size};
@@ -245,7 +245,7 @@ TEST(ShmAllreduce, ReduceScatterAndAllgatherOfUnevenSlices) {
         counts[static_cast<size_t>(q)] = split.rows(q);
         bytes[static_cast<size_t>(q)] = split.rows(q) * 4;
       }
-      RunRanks(size, 4096, [&](int r, ShmAllreduce& shm) {
+      RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
         const size_t n = static_cast<size_t>(rows), q = static_cast<size_t>(r);
         std::vector<int32_t> in(n);
         for (size_t i = 0; i < n; ++i) in[i] = static_cast<int32_t>(i % 13) + r;
@@ -281,7 +281,7 @@ TEST(ShmAllreduce, ReduceScatterAndAllgatherOfUnevenSlices) {
   }
 }
 
-TEST(ShmAllreduce, PostscaleInsideEqualsSumThenScale) {
+TEST(ShmCollectives, PostscaleInsideEqualsSumThenScale) {
   TestPostscale<float>(DataType::FLOAT32, 1.0 / 3.0);
   TestPostscale<float>(DataType::FLOAT32, 0.5);
   TestPostscale<double>(DataType::FLOAT64, 0.1);
@@ -292,9 +292,9 @@ TEST(ShmAllreduce, PostscaleInsideEqualsSumThenScale) {
 // The negotiation's bit vector: every rank gets the OR of all ranks' words,
 // round after round (both buffers reused many times), whether a peer is
 // already there (spin) or arrives milliseconds later (futex sleep).
-TEST(ShmAllreduce, OrWordsIsTheOrOfEveryRanksWords) {
+TEST(ShmCollectives, OrWordsIsTheOrOfEveryRanksWords) {
   for (int size : {2, 3}) {
-    RunRanks(size, 4096, [&](int r, ShmAllreduce& shm) {
+    RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
       for (uint64_t round = 0; round < 300; ++round) {
         const size_t n = 1 + round % 7;
         std::vector<uint64_t> words(n);
@@ -323,9 +323,9 @@ TEST(ShmAllreduce, OrWordsIsTheOrOfEveryRanksWords) {
   }
 }
 
-TEST(ShmAllreduce, OrWordsRefusesMoreWordsThanItsBuffer) {
-  RunRanks(2, 4096, [&](int, ShmAllreduce& shm) {
-    std::vector<uint64_t> words(ShmAllreduce::kMaxOrWords + 1, 0);
+TEST(ShmCollectives, OrWordsRefusesMoreWordsThanItsBuffer) {
+  RunRanks(2, 4096, [&](int, ShmCollectives& shm) {
+    std::vector<uint64_t> words(ShmCollectives::kMaxOrWords + 1, 0);
     Status s = shm.OrWords(words.data(), words.size());
     EXPECT_FALSE(s.ok());
     EXPECT_EQ(s.message(), "OrWords: 501 words, at most 500");
@@ -334,10 +334,10 @@ TEST(ShmAllreduce, OrWordsRefusesMoreWordsThanItsBuffer) {
 
 // Readers flushing what they read (forced on) changes speed only: exact sums and maxima
 // over many blocks, at 2 and 3 ranks, in place and not.
-TEST(ShmAllreduce, ReadersFlushingGiveTheSameResults) {
+TEST(ShmCollectives, ReadersFlushingGiveTheSameResults) {
   for (int size : {2, 3}) {
     for (size_t count : {size_t{7}, size_t{100003}}) {
-      RunRanks(size, 4096, [&](int r, ShmAllreduce& shm) {
+      RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
         shm.SetReaderFlush(ShmFlushPolicy::Mode::kAlways);
         std::vector<float> in(count), out(count, -1);
         for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i % 13) + r);
@@ -405,7 +405,7 @@ TEST(ShmFlushPolicy, AutoKeepsTheCheaperWayAndTriesTheOther) {
   EXPECT_FALSE(p.preferred());
 }
 
-TEST(ShmAllreduce, ExactSumsAndMaximaForEveryDtype) {
+TEST(ShmCollectives, ExactSumsAndMaximaForEveryDtype) {
   TestExact<float>(DataType::FLOAT32, [](double d) { return static_cast<float>(d); }, F32);
   TestExact<double>(DataType::FLOAT64, [](double d) { return d; }, F64);
   TestExact<int32_t>(DataType::INT32, [](double d) { return static_cast<int32_t>(d); }, I32);

@@ -1,0 +1,137 @@
+// The shared-memory collectives' waits and wake-ups (shm_collectives.h): a
+// rank publishes its progress counters and wakes the peers asleep on them, and
+// waits for its peers' counters; the negotiation's bit vector (OrWords) rides
+// on the same counters.
+#include <errno.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "cc/common/algorithms/shm_collectives.h"
+#include "cc/common/algorithms/shm_layout.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tfhvd {
+
+namespace {
+
+using shm::kHeaderBytes;
+using shm::kOrBufferBytes;
+using shm::kRounds;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kNoProgressLimit = std::chrono::seconds(60);
+
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+}  // namespace
+
+Status ShmCollectives::WaitFor(int which, uint64_t target, int peer, bool stall_limit) {
+  for (size_t r = 0; r < static_cast<size_t>(size_); ++r) {
+    if (static_cast<int>(r) == rank_ || (peer >= 0 && static_cast<int>(r) != peer)) continue;
+    ShmHeader* h = header(r);
+    auto reached = [&] {
+      return h->counters[which].value.load(std::memory_order_acquire) >= target;
+    };
+    if (reached()) continue;
+    // Spin briefly (the peer is usually a few microseconds behind), then
+    // sleep on the peer's futex until it publishes: a sleeper that is woken
+    // preempts whatever else runs on its core at once.
+    const auto start = Clock::now();
+    const auto spin_until = start + spin_;
+    while (!reached() && Clock::now() < spin_until) {
+      for (int i = 0; i < 64; ++i) CpuRelax();
+    }
+    uint64_t last_seen = h->counters[which].value.load(std::memory_order_relaxed);
+    auto last_progress = start;
+    while (!reached()) {
+      h->sleepers.fetch_add(1, std::memory_order_seq_cst);
+      const uint32_t event = h->events.load(std::memory_order_seq_cst);
+      if (!reached()) {
+        // Woken by the peer's next publish, or after 100 ms to check on it.
+        struct timespec nap = {0, 100 * 1000 * 1000};
+        syscall(SYS_futex, &h->events, FUTEX_WAIT, event, &nap, nullptr, 0);
+      }
+      h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      if (reached()) break;
+      const auto now = Clock::now();
+      const int32_t pid = h->pid;
+      if (kill(pid, 0) != 0 && errno == ESRCH) {
+        return Status::Unavailable("rank " + std::to_string(r) + " (pid " +
+                                   std::to_string(pid) + ") exited during " +
+                                   (which == kRounds ? "negotiation"
+                                                     : "a shared-memory allreduce") +
+                                   ": a rank may have exited or crashed, or stopped after "
+                                   "another rank's failure")
+            .WithPeer(static_cast<int>(r));
+      }
+      const uint64_t seen = h->counters[which].value.load(std::memory_order_relaxed);
+      if (seen != last_seen) {
+        last_seen = seen;
+        last_progress = now;
+      } else if (stall_limit && now - last_progress > kNoProgressLimit) {
+        return Status::Unavailable(
+            "no progress with rank " + std::to_string(r) + " for " +
+            std::to_string(kNoProgressLimit.count()) +
+            " s in a shared-memory allreduce: that rank is stalled")
+            .WithPeer(static_cast<int>(r));
+      }
+    }
+  }
+  return Status();
+}
+
+Status ShmCollectives::OrWords(uint64_t* words, size_t n) {
+  if (n > kMaxOrWords) {
+    return Status::InvalidArgument("OrWords: " + std::to_string(n) + " words, at most " +
+                                   std::to_string(kMaxOrWords));
+  }
+  const size_t me = static_cast<size_t>(rank_);
+  const uint64_t round = ++rounds_done_;
+  auto buffer = [&](size_t r) {
+    return reinterpret_cast<uint64_t*>(regions_[r] + kHeaderBytes + (round % 2) * kOrBufferBytes);
+  };
+  std::memcpy(buffer(me), words, n * sizeof(uint64_t));
+  Publish(kRounds, round);
+  for (size_t r = 0; r < static_cast<size_t>(size_); ++r) {
+    if (r == me) continue;
+    // Rounds grow by one per call on every rank, and a peer cannot finish the
+    // next round without this rank: it is at most one round ahead. A peer may
+    // idle for its whole poll interval: no stall limit here.
+    Status s = WaitFor(kRounds, round, static_cast<int>(r), /*stall_limit=*/false);
+    if (!s.ok()) return s;
+    const uint64_t* theirs = buffer(r);
+    for (size_t i = 0; i < n; ++i) words[i] |= theirs[i];
+  }
+  return Status();
+}
+
+void ShmCollectives::Publish(int which, uint64_t value) {
+  ShmHeader* mine = header(static_cast<size_t>(rank_));
+  mine->counters[which].value.store(value, std::memory_order_seq_cst);
+  mine->events.fetch_add(1, std::memory_order_seq_cst);
+  // A peer that registered as a sleeper before the bump is woken here; one
+  // that registers after it reads the new value before sleeping (every step
+  // on both sides is seq_cst, so one of the two always sees the other).
+  if (mine->sleepers.load(std::memory_order_seq_cst) != 0) {
+    syscall(SYS_futex, &mine->events, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+  }
+}
+
+}  // namespace tfhvd
