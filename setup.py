@@ -96,7 +96,9 @@ setup(
     python_requires=">=3.9",
     # tensorflow is the user's to choose (CPU or and-cuda); objects travel with cloudpickle.
     install_requires=["cloudpickle"],
-    extras_require=dict(TF_EXTRAS, ray=["ray[train]"]),
+    # horovod: Horovod's import names and horovodrun (horovod_names/), never by default.
+    extras_require=dict(TF_EXTRAS, ray=["ray[train]"],
+                        horovod=["tf-hvd-horovod==%s" % VERSION]),
     packages=find_packages(where=ROOT, include=["tf_hvd", "tf_hvd.*"]),
     ext_modules=[Extension("tf_hvd._hvd", sources=[])],
     cmdclass={"build_ext": BazelBuildExt},

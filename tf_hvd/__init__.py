@@ -55,7 +55,7 @@ _LAZY_EXPORTS = {"SyncBatchNormalization": "tf_hvd.sync_batch_norm"}
 # Submodules reachable as attributes (``hvd.elastic.run``), as in Horovod.
 _SUBMODULES = ("elastic", "keras", "runner", "optimizer", "tape", "hooks",
                "gradient_aggregation", "allreduce_grads", "basics", "topology", "ops",
-               "compression", "functions", "process_sets", "reduce_ops")
+               "compression", "functions", "process_sets", "reduce_ops", "mpi_ops")
 
 _state = {"done": False}
 

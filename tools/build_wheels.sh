@@ -92,6 +92,10 @@ for tf in "${tfs[@]}"; do
     log "cp${py/./} TensorFlow ${tf}${ARCH_ARGS[@]+ ${ARCH}}: $(( SECONDS - start )) s"
   done
 done
+# The opt-in Horovod import names (horovod_names/, docs/horovod-names.md): one pure-Python
+# wheel for every Python and architecture, the extra tf_hvd[horovod].
+(( VENVS_ONLY )) || "${TF_HVD_VENV:-${HOME:-/root}/.venvs/tf_hvd}/bin/python" -m pip wheel -q \
+  --no-deps --no-build-isolation -w "${OUT}" "${ROOT}/horovod_names" >&2
 wheels=("${OUT}"/tf_hvd-*.whl)
 (( ${#ARCH_ARGS[@]} )) && wheels=("${OUT}"/tf_hvd-*_"${ARCH}".whl)
 (( VENVS_ONLY )) || "${TF_HVD_VENV:-${HOME:-/root}/.venvs/tf_hvd}/bin/python" \

@@ -205,3 +205,40 @@ def test_positional_calls_mean_what_they_mean_in_horovod():
     opt = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.1), None,
                                    False, "", "", hvd.Compression.none, False, 3)
     assert opt._agg_helper is not None and opt._agg_helper.backward_passes_per_step == 3
+
+
+# hvd.mpi_ops (horovod/tensorflow/mpi_ops.py of 0.28): the raw ops that code written for
+# Horovod calls there.
+HOROVOD_0_28_MPI_OPS = {
+    "_allreduce": [("tensor", REQUIRED), ("name", None), ("op", hvd.Sum),
+                   ("prescale_factor", 1.0), ("postscale_factor", 1.0),
+                   ("ignore_name_scope", False), ("process_set", GPS)],
+    "_grouped_allreduce": [("tensors", REQUIRED), ("name", None), ("op", hvd.Sum),
+                           ("prescale_factor", 1.0), ("postscale_factor", 1.0),
+                           ("ignore_name_scope", False), ("process_set", GPS)],
+    "allgather": [("tensor", REQUIRED)] + _COLLECTIVE_OPT,
+    "grouped_allgather": [("tensors", REQUIRED)] + _COLLECTIVE_OPT,
+    "broadcast": [("tensor", REQUIRED), ("root_rank", REQUIRED)] + _COLLECTIVE_OPT,
+    "alltoall": [("tensor", REQUIRED), ("splits", None)] + _COLLECTIVE_OPT,
+    "_reducescatter": [("tensor", REQUIRED), ("name", None), ("op", hvd.Sum),
+                       ("ignore_name_scope", False), ("process_set", GPS),
+                       ("prescale_factor", 1.0), ("postscale_factor", 1.0)],
+    "_grouped_reducescatter": [("tensors", REQUIRED), ("name", None), ("op", hvd.Sum),
+                               ("ignore_name_scope", False), ("process_set", GPS),
+                               ("prescale_factor", 1.0), ("postscale_factor", 1.0)],
+    "size_op": [("process_set_id", 0), ("name", None)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOROVOD_0_28_MPI_OPS))
+def test_mpi_ops_signature_matches_horovod(name):
+    fn = getattr(hvd.mpi_ops, name)
+    horovod = HOROVOD_0_28_MPI_OPS[name]
+    params = inspect.signature(fn).parameters
+    assert list(params) == [n for n, _ in horovod], name
+    for pname, default in horovod:
+        if default is GPS:  # the global set, as Horovod's object or tf_hvd's None
+            got = params[pname].default
+            assert got is None or got is hvd.global_process_set, (name, pname, got)
+        elif default is not REQUIRED:
+            assert params[pname].default == default, (name, pname, params[pname].default)
