@@ -22,30 +22,17 @@ weights computed here with numpy.
 import json
 import os
 import re
-import sys
 import time
 
 import numpy as np
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+from jobrunner import PYTHON, REPO, job_env, run
 
-import netns_cluster  # noqa: E402
-from jobrunner import PYTHON, REPO, job_env, run  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 WORKER = os.path.join(HERE, "fault_workers", "elastic_tf2_epochs.py")
 EPOCHS, BATCHES, GLOBAL_BATCH, LR = 3, 3, 8, 0.1
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    reason = netns_cluster.Cluster.available()
-    if reason:
-        pytest.skip("no namespace cluster: %s" % reason)
-    c = netns_cluster.Cluster(2, name="tfhe%d" % (os.getpid() % 1000))
-    with c:
-        yield c
 
 
 def expected_weights():

@@ -28,16 +28,11 @@ Commits never go backwards across each job.
 import json
 import os
 import re
-import sys
 import time
 
-import pytest
+from jobrunner import PYTHON, REPO, job_env, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
-
-import netns_cluster  # noqa: E402
-from jobrunner import PYTHON, REPO, job_env, run  # noqa: E402
 
 WORKER = os.path.join(HERE, "fault_workers", "horovod_elastic_epochs.py")
 FLAGS = ["-np", "2", "--min-np", "2", "--max-np", "4"]
@@ -50,16 +45,6 @@ LOG=$D/log.jsonl
 epoch=0
 [ -f $LOG ] && epoch=$(wc -l < $LOG | tr -d ' ')
 """
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    reason = netns_cluster.Cluster.available()
-    if reason:
-        pytest.skip("no namespace cluster: %s" % reason)
-    c = netns_cluster.Cluster(2, name="tfes%d" % (os.getpid() % 1000))
-    with c:
-        yield c
 
 
 def _job(cluster, tmp_path, script, worker_args=(), timeout=150):

@@ -24,16 +24,15 @@ import json
 import os
 import re
 import shutil
-import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+from jobrunner import PYTHON, REPO, base_env, run
+from namespace_hosts import namespace_cluster, netns_cluster
 
-import k8s_examples  # noqa: E402
-import netns_cluster  # noqa: E402
-from jobrunner import PYTHON, REPO, base_env, run  # noqa: E402
+import k8s_examples  # noqa: E402 (tools/, which namespace_hosts puts on sys.path)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 WORKER = os.path.join(HERE, "workers", "engine_checks.py")
 TIMEOUT = 240
@@ -41,11 +40,7 @@ TIMEOUT = 240
 
 @pytest.fixture(scope="module")
 def pods(tmp_path_factory):
-    reason = netns_cluster.Cluster.available()
-    if reason:
-        pytest.skip("no namespace cluster: %s" % reason)
-    c = netns_cluster.Cluster(3, name="tfk%d" % (os.getpid() % 1000))
-    with c:
+    with namespace_cluster(3, __name__) as c:
         # The operator's ssh Secret, and an image's ssh config that trusts any host key.
         d = tmp_path_factory.mktemp("launcher")
         ssh = d / "ssh"

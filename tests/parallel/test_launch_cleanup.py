@@ -21,11 +21,7 @@ import psutil
 import pytest
 
 from jobrunner import PYTHON, REPO, clean_env, job_env, run
-# The namespace cluster (a module fixture, skipped without one) and its leftover check;
-# test_multihost also puts tools/ on sys.path.
-from test_multihost import _leftovers, cluster  # noqa: F401
-
-import netns_cluster  # noqa: E402
+from namespace_hosts import leftovers, netns_cluster
 
 RANK = r'''
 import os, subprocess, sys, time
@@ -81,18 +77,18 @@ def test_mpi_launch_with_a_name_the_workers_resolve_wrongly(cluster):
     assert 'unable to connect from "h2" to "ghost" (Connection refused)' in res.output, \
         res.describe()
     assert not res.survivors, res.describe()
-    left = _leftovers(cluster, ())
+    left = leftovers(cluster)
     deadline = time.monotonic() + 10
     while left and time.monotonic() < deadline:
         time.sleep(0.2)
-        left = _leftovers(cluster, ())
+        left = leftovers(cluster)
     assert not left, "left on the hosts: %s\n%s" % (left, res.describe())
     res = run(cluster.exec_argv("h1", base + ["--network-interfaces", "eth0"] + program), 90,
               env=job_env(), cwd=REPO)
     assert res.ok, res.describe()
     assert sorted(l for l in res.output.splitlines() if "<stdout>" in l) == [
         "[0]<stdout>:rank 0 ran", "[1]<stdout>:rank 1 ran"], res.describe()
-    assert not _leftovers(cluster, ())
+    assert not leftovers(cluster)
 
 
 @pytest.mark.parametrize("transport", ["gloo", "mpi"])
@@ -114,7 +110,7 @@ def test_failed_job_leaves_no_process_on_either_host(cluster, transport):
             time.sleep(0.2)
             left = _with_marker(marker)
         assert left == [], res.describe()
-        assert not _leftovers(cluster, ()), _leftovers(cluster, ())
+        assert not leftovers(cluster), leftovers(cluster)
     finally:
         for pid, _ in _with_marker(marker):
             psutil.Process(pid).kill()

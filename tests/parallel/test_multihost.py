@@ -20,32 +20,19 @@ script grows onto h2: the rank started there over ssh joins with the committed s
 import os
 import re
 import signal
-import sys
 import time
 
-import psutil
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+from jobrunner import PYTHON, REPO, Job, job_env, mpiexec_path, run
+from namespace_hosts import leftovers
 
-import netns_cluster  # noqa: E402
-from jobrunner import PYTHON, REPO, Job, job_env, mpiexec_path, run  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 WORKERS = os.path.join(HERE, "workers")
 CHECKS = os.path.join(WORKERS, "multihost_checks.py")
 KILLER = os.path.join(WORKERS, "multihost_kill.py")
 TIMEOUT = 240
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    reason = netns_cluster.Cluster.available()
-    if reason:
-        pytest.skip("no namespace cluster: %s" % reason)
-    c = netns_cluster.Cluster(2, name="tfht%d" % (os.getpid() % 1000))
-    with c:
-        yield c
 
 
 def _layout_slots(layout):
@@ -67,24 +54,6 @@ def _launcher(cluster, transport, np_, layout, hostfile=False, ssh_opts=True, gi
     if ssh_opts:  # horovodrun's ssh options (sshd listens on 22 and 2222)
         cmd += ["-p", "2222", "-i", cluster.client_key]
     return cluster.exec_argv("h1", cmd)
-
-
-def _leftovers(cluster, since_pids):
-    """Processes in the cluster's namespaces that are not its sshd listeners."""
-    sshd = set(cluster.sshd_pids.values())
-    left = []
-    for host in cluster.hosts:
-        for pid in cluster.processes_in(host):
-            if pid in sshd or pid in since_pids:
-                continue
-            try:
-                p = psutil.Process(pid)
-                if p.ppid() in sshd and "sshd" in p.name():
-                    continue  # a session sshd being torn down
-                left.append("%s: %d %s" % (host, pid, " ".join(p.cmdline())[:120]))
-            except psutil.NoSuchProcess:
-                pass
-    return left
 
 
 # (transport, np, layout, how it is given, training sections run in the same job,
@@ -153,7 +122,7 @@ def test_job_across_hosts(cluster, tmp_path, transport, np_, layout, given, trai
     if transport == "gloo" or given == "--mpi":  # prefixed lines, also from h2
         for r in range(np_):
             assert re.search(r"^\[%d\]<stdout>:\[rank %d\] OK" % (r, r), out, re.M), out[-3000:]
-    assert not _leftovers(cluster, ()), _leftovers(cluster, ())
+    assert not leftovers(cluster), leftovers(cluster)
 
 
 def test_autotune_across_hosts(cluster, tmp_path):
@@ -171,7 +140,7 @@ def test_autotune_across_hosts(cluster, tmp_path):
     ranks_ok = set(int(r) for r in re.findall(r"\[rank (\d+)\] OK \d+ checks", res.output))
     assert ranks_ok == set(range(4)), res.output[-6000:]
     check_histories(result_dir, 4, log, hierarchical_tuned=True)
-    assert not _leftovers(cluster, ()), _leftovers(cluster, ())
+    assert not leftovers(cluster), leftovers(cluster)
 
 
 def test_start_up_names_the_host_and_ssh_message(cluster):
@@ -216,11 +185,11 @@ def test_killed_remote_rank_ends_the_job_on_all_hosts(cluster, tmp_path, transpo
     assert res.returncode != 0, res.describe()
     assert time.monotonic() - killed_at < 45, res.describe()
     assert not res.survivors, res.describe()
-    left = _leftovers(cluster, ())
+    left = leftovers(cluster)
     deadline = time.monotonic() + 5
     while left and time.monotonic() < deadline:
         time.sleep(0.2)
-        left = _leftovers(cluster, ())
+        left = leftovers(cluster)
     assert not left, "processes left on the hosts: %s\n%s" % (left, res.describe())
     if transport == "gloo":
         # The launcher names the killed rank and its host (its status comes over ssh, maybe
@@ -268,4 +237,4 @@ def test_elastic_job_grows_onto_a_host_the_discovery_script_adds(cluster, tmp_pa
         [done] = [e for e in events[r] if e["event"] == "done"]
         assert (done["step"], done["samples"], done["size"]) == \
             (12, 12 * GLOBAL_BATCH, 3), events[r]
-    assert not _leftovers(cluster, ()), _leftovers(cluster, ())
+    assert not leftovers(cluster), leftovers(cluster)

@@ -40,11 +40,10 @@ import pytest
 
 pytest.importorskip("ray")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
-
-import netns_cluster  # noqa: E402
 from jobrunner import PYTHON, REPO, Job, job_env, run  # noqa: E402
+from namespace_hosts import namespace_cluster, netns_cluster  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 RAY_WORKERS = os.path.join(HERE, "ray_workers")
 DRIVER = os.path.join(RAY_WORKERS, "cluster_driver.py")
@@ -129,11 +128,7 @@ class RayNodes(object):
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
-    reason = netns_cluster.Cluster.available()
-    if reason:
-        pytest.skip("no namespace cluster: %s" % reason)
-    cluster = netns_cluster.Cluster(2, name="tfry%d" % (os.getpid() % 1000))
-    with cluster:
+    with namespace_cluster(2, __name__) as cluster:
         ray_nodes = RayNodes(cluster, str(tmp_path_factory.mktemp("ray")))
         t0 = time.monotonic()
         try:

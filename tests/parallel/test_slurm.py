@@ -18,12 +18,12 @@ import time
 import psutil
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+from jobrunner import PYTHON, REPO, base_env, run
+from namespace_hosts import namespace_cluster
 
-import netns_cluster  # noqa: E402
-import slurm_cluster  # noqa: E402
-from jobrunner import PYTHON, REPO, base_env, run  # noqa: E402
+import slurm_cluster  # noqa: E402 (tools/, which namespace_hosts puts on sys.path)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 WORKER = os.path.join(HERE, "workers", "engine_checks.py")
 EPOCHS = os.path.join(HERE, "fault_workers", "horovod_elastic_epochs.py")
@@ -36,8 +36,7 @@ def slurm():
     reason = slurm_cluster.available()
     if reason:
         pytest.skip("no Slurm cluster: %s" % reason)
-    c = netns_cluster.Cluster(2, name="tfsl%d" % (os.getpid() % 1000))
-    with c, slurm_cluster.SlurmCluster(c) as s:
+    with namespace_cluster(2, __name__) as c, slurm_cluster.SlurmCluster(c) as s:
         # the daemons and their helpers (slurmctld's slurmscriptd), before any job
         s.baseline = set(pid for h in c.hosts for pid in c.processes_in(h))
         yield s

@@ -18,15 +18,13 @@ import json
 import os
 import re
 import secrets
-import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+from jobrunner import PYTHON, REPO, Job, base_env
+from namespace_hosts import namespace_cluster
 
-import netns_cluster  # noqa: E402
-from jobrunner import PYTHON, REPO, Job, base_env  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 WORKER = os.path.join(HERE, "workers", "engine_checks.py")
 TRAIN_EAGER = os.path.join(HERE, "training_workers", "train_eager.py")
@@ -39,10 +37,7 @@ ERROR_TYPE = "tf_hvd.scheduler.job.SchedulerEnvError"
 
 @pytest.fixture(scope="module")
 def pods():
-    reason = netns_cluster.Cluster.available()
-    if reason:
-        pytest.skip("no namespace cluster: %s" % reason)
-    with netns_cluster.Cluster(3, name="tfc%d" % (os.getpid() % 1000)) as c:
+    with namespace_cluster(3, __name__) as c:
         yield c
 
 

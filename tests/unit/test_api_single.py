@@ -1,26 +1,17 @@
 """The Python API in one process without a launcher (a job of size 1)."""
 
-import os
-
 import numpy as np
 import pytest
 import tensorflow as tf
 
-for _k in [k for k in os.environ if k.startswith(("HOROVOD_", "PMI_", "OMPI_"))]:
-    del os.environ[_k]
+from one_process import initialized  # noqa: F401 (hvd.init() once, autouse)
 
-import tf_hvd as hvd  # noqa: E402
-from tf_hvd import _library  # noqa: E402
-from tf_hvd import ops as hvd_ops  # noqa: E402
+import tf_hvd as hvd
+from tf_hvd import _library
+from tf_hvd import ops as hvd_ops
 
 DTYPES = (tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int64, tf.float16,
           tf.bfloat16, tf.float32, tf.float64)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def initialized():
-    hvd.init()
-    yield
 
 
 def _vals(dtype, shape=(2, 3)):

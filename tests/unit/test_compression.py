@@ -3,23 +3,15 @@ says bfloat16 and half the bytes), what comes back (the input's dtype), and its 
 of integer tensors naming the tensor."""
 
 import json
-import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-for _k in [k for k in os.environ if k.startswith(("HOROVOD_", "PMI_", "OMPI_"))]:
-    del os.environ[_k]
+from one_process import initialized  # noqa: F401 (hvd.init() once, autouse)
 
-import tf_hvd as hvd  # noqa: E402
-from tf_hvd.compression import CompressionError  # noqa: E402
-
-
-@pytest.fixture(scope="module", autouse=True)
-def initialized():
-    hvd.init()
-    yield
+import tf_hvd as hvd
+from tf_hvd.compression import CompressionError
 
 
 @pytest.mark.parametrize("dtype,sent", [(tf.float32, tf.bfloat16), (tf.float64, tf.bfloat16),

@@ -3,51 +3,27 @@ holds the whole flat shard): its layout, equality with the plain optimizer for
 every supported class, the errors, and checkpoints in the ordinary Keras
 format. The multi-rank behaviour is tested in tests/parallel/test_sharded_optimizer.py."""
 
-import os
-
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-for _k in [k for k in os.environ if k.startswith(("HOROVOD_", "PMI_", "OMPI_"))]:
-    del os.environ[_k]
+from one_process import initialized  # noqa: F401 (hvd.init() once, autouse)
+from one_process import numpy_values, regression_data, small_model
 
-import keras  # noqa: E402
-
-import tf_hvd as hvd  # noqa: E402
-import tf_hvd.keras as hk  # noqa: E402
-from tf_hvd._keras import flavors  # noqa: E402
-from tf_hvd._keras.shard_layout import ShardLayout, mismatch_message, shard_bounds  # noqa: E402
-from tf_hvd._keras.sharded_optimizer import SUPPORTED, ShardingError  # noqa: E402
-
-
-@pytest.fixture(scope="module", autouse=True)
-def initialized():
-    hvd.init()
-    yield
-
-
-def _np(values):
-    return [keras.ops.convert_to_numpy(v) for v in values]
-
-
-def _model(seed=0):
-    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(7, activation="tanh"),
-                              keras.layers.Dense(1)])
-    rs = np.random.RandomState(seed)
-    for v in model.weights:
-        v.assign((rs.randn(*v.shape) * 0.3).astype(np.float32))
-    return model
+import tf_hvd as hvd
+import tf_hvd.keras as hk
+from tf_hvd._keras import flavors
+from tf_hvd._keras.shard_layout import ShardLayout, mismatch_message, shard_bounds
+from tf_hvd._keras.sharded_optimizer import SUPPORTED, ShardingError
 
 
 def _data(n=32, seed=1):
-    rs = np.random.RandomState(seed)
-    x = rs.randn(n, 5).astype(np.float32)
-    return x, (x[:, :1] * 0.5 + 0.1).astype(np.float32)
+    return regression_data(n, seed, target=lambda x: x[:, :1] * 0.5 + 0.1)
 
 
 def _fit(opt, model=None, epochs=2):
-    model = model or _model()
+    model = model or small_model()
     model.compile(optimizer=opt, loss="mse")
     x, y = _data()
     model.fit(x, y, batch_size=8, epochs=epochs, shuffle=False, verbose=0)
@@ -120,14 +96,14 @@ def test_sharded_equals_plain_on_one_rank(name):
     plain = _fit(MAKERS[name]())
     opt = hk.DistributedOptimizer(MAKERS[name](), sharded=True)
     sharded = _fit(opt)
-    np.testing.assert_allclose(np.concatenate([w.ravel() for w in _np(sharded.weights)]),
-                               np.concatenate([w.ravel() for w in _np(plain.weights)]),
-                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        np.concatenate([w.ravel() for w in numpy_values(sharded.weights)]),
+        np.concatenate([w.ravel() for w in numpy_values(plain.weights)]), rtol=1e-6, atol=1e-7)
     # The one rank's slots are flat, the whole 50 parameters each.
     assert all(tuple(v.shape) in ((), (50,)) for v in opt.variables)
     np.testing.assert_allclose(
         np.concatenate([np.ravel(v) for v in opt.gather_state()]),
-        np.concatenate([np.ravel(v) for v in _np(plain.optimizer.variables)]),
+        np.concatenate([np.ravel(v) for v in numpy_values(plain.optimizer.variables)]),
         rtol=1e-6, atol=1e-7)
 
 
@@ -137,7 +113,7 @@ def test_clipping_equals_plain(kwargs):
     plain = _fit(keras.optimizers.Adam(0.01, **kwargs))
     sharded = _fit(hvd.DistributedOptimizer(keras.optimizers.Adam(0.01, **kwargs),
                                             sharded=True))
-    for a, b in zip(_np(sharded.weights), _np(plain.weights)):
+    for a, b in zip(numpy_values(sharded.weights), numpy_values(plain.weights)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
@@ -146,11 +122,11 @@ def test_loss_scale_and_backward_passes():
     opt = hk.DistributedOptimizer(
         keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.01)), sharded=True)
     sharded = _fit(opt)
-    for a, b in zip(_np(sharded.weights), _np(plain.weights)):
+    for a, b in zip(numpy_values(sharded.weights), numpy_values(plain.weights)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     assert [tuple(v.shape) for v in opt.variables] == [()] * 6 + [(50,), (50,)]
     # backward_passes_per_step=2 on batches of 8 == one update per 16 samples.
-    big = _model()
+    big = small_model()
     big.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9), loss="mse")
     x, y = _data()
     big.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)
@@ -159,7 +135,7 @@ def test_loss_scale_and_backward_passes():
                                   average_aggregated_gradients=True)
     small = _fit(opt, epochs=1)
     assert int(opt.iterations) == 2
-    for a, b in zip(_np(small.weights), _np(big.weights)):
+    for a, b in zip(numpy_values(small.weights), numpy_values(big.weights)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
@@ -167,7 +143,7 @@ def test_custom_loop_in_tf_function_builds_inside_the_trace():
     x, y = _data()
     results = []
     for sharded in (False, True):
-        model = _model()
+        model = small_model()
         opt = hvd.DistributedOptimizer(keras.optimizers.Adam(0.01), sharded=sharded)
 
         @tf.function
@@ -179,7 +155,7 @@ def test_custom_loop_in_tf_function_builds_inside_the_trace():
             opt.apply_gradients(zip(grads, model.trainable_variables))
         for i in range(4):
             step(x[i * 8:(i + 1) * 8], y[i * 8:(i + 1) * 8])
-        results.append(_np(model.weights))
+        results.append(numpy_values(model.weights))
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
@@ -188,7 +164,7 @@ def test_a_built_optimizer_hands_its_state_over():
     plain = _fit(keras.optimizers.Adam(0.01), epochs=1)
     opt = hk.DistributedOptimizer(plain.optimizer, sharded=True)
     assert int(opt.iterations) == 4
-    for a, b in zip(opt.gather_state(), _np(plain.optimizer.variables)):
+    for a, b in zip(opt.gather_state(), numpy_values(plain.optimizer.variables)):
         np.testing.assert_array_equal(a, b)
 
 
@@ -231,13 +207,13 @@ def test_unsupported_optimizers_and_options_are_named():
     opt = hk.DistributedOptimizer(keras.optimizers.AdamW(), sharded=True)
     opt.exclude_from_weight_decay(var_names=["bias"])
     with pytest.raises(ShardingError, match="exclude_from_weight_decay is not supported"):
-        opt.build(_model().trainable_variables)
+        opt.build(small_model().trainable_variables)
     with pytest.raises(ShardingError, match="has no local variables"):
-        opt.register_local_var(_model().trainable_variables[0])
+        opt.register_local_var(small_model().trainable_variables[0])
 
 
 def test_unknown_variable_and_mixed_gradients_are_refused():
-    model = _model()
+    model = small_model()
     opt = hk.DistributedOptimizer(keras.optimizers.SGD(0.1), sharded=True)
     opt.build(model.trainable_variables)
     other = keras.Variable(np.zeros(3, np.float32), name="stray")
@@ -261,7 +237,7 @@ def test_checkpoint_is_an_ordinary_keras_file(tmp_path):
     hk.save_model(model, path)
     plain = keras.models.load_model(path)     # plain Keras: the unsharded state
     assert type(plain.optimizer) is keras.optimizers.Adam
-    for a, b in zip(_np(plain.optimizer.variables), opt.gather_state()):
+    for a, b in zip(numpy_values(plain.optimizer.variables), opt.gather_state()):
         np.testing.assert_array_equal(a, b)
     again = hk.load_model(path, sharded=True)
     assert getattr(type(again.optimizer), "_hvd_sharded", False)
@@ -271,14 +247,14 @@ def test_checkpoint_is_an_ordinary_keras_file(tmp_path):
     x, y = _data(seed=3)
     for m in (plain, again):
         m.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
-    for a, b in zip(_np(again.weights), _np(plain.weights)):
+    for a, b in zip(numpy_values(again.weights), numpy_values(plain.weights)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
 def test_incompatible_checkpoint_names_what_differs(tmp_path):
     path = str(tmp_path / "adam.keras")
     _fit(keras.optimizers.Adam(0.01), epochs=1).save(path)
-    model = _model()
+    model = small_model()
     model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1, momentum=0.9),
                                                     sharded=True), loss="mse")
     model.optimizer.build(model.trainable_variables)
@@ -300,7 +276,7 @@ def test_incompatible_checkpoint_names_what_differs(tmp_path):
 
 
 def _plain_state(opt):
-    return [np.asarray(v) for v in _np(opt.variables)]
+    return [np.asarray(v) for v in numpy_values(opt.variables)]
 
 
 @pytest.mark.parametrize("loss_scale", [False, True])
@@ -316,13 +292,13 @@ def test_elastic_keras_state_commits_restores_and_reshards_a_sharded_optimizer(l
     opt = model.optimizer
     state = hk.elastic.KerasState(model, epoch=0)
     committed = opt.gather_state(root_rank=None)
-    weights = _np(model.weights)
+    weights = numpy_values(model.weights)
     x, y = _data(seed=3)
     model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
     state.epoch = 1
     state.restore()
     assert state.epoch == 0
-    for a, b in zip(_np(model.weights), weights):
+    for a, b in zip(numpy_values(model.weights), weights):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(opt.gather_state(root_rank=None), committed):
         np.testing.assert_array_equal(a, b)
@@ -335,7 +311,7 @@ def test_elastic_keras_state_commits_restores_and_reshards_a_sharded_optimizer(l
     model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
     unbroken = build()
     unbroken.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
-    for a, b in zip(_np(model.weights), _np(unbroken.weights)):
+    for a, b in zip(numpy_values(model.weights), numpy_values(unbroken.weights)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     for a, b in zip(opt.gather_state(root_rank=None),
                     unbroken.optimizer.gather_state(root_rank=None)):

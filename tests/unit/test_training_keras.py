@@ -2,44 +2,16 @@
 load_model, the callbacks and the value collectives. The multi-process
 behaviour is tested in tests/parallel/test_training.py."""
 
-import os
-
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-for _k in [k for k in os.environ if k.startswith(("HOROVOD_", "PMI_", "OMPI_"))]:
-    del os.environ[_k]
+from one_process import initialized  # noqa: F401 (hvd.init() once, autouse)
+from one_process import numpy_values, regression_data, small_model
 
-import keras  # noqa: E402
-
-import tf_hvd as hvd  # noqa: E402
-import tf_hvd.keras as hk  # noqa: E402
-
-
-@pytest.fixture(scope="module", autouse=True)
-def initialized():
-    hvd.init()
-    yield
-
-
-def _np(values):
-    return [keras.ops.convert_to_numpy(v) for v in values]
-
-
-def _model(seed=0):
-    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(7, activation="tanh"),
-                              keras.layers.Dense(1)])
-    rs = np.random.RandomState(seed)
-    for v in model.weights:
-        v.assign((rs.randn(*v.shape) * 0.3).astype(np.float32))
-    return model
-
-
-def _data(n=32, seed=1):
-    rs = np.random.RandomState(seed)
-    x = rs.randn(n, 5).astype(np.float32)
-    return x, (x.sum(axis=1, keepdims=True) * 0.3).astype(np.float32)
+import tf_hvd as hvd
+import tf_hvd.keras as hk
 
 
 OPTIMIZERS = [
@@ -73,37 +45,37 @@ def test_wrapper_is_the_optimizer_class_with_the_same_config(make):
 
 @pytest.mark.parametrize("make", OPTIMIZERS[:3])
 def test_same_as_plain_optimizer_in_one_process(make):
-    x, y = _data()
+    x, y = regression_data()
     results = []
     for wrap in (False, True):
-        model = _model()
+        model = small_model()
         opt = make()
         model.compile(optimizer=hk.DistributedOptimizer(opt) if wrap else opt, loss="mse")
         model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
-        results.append(_np(model.weights) + _np(model.optimizer.variables))
+        results.append(numpy_values(model.weights) + numpy_values(model.optimizer.variables))
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
 
 
 def test_state_of_a_built_optimizer_is_copied():
-    x, y = _data()
-    model = _model()
+    x, y = regression_data()
+    model = small_model()
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
     model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
     plain = model.optimizer
     dopt = hk.DistributedOptimizer(plain)
     assert dopt.built and int(dopt.iterations) == int(plain.iterations) == 4
-    for a, b in zip(_np(dopt.variables), _np(plain.variables)):
+    for a, b in zip(numpy_values(dopt.variables), numpy_values(plain.variables)):
         np.testing.assert_array_equal(a, b)
     # A step of either from the same weights gives the same result.
-    start = _np(model.weights)
+    start = numpy_values(model.weights)
     grads = [tf.ones_like(v) * 0.1 for v in model.trainable_variables]
     plain.apply_gradients(zip(grads, model.trainable_variables))
-    after_plain = _np(model.weights)
+    after_plain = numpy_values(model.weights)
     for v, value in zip(model.weights, start):
         v.assign(value)
     dopt.apply_gradients(zip(grads, model.trainable_variables))
-    for a, b in zip(_np(model.weights), after_plain):
+    for a, b in zip(numpy_values(model.weights), after_plain):
         np.testing.assert_array_equal(a, b)
 
 
@@ -141,30 +113,30 @@ def test_tf_hvd_factory_returns_the_keras_wrapper():
 def test_backward_passes_per_step_equals_the_bigger_batch(name):
     make = {"sgd": lambda: keras.optimizers.SGD(0.05),
             "adam": lambda: keras.optimizers.Adam(0.01)}[name]
-    x, y = _data(48)
-    model = _model()
+    x, y = regression_data(48)
+    model = small_model()
     dopt = hk.DistributedOptimizer(make(), backward_passes_per_step=2,
                                    average_aggregated_gradients=True)
     model.compile(optimizer=dopt, loss="mse")
     model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
-    ref = _model()
+    ref = small_model()
     ref.compile(optimizer=make(), loss="mse")
     ref.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
-    for a, b in zip(_np(model.weights), _np(ref.weights)):
+    for a, b in zip(numpy_values(model.weights), numpy_values(ref.weights)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert int(dopt.iterations) == 6 == int(ref.optimizer.iterations)
 
 
 def test_backward_passes_per_step_sums_without_averaging():
-    x, y = _data(24)
-    model = _model()
+    x, y = regression_data(24)
+    model = small_model()
     model.compile(optimizer=hk.DistributedOptimizer(
         keras.optimizers.SGD(0.05), backward_passes_per_step=3), loss="mse")
     model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
-    ref = _model()   # the sum of 3 mean gradients == 3 x the mean over 12 samples
+    ref = small_model()   # the sum of 3 mean gradients == 3 x the mean over 12 samples
     ref.compile(optimizer=keras.optimizers.SGD(0.15), loss="mse")
     ref.fit(x, y, batch_size=12, epochs=1, shuffle=False, verbose=0)
-    for a, b in zip(_np(model.weights), _np(ref.weights)):
+    for a, b in zip(numpy_values(model.weights), numpy_values(ref.weights)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
@@ -182,7 +154,7 @@ def test_backward_passes_per_step_direct_apply_gradients_eager_and_function():
         seen = []
         for g in ([1.0, 2.0, 3.0], [3.0, 2.0, 1.0], [1.0, 1.0, 1.0]):
             step(tf.constant(g))
-            seen.append(_np([var])[0].copy())
+            seen.append(numpy_values([var])[0].copy())
         np.testing.assert_allclose(seen[0], [0, 0, 0])
         np.testing.assert_allclose(seen[1], [-2, -2, -2])
         np.testing.assert_allclose(seen[2], [-2, -2, -2])
@@ -195,12 +167,12 @@ def test_none_gradients_pass_through():
     dopt = hk.DistributedOptimizer(keras.optimizers.SGD(0.5))
     with pytest.warns(UserWarning):
         dopt.apply_gradients([(tf.ones(2), a), (None, b)])
-    np.testing.assert_allclose(_np([a, b]), [[0.5, 0.5], [1, 1]])
+    np.testing.assert_allclose(numpy_values([a, b]), [[0.5, 0.5], [1, 1]])
 
 
 def test_save_and_load_model(tmp_path):
-    x, y = _data()
-    model = _model()
+    x, y = regression_data()
+    model = small_model()
     model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.Adam(0.01)),
                   loss="mse")
     model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
@@ -213,7 +185,8 @@ def test_save_and_load_model(tmp_path):
     assert isinstance(loaded.optimizer, keras.optimizers.Adam)
     assert loaded.optimizer._hvd.params.compression is hvd.Compression.fp16
     assert int(loaded.optimizer.iterations) == 4
-    for a, b in zip(_np(loaded.optimizer.variables), _np(model.optimizer.variables)):
+    for a, b in zip(numpy_values(loaded.optimizer.variables),
+                    numpy_values(model.optimizer.variables)):
         np.testing.assert_array_equal(a, b)
     loaded.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
     assert int(loaded.optimizer.iterations) == 8
@@ -224,7 +197,7 @@ def test_load_model_with_custom_optimizer(tmp_path):
     class MySGD(keras.optimizers.SGD):
         pass
 
-    model = _model()
+    model = small_model()
     model.compile(optimizer=MySGD(0.1), loss="mse")
     path = str(tmp_path / "custom.keras")
     model.save(path)
@@ -247,8 +220,8 @@ class _LrLog(keras.callbacks.Callback):
 
 
 def test_warmup_is_constant_in_one_process():
-    x, y = _data(16)
-    model = _model()
+    x, y = regression_data(16)
+    model = small_model()
     model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.2)), loss="mse")
     log = _LrLog()
     hist = model.fit(x, y, batch_size=4, epochs=2, verbose=0, callbacks=[
@@ -258,8 +231,8 @@ def test_warmup_is_constant_in_one_process():
 
 
 def test_schedule_constant_multiplier_is_staircase():
-    x, y = _data(16)
-    model = _model()
+    x, y = regression_data(16)
+    model = small_model()
     model.compile(optimizer=keras.optimizers.SGD(0.3), loss="mse")
     log = _LrLog()
     model.fit(x, y, batch_size=8, epochs=3, verbose=0, callbacks=[
@@ -269,7 +242,7 @@ def test_schedule_constant_multiplier_is_staircase():
 
 @pytest.mark.parametrize("correction", [True, False])
 def test_momentum_correction_scales_the_velocity(correction):
-    model = _model()
+    model = small_model()
     opt = keras.optimizers.SGD(0.1, momentum=0.9)
     model.compile(optimizer=opt, loss="mse")
     opt.build(model.trainable_variables)
@@ -281,12 +254,12 @@ def test_momentum_correction_scales_the_velocity(correction):
     assert float(opt.learning_rate) == pytest.approx(0.05)
     expected = 0.5 if correction else 1.0
     for m in opt.momentums:
-        np.testing.assert_allclose(_np([m])[0], expected)
+        np.testing.assert_allclose(numpy_values([m])[0], expected)
 
 
 def test_metric_average_and_broadcast_in_one_process():
-    x, y = _data(16)
-    model = _model()
+    x, y = regression_data(16)
+    model = small_model()
     model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.Adam(0.01)),
                   loss="mse", metrics=["mae"])
     bcast = hk.callbacks.BroadcastGlobalVariablesCallback(0)
@@ -300,8 +273,8 @@ def test_metric_average_and_broadcast_in_one_process():
 
 
 def test_best_model_checkpoint(tmp_path):
-    x, y = _data(16)
-    model = _model()
+    x, y = regression_data(16)
+    model = small_model()
     model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.01)), loss="mse")
     # Horovod's signature: filepath may come later, save_weights_only is third.
     unset = hk.callbacks.BestModelCheckpoint("loss", 0, False)
@@ -334,7 +307,7 @@ def test_broadcast_global_variables_needs_a_model_eagerly():
     with pytest.raises(RuntimeError, match="Keras 3 has no global variables: call "
                                            r"broadcast_global_variables\(root_rank, model=model\)"):
         hk.broadcast_global_variables(0)
-    model = _model()
+    model = small_model()
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     hk.broadcast_global_variables(0, model=model)
 
@@ -379,8 +352,8 @@ def test_keras_module_exports():
 
 
 def test_loss_scale_optimizer_is_reduced_once(tmp_path):
-    x, y = _data(16)
-    model = _model()
+    x, y = regression_data(16)
+    model = small_model()
     opt = hk.DistributedOptimizer(
         keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.01)))
     assert isinstance(opt, keras.optimizers.LossScaleOptimizer)

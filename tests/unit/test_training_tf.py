@@ -2,30 +2,20 @@
 aggregation helpers and the gradient-reduction function in one process
 (size 1). Multi-process behaviour: tests/parallel/test_training.py."""
 
-import os
-
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-for _k in [k for k in os.environ if k.startswith(("HOROVOD_", "PMI_", "OMPI_"))]:
-    del os.environ[_k]
+from one_process import initialized  # noqa: F401 (hvd.init() once, autouse)
 
-import keras  # noqa: E402
-
-import tf_hvd as hvd  # noqa: E402
-from tf_hvd import allreduce_grads as ag  # noqa: E402
-from tf_hvd.gradient_aggregation import (LocalGradientAggregationHelper,  # noqa: E402
+import tf_hvd as hvd
+from tf_hvd import allreduce_grads as ag
+from tf_hvd.gradient_aggregation import (LocalGradientAggregationHelper,
                                          LocalGradientAggregationHelperEager)
-from tf_hvd.optimizer import _DistributedOptimizer  # noqa: E402
+from tf_hvd.optimizer import _DistributedOptimizer
 
 v1 = tf.compat.v1
-
-
-@pytest.fixture(scope="module", autouse=True)
-def initialized():
-    hvd.init()
-    yield
 
 
 def test_exported_names():

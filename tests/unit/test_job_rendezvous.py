@@ -1,4 +1,4 @@
-"""The launcher's rendezvous HTTP key-value store, exercised over real sockets."""
+"""The rendezvous HTTP key-value store (tf_hvd.job.rendezvous), exercised over real sockets."""
 
 import concurrent.futures
 import http.client

@@ -1,4 +1,4 @@
-"""Host list parsing and rank placement of the launcher (no processes started)."""
+"""Host list parsing and rank placement (tf_hvd.job.placement; no processes started)."""
 
 import pytest
 
