@@ -2,7 +2,7 @@
 # Idempotent set-up of a Debian machine for tf_hvd (runs non-interactively; CI runs it as root):
 #   1. apt: bazel-bootstrap (Bazel 4.2.3), libgloo-dev, libgtest-dev, libboost-dev,
 #      clang-19, lld-19 and debootstrap (the release wheels' floor toolchain),
-#      libssl3, python3.11 (+venv), iproute2 and openssh-server (the multi-host
+#      libssl3, python3.11 (+venv), iproute2, openssh-server and iptables (the multi-host
 #      tests' namespace cluster), slurmd, slurmctld, slurm-client, munge (the Slurm tests) -- only if missing
 #   2. venv ${TF_HVD_VENV:-$HOME/.venvs/tf_hvd} from python3.11 -- only if missing
 #   3. pip install -r tools/requirements.txt -- only if a pinned requirement is not satisfied
@@ -63,6 +63,8 @@ command -v debootstrap >/dev/null 2>&1 || pkgs+=(debootstrap)
 # The multi-host tests' namespace cluster (tools/netns_cluster.py): ip/tc, ssh and sshd.
 command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || pkgs+=(iproute2)
 [[ -x /usr/sbin/sshd ]] && command -v ssh >/dev/null 2>&1 || pkgs+=(openssh-server openssh-client)
+# iptables: the liveness tests cut a namespace host off the network (DROP inside it).
+[[ -x /usr/sbin/iptables ]] || pkgs+=(iptables)
 # Slurm (tests/parallel/test_slurm.py runs slurmctld + a slurmd per namespace host, munge).
 [[ -x /usr/sbin/slurmd && -x /usr/sbin/slurmctld ]] && command -v srun >/dev/null 2>&1 || \
   pkgs+=(slurmd slurmctld slurm-client)
