@@ -5,7 +5,7 @@ Libraries built on Horovod (embedding libraries, model zoos) and large code base
 ``horovod.tensorflow`` and its submodules in many files. ``pip install
 "tf_hvd[horovod]"`` installs the small ``tf-hvd-horovod`` distribution, whose one
 ``.pth`` line calls :func:`install` at interpreter start-up, and a ``horovodrun``
-command that is ``tfhvdrun``. After that::
+command that is ``tfhvdrun`` (tf_hvd.runner.horovodrun). After that::
 
     import horovod.tensorflow.keras as hvd      # is tf_hvd.keras
     from horovod.tensorflow.mpi_ops import Sum  # is tf_hvd.mpi_ops.Sum
@@ -140,18 +140,3 @@ def install():
     """
     if not any(isinstance(f, HorovodNamesFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, HorovodNamesFinder())
-
-
-def horovodrun():
-    """The ``horovodrun`` command: ``tfhvdrun``, unless a real Horovod is installed."""
-    where = real_horovod()
-    if where is not None:
-        sys.stderr.write(
-            "horovodrun: a real Horovod is installed (%s) beside tf_hvd's Horovod names "
-            "(tf-hvd-horovod), and pip wrote this horovodrun over Horovod's. Use one of "
-            "them: `pip uninstall tf-hvd-horovod` and reinstall horovod, or "
-            "`pip uninstall horovod` to keep tf_hvd's names; tf_hvd's launcher is "
-            "tfhvdrun either way.\n" % where)
-        return 2
-    from tf_hvd.runner.launch import main
-    return main()
