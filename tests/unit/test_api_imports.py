@@ -9,8 +9,9 @@ authentication and secret, network and placement helpers, one rank's
 environment), which the launchers (tf_hvd.runner, tf_hvd.ray) and the library
 (elastic, the scheduler resolver, the data service) share and which imports
 nothing else of tf_hvd. The launcher is TensorFlow-free and imports nothing of
-the layers above; its rooms import downwards too: processes (supervisor,
-output, ssh...), elastic (hosts, discovery, blacklist), modes (Gloo, MPI,
+the layers above; its rooms import downwards too: processes (rank groups,
+output, ssh...), the agent (its loop, the static policy, RunOutcome), elastic
+(its policy, hosts, discovery, blacklist), modes (Gloo, MPI,
 jsrun/LSF, Slurm, MPI Operator), the command line (parser to Plan), then its
 front door (tf_hvd.runner: tfhvdrun's main and the horovod.run API).
 
@@ -42,6 +43,7 @@ LAYERS = [
     # the launcher's rooms, from the bottom; its front door (tf_hvd.runner: launch and
     # the horovod.run API) is in "leaf" above them
     ("launcher processes", ["tf_hvd.runner.processes"]),
+    ("launcher agent", ["tf_hvd.runner.agent"]),
     ("launcher elastic", ["tf_hvd.runner.elastic"]),
     ("launcher modes", ["tf_hvd.runner.modes"]),
     ("launcher command line", ["tf_hvd.runner.command_line"]),

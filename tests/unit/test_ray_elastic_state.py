@@ -18,8 +18,8 @@ pytest.importorskip("ray")
 from tf_hvd.exceptions import HorovodInternalError  # noqa: E402
 from tf_hvd.ray import driver  # noqa: E402
 from tf_hvd.ray.elastic import ElasticRayExecutor, _Worker  # noqa: E402
-from tf_hvd.runner.elastic.state_holders import (COMMIT_KEY, JOINED_KEY, JOINING_KEY,  # noqa: E402
-                                         SYNCED_KEY, StateHolders)
+from tf_hvd.job.elastic_state import (COMMIT_KEY, JOINED_KEY, JOINING_KEY,  # noqa: E402
+                                      SYNCED_KEY, StateHolders)
 
 
 class Store(dict):

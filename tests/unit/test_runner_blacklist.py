@@ -10,7 +10,8 @@ from tf_hvd.job.rank_env import RankEnv
 from tf_hvd.runner.command_line import parser as cli
 from tf_hvd.runner.elastic.blacklist import Blacklist, check_cooldown_range
 from tf_hvd.runner.elastic.elastic_hosts import ElasticHosts
-from tf_hvd.runner.processes.supervisor import log_line
+from tf_hvd.runner.agent import agent
+from tf_hvd.runner.processes.output import log_line
 
 
 class Clock(object):
@@ -88,23 +89,32 @@ class FakeProc(object):
         self.rank, self.host, self.returncode = rank, host, returncode
 
 
-class FakeSupervisor(object):
+class FakeGroup(object):
+    """The rank group the agent acts on, and the ranks the policy sees (``view``)."""
+
+    signals = argparse.Namespace(pending=lambda: False)
+
     def __init__(self, n, hosts=None):
         self.procs = [FakeProc(r, hosts[r] if hosts else "localhost") for r in range(n)]
+        self.view = argparse.Namespace(ranks=self.procs, retired=set())
         self.spawned = []
         self.starts = []
         self.retired = []
 
-    def retire(self, procs):  # the real one SIGTERMs them; here they are gone at once
+    def stop(self, procs, term_in=0.0, kill_in=None):  # the real one SIGTERMs them
         for p in procs:
             self.retired.append(p.rank)
             p.returncode = -15
 
-    def spawn(self, rank, host, argv, env, cwd=None, output_dir=None, stdin_data=None,
+    def start(self, rank, host, argv, env, cwd=None, output_dir=None, stdin_data=None,
               redact=None):
         self.spawned.append(rank)
         self.starts.append((rank, host, argv, env, stdin_data))
-        self.procs.append(FakeProc(rank, host))
+        return FakeProc(rank, host)
+
+    def run(self, answer):
+        """Carry out what ``answer`` (a generator of actions) yields, as the agent does."""
+        return agent.carry_out(self, answer)
 
 
 class FakeStore(dict):
@@ -112,7 +122,7 @@ class FakeStore(dict):
         self[key] = value
 
 
-def _joiner(cooldown_range, clock, loopback_only=True):
+def _joiner(cooldown_range, clock, loopback_only=True, group=None):
     slots = [argparse.Namespace(rank=r, hostname="localhost") for r in range(3)]
     plan = argparse.Namespace(
         slots=slots, loopback_only=loopback_only, is_local=lambda h: h == "localhost",
@@ -126,7 +136,7 @@ def _joiner(cooldown_range, clock, loopback_only=True):
                               blacklist_cooldown_range=cooldown_range, max_np=3, num_proc=3,
                               elastic_timeout=5, min_np=2, command=["true"],
                               output_filename=None)
-    joiner = ElasticHosts(plan, server, args,
+    joiner = ElasticHosts(plan, server, args, group.view,
                           blacklist=Blacklist(cooldown_range, clock=clock,
                                               uniform=lambda lo, hi: 0.0))
     joiner.discovery = argparse.Namespace(poll=lambda: [("localhost", 3)])
@@ -138,22 +148,22 @@ def test_the_joiner_skips_a_blacklisted_host_until_its_cooldown_ends(cooldown_ra
     # Hosts keyed by the name given: rank 0 on 127.0.0.1, ranks 1 and 2 on localhost.
     # Rank 1 fails: localhost is blacklisted and its other rank (2) stopped.
     clock = Clock()
-    joiner = _joiner(cooldown_range, clock)
+    sup = FakeGroup(3, hosts=["127.0.0.1", "localhost", "localhost"])
+    joiner = _joiner(cooldown_range, clock, group=sup)
     joiner.discovery = argparse.Namespace(poll=lambda: [("localhost", 2), ("127.0.0.1", 1)])
     joiner.plan.is_local = lambda h: h in ("localhost", "127.0.0.1")
-    sup = FakeSupervisor(3, hosts=["127.0.0.1", "localhost", "localhost"])
     sup.procs[1].returncode = -9
-    for line in joiner.rank_lost(sup.procs[1], sup):
+    for line in sup.run(joiner.rank_lost(sup.procs[1])):
         log_line(line)
     assert sup.retired == [2]
     assert joiner.server.store["tf_hvd/elastic/ids"] == b"0"
-    joiner.tick(sup)
+    sup.run(joiner.tick())
     assert sup.spawned == []
     clock.now += 3.99
-    joiner.tick(sup)
+    sup.run(joiner.tick())
     assert sup.spawned == []
     clock.now += 0.01
-    joiner.tick(sup)
+    sup.run(joiner.tick())
     err = capsys.readouterr().err.splitlines()
     if cooldown_range is None:
         assert sup.spawned == []
@@ -179,12 +189,12 @@ def test_the_joiner_counts_ranks_per_host_and_starts_remote_ones_over_ssh(capsys
     # one: it starts over ssh with the secret on stdin only. A loopback-only job says
     # why it cannot use h2 and starts nothing there.
     for loopback_only in (False, True):
-        joiner = _joiner(None, Clock(), loopback_only=loopback_only)
+        sup = FakeGroup(3)
+        joiner = _joiner(None, Clock(), loopback_only=loopback_only, group=sup)
         joiner.args.max_np = 4
         joiner.discovery = argparse.Namespace(poll=lambda: [("localhost", 3), ("h2", 2)])
-        sup = FakeSupervisor(3)
-        joiner.tick(sup)
-        joiner.tick(sup)
+        sup.run(joiner.tick())
+        sup.run(joiner.tick())
         err = capsys.readouterr().err.splitlines()
         if loopback_only:
             assert sup.starts == []

@@ -1,8 +1,8 @@
 """The launcher's elastic command line and machinery without a job: horovodrun's elastic
 spellings and defaults, waiting for the discovery script's slots, how many ranks start,
 hosts keyed by the name given, a newcomer inside a Slurm allocation started by srun, and
-the supervisor stopping a failed host's other ranks
-or ending a job whose every rank failed (real processes: sh and sleep)."""
+the elastic policy stopping a failed host's other ranks or ending a job whose every rank
+failed (the agent and a rank group of real processes: sh and sleep)."""
 
 import argparse
 
@@ -18,7 +18,9 @@ from tf_hvd.runner.elastic.elastic_hosts import ElasticHosts, elastic_fields
 from tf_hvd.job.host_spec import HostSpecError
 from tf_hvd.runner.command_line.plan import Plan
 from tf_hvd.job.rendezvous import RendezvousServer
-from tf_hvd.runner.processes.supervisor import Supervisor
+from tf_hvd.runner.agent import agent
+from tf_hvd.runner.elastic.elastic_policy import ElasticPolicy
+from tf_hvd.runner.processes.rank_group import RankGroup
 
 
 def _parse(*flags):
@@ -99,37 +101,82 @@ def test_a_job_placed_by_its_script_starts_as_many_ranks_as_slots_allow(monkeypa
              ][:expected]
 
 
-def _supervisor(min_np, lost):
-    elastic = argparse.Namespace(min_np=min_np, timeout=600, reset_limit=None)
+class _Job(object):
+    """The mode's side of a run (static_policy.py), without a rendezvous."""
+
+    launcher = start_timeout = server = None
+
+    def __init__(self, starts):
+        self._starts, self.size = starts, len(starts)
+
+    def prepare(self, restart):
+        return None
+
+    def starts(self, restart):
+        return iter(self._starts)
+
+    def fault_records(self):
+        return {}
+
+    def ended(self, outcome):
+        pass
+
+    def close(self):
+        pass
+
+
+class _Hosts(object):
+    """ElasticHosts' part when a rank is lost: with ``stop_host``, stop its host's other
+    ranks (as blacklisting it does); no discovery, no committed state to lose."""
+
+    def __init__(self, policy, stop_host):
+        self.policy, self.stop_host = policy, stop_host
+
+    def rank_lost(self, proc):
+        if not self.stop_host:
+            return []
+        others = [p for p in self.policy.ranks if p.host == proc.host and p is not proc]
+        self.policy.retired.update(others)
+        yield agent.Stop(others)
+        return ["blacklisting %s" % proc.host]
+
+    def state_lost(self):
+        return None
+
+    def tick(self):
+        return None
+        yield
+
+
+def _elastic_run(min_np, ranks, stop_host):
+    """Run ``ranks`` ((rank, host, shell code)) under the elastic policy: (RunOutcome,
+    the ranks' return codes, the lines logged)."""
+    config = argparse.Namespace(min_np=min_np, elastic_timeout=600, reset_limit=None)
+    starts = [agent.Start(r, h, ["sh", "-c", code], {"PATH": "/usr/bin:/bin"}, None, None,
+                          None, None) for r, h, code in ranks]
     logged = []
-    sup = Supervisor(signals=argparse.Namespace(pop_all=lambda: []), elastic=elastic,
-                     log=logged.append, grace=2.0, on_rank_lost=lambda p: lost(sup, p))
-    return sup, logged
-
-
-def _spawn(sup, rank, host, code):
-    sup.spawn(rank, host, ["sh", "-c", code], {"PATH": "/usr/bin:/bin"})
+    policy = ElasticPolicy(_Job(starts), None, config, grace=2.0, log=logged.append)
+    policy._prepared = lambda: setattr(policy, "hosts", _Hosts(policy, stop_host))
+    group = RankGroup(argparse.Namespace(pop_all=lambda: [], pending=lambda: False), 2.0)
+    outcome = agent.run(None, group, policy)
+    return outcome, [p.returncode for p in group.ranks], logged
 
 
 def test_a_failed_rank_s_host_has_its_other_ranks_stopped_and_the_job_goes_on():
-    def lost(sup, proc):  # as ElasticHosts.rank_lost: stop the host's other ranks
-        sup.retire([p for p in sup.procs if p.host == proc.host and p is not proc])
-        return ["blacklisting %s" % proc.host]
-    sup, logged = _supervisor(1, lost)
-    _spawn(sup, 0, "a", "sleep 0.3; exit 3")
-    _spawn(sup, 1, "a", "exec sleep 30")
-    _spawn(sup, 2, "b", "sleep 2")
-    assert sup.wait() == 0
-    assert [p.returncode for p in sup.procs] == [3, -15, 0]
+    outcome, codes, logged = _elastic_run(1, [(0, "a", "sleep 0.3; exit 3"),
+                                              (1, "a", "exec sleep 30"),
+                                              (2, "b", "sleep 2")], stop_host=True)
+    assert outcome.code == 0
+    assert codes == [3, -15, 0]
     assert logged == ["rank 0 (on a) exited with code 3; the job goes on with the 1 rank(s) "
                       "left (elastic reset 1)", "blacklisting a"]
 
 
 def test_an_elastic_job_whose_every_rank_failed_ends_at_once_naming_each():
-    sup, logged = _supervisor(2, lambda sup, proc: [])
-    _spawn(sup, 0, "a", "sleep 0.2; exit 3")
-    _spawn(sup, 1, "b", "sleep 1; exit 4")
-    assert sup.wait() == 3  # not after --elastic-timeout (600 s): the test would time out
+    outcome, codes, logged = _elastic_run(2, [(0, "a", "sleep 0.2; exit 3"),
+                                              (1, "b", "sleep 1; exit 4")], stop_host=False)
+    # not after --elastic-timeout (600 s): the test would time out
+    assert (outcome.code, codes) == (3, [3, 4])
     assert logged == [
         "rank 0 (on a) exited with code 3; 1 rank(s) left, fewer than --min-np 2: waiting "
         "up to 600 s (--elastic-timeout)",
@@ -137,6 +184,7 @@ def test_an_elastic_job_whose_every_rank_failed_ends_at_once_naming_each():
         "failed or was stopped)",
         "the job failed: every rank failed or was stopped: rank 0 (on a) exited with code 3; "
         "rank 1 (on b) exited with code 4"]
+    assert outcome.why == logged[-1]
 
 
 def test_a_newcomer_inside_a_slurm_allocation_is_started_by_srun_with_its_environment(
@@ -156,9 +204,12 @@ def test_a_newcomer_inside_a_slurm_allocation_is_started_by_srun_with_its_enviro
     assert plan.remote_launcher == "srun"
     server = RendezvousServer(secret=auth.new_secret())
     spawned = []
-    sup = argparse.Namespace(spawn=lambda rank, host, argv, env, cwd, out, stdin_data=None,
-                             redact=None: spawned.append((rank, host, argv, env, stdin_data)))
-    ElasticHosts(plan, server, a)._start(sup, 2, "h2")
+    group = argparse.Namespace(
+        signals=argparse.Namespace(pending=lambda: False),
+        start=lambda rank, host, argv, env, cwd, out, stdin_data=None, redact=None:
+        spawned.append((rank, host, argv, env, stdin_data)) or rank)
+    view = argparse.Namespace(ranks=[], retired=set())
+    assert agent.carry_out(group, ElasticHosts(plan, server, a, view)._start(2, "h2"))
     ((rank, host, argv, env, stdin_data),) = spawned
     assert (rank, host, stdin_data) == (2, "h2", None)
     assert argv[:4] == ["/usr/bin/srun", "--nodes=1", "--ntasks=1", "--nodelist=h2"]

@@ -131,7 +131,7 @@ def _runner_import_graph():
 
 def test_runner_modules_import_without_a_cycle():
     graph = _runner_import_graph()
-    assert "command_line.plan" in graph and "processes.supervisor" in graph
+    assert "command_line.plan" in graph and "processes.rank_group" in graph
     # the cycle issue 23 named
     assert "command_line.parser" not in graph["command_line.config_file"]
     done, path = set(), []

@@ -35,7 +35,7 @@ workers (one actor per slot, pinned to its node) and then:
   newcomer that has not come by then is stopped, named, and its node gets no worker
   again during this run.
 
-The committed state is never dropped silently (tf_hvd/runner/elastic/state_holders.py, as under
+The committed state is never dropped silently (tf_hvd/job/elastic_state.py, as under
 tfhvdrun): the driver stops no worker that holds it (it stops only newcomers that came
 too late, which never held it), and when every worker that held it is gone (killed, its
 node lost) before a newcomer received it, ``run`` raises HorovodInternalError saying the
@@ -54,9 +54,7 @@ from tf_hvd.exceptions import HorovodInternalError
 from tf_hvd.ray import driver, topology
 from tf_hvd.ray.errors import worker_error
 from tf_hvd.ray.settings import create_settings
-from tf_hvd.runner.elastic.state_holders import StateHolders, id_list
-
-IDS_KEY = "tf_hvd/elastic/ids"  # every worker id, read by tf_hvd.elastic's re-forming
+from tf_hvd.job.elastic_state import IDS_KEY, StateHolders, format_ids, id_list
 
 
 class _Worker(object):
@@ -161,7 +159,7 @@ class ElasticRayExecutor(object):
 
     def _publish_ids(self):
         ids = sorted(list(self.workers))
-        self._server.store.put(IDS_KEY, ",".join(str(i) for i in ids).encode())
+        self._server.store.put(IDS_KEY, format_ids(ids))
 
     # -- running ----------------------------------------------------------------------
     def _wait_for_slots(self):

@@ -96,8 +96,8 @@ def main(argv=None):
         sys.stderr.flush()
         return SSH_FAILED_EXIT
     if plan.args.mode in ("mpi", "jsrun"):
-        return mpi_run.run(plan)
-    return gloo_run.run(plan)
+        return mpi_run.run(plan).code
+    return gloo_run.run(plan).code
 
 
 def console_main():

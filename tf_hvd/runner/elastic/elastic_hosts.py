@@ -15,7 +15,7 @@ Horovod's elastic driver does:
 * a host where a rank failed is blacklisted (no new rank for the rest of the job, or
   until its --blacklist-cooldown-range cooldown ends) and its other ranks are stopped.
 
-The committed state is never dropped on purpose (state_holders.py): ranks that hold it
+The committed state is never dropped on purpose (tf_hvd/job/elastic_state.py): ranks that hold it
 and would be stopped while no other rank holds it stay (at most --elastic-timeout) until
 a newcomer has received it; when the holders are gone all the same (killed, host lost),
 the job fails, saying that the state was lost and at which commit, rather than start
@@ -24,22 +24,25 @@ over from nothing.
 Hosts are keyed by the name the script prints: ``localhost`` and ``127.0.0.1`` are two
 hosts, as in Horovod.
 
-    hosts = ElasticHosts(plan, server, args)
-    supervisor = Supervisor(..., tick=lambda: hosts.tick(supervisor),
-                            on_rank_lost=lambda p: hosts.rank_lost(p, supervisor))
+Its methods that act are generators of the agent's actions (runner/agent/agent.py:
+Start, Stop); it reads the ranks its policy (elastic_policy.py) started and stopped.
+
+    hosts = ElasticHosts(plan, server, config, policy)
+    lines = yield from hosts.rank_lost(rank)    # inside the policy's answer
+    lost = yield from hosts.tick()
 """
 
 import argparse
 import os
 
+from ...job.elastic_state import IDS_KEY, StateHolders, id_list
 from ...job.rank_env import RankEnv
+from ..agent.agent import Start, Stop
 from ..processes import failures
+from ..processes.output import log_line
 from .blacklist import Blacklist
 from .discovery import HostDiscovery
-from .state_holders import StateHolders, id_list
-from ..processes.supervisor import log_line
 
-IDS_KEY = "tf_hvd/elastic/ids"
 # A host listed again this soon after its ranks were stopped because it was not listed
 # gets new ranks only once it has been listed this long in a row (a flapping host would
 # otherwise make the running ranks wait for newcomers at every commit).
@@ -60,24 +63,16 @@ def _ranks(procs):
     return ", ".join(str(p.rank) for p in procs)
 
 
-def _taking_part(supervisor):
-    return [p for p in supervisor.procs
-            if p.returncode is None and not getattr(p, "retired", False)]
-
-
-def _finishing(supervisor):
-    return any(p.returncode == 0 and not p.retired for p in supervisor.procs)
-
-
 class ElasticHosts(object):
-    def __init__(self, plan, server, args, blacklist=None):
-        self.plan, self.server, self.args = plan, server, args
+    def __init__(self, plan, server, args, policy, blacklist=None):
+        """``policy``: its ``ranks`` (every Rank started) and ``retired`` (the ranks it
+        stopped: their exit is no failure)."""
+        self.plan, self.server, self.args, self.policy = plan, server, args, policy
         self.discovery = None
         if args.host_discovery_script:
             self.discovery = HostDiscovery(args.host_discovery_script, args.slots_per_host,
                                            log=log_line)
-        self.blacklist = blacklist or Blacklist(getattr(args, "blacklist_cooldown_range",
-                                                        None))
+        self.blacklist = blacklist or Blacklist(args.blacklist_cooldown_range)
         self.ids = [s.rank for s in plan.slots]
         self.warned = set()
         self._published = None
@@ -94,48 +89,63 @@ class ElasticHosts(object):
             self.server.store.put(IDS_KEY, ids.encode())
             self._published = ids
 
-    def _publish_running(self, supervisor):
-        self.publish(",".join(str(p.rank) for p in _taking_part(supervisor)))
+    def _taking_part(self):
+        return [p for p in self.policy.ranks
+                if p.returncode is None and p not in self.policy.retired]
+
+    def _finishing(self):
+        return any(p.returncode == 0 and p not in self.policy.retired
+                   for p in self.policy.ranks)
+
+    def _publish_running(self):
+        self.publish(",".join(str(p.rank) for p in self._taking_part()))
+
+    def _retire(self, procs, after=None):
+        """Stop ``procs`` (their exit is no failure): SIGTERM now, or ``after`` s from now
+        when they were asked to leave by themselves; SIGKILL the group's grace later."""
+        procs = [p for p in procs if p.returncode is None and p not in self.policy.retired]
+        self.policy.retired.update(procs)
+        if procs:
+            yield Stop(procs, term_in=after or 0.0)
 
     # -- a rank failed ----------------------------------------------------------
-    def rank_lost(self, proc, supervisor):
+    def rank_lost(self, proc):
         """Blacklist the failed rank's host and stop its other ranks (discovery only);
-        return the lines to log (the supervisor logs them after its own)."""
+        return the lines to log (the policy logs them after its own)."""
         lines = []
         if self.discovery is not None:
             host = proc.host
             already = self.blacklist.is_blacklisted(host)
             delay = self.blacklist.add(host)
-            others = [p for p in _taking_part(supervisor) if p.host == host and p is not proc
+            others = [p for p in self._taking_part() if p.host == host and p is not proc
                       and p not in self.deferred]
-            keep = self._stop(supervisor, others, "%s (blacklisted)" % host)
+            keep = yield from self._stop(others, "%s (blacklisted)" % host)
             if not already:
                 lines.append(self._blacklisting(host, proc, delay,
-                                                [p for p in others if p not in keep], keep,
-                                                supervisor))
+                                                [p for p in others if p not in keep], keep))
         if self.holders.holds(proc.rank):
             self._lost_holders.append(proc)
         self.holders.forget(proc.rank)
-        self._publish_running(supervisor)
+        self._publish_running()
         return lines
 
     # -- the committed state ------------------------------------------------------
-    def _leave(self, supervisor, procs):
+    def _leave(self, procs):
         """Ask ``procs`` to leave at the job's next commit: they are no longer listed,
         the running ranks re-form without them there (with that commit) and they exit;
         SIGTERM if they are still running --elastic-timeout later."""
         if not procs:
             return
-        supervisor.retire(procs, after=self.args.elastic_timeout)
-        self._publish_running(supervisor)
+        yield from self._retire(procs, after=self.args.elastic_timeout)
+        self._publish_running()
         self.holders.leaving([p.rank for p in procs])
 
-    def _stop(self, supervisor, procs, why, graceful=False):
+    def _stop(self, procs, why, graceful=False):
         """Stop ``procs`` (``graceful``: at the next commit), except those that are the
         last ranks holding the committed state: they stay until it has moved (at most
         --elastic-timeout). Returns them."""
         leaving = set(procs) | set(self.deferred)
-        others = [p for p in _taking_part(supervisor)
+        others = [p for p in self._taking_part()
                   if p not in leaving and self.holders.holds(p.rank)]
         keep = [] if others else [p for p in procs if self.holders.holds(p.rank)]
         now = self.holders.clock()
@@ -147,15 +157,15 @@ class ElasticHosts(object):
             self.holders.forget(p.rank)
         self._stopped_new = [p for p in go if p.rank not in held]
         if graceful:  # holders leave at a commit; newcomers have nothing to hand on
-            self._leave(supervisor, [p for p in go if p.rank in held])
-            supervisor.retire(self._stopped_new)
+            yield from self._leave([p for p in go if p.rank in held])
+            yield from self._retire(self._stopped_new)
         else:
-            supervisor.retire(go)
+            yield from self._retire(go)
         return keep
 
-    def _waiting_for(self, supervisor):
+    def _waiting_for(self):
         """Why the kept holders stay: a phrase naming the ranks that should receive it."""
-        newcomers = [p.rank for p in _taking_part(supervisor)
+        newcomers = [p.rank for p in self._taking_part()
                      if not self.holders.holds(p.rank)]
         commit = self.holders.commit()
         if newcomers:
@@ -166,15 +176,15 @@ class ElasticHosts(object):
                 "stay until a new rank has received it (at most %g s, --elastic-timeout)"
                 % (commit, self.args.elastic_timeout))
 
-    def _follow_deferred(self, supervisor):
+    def _follow_deferred(self):
         """Stop the kept holders once another rank holds the state, or after
         --elastic-timeout."""
         for p in list(self.deferred):
-            if p.returncode is not None or p.retired:
+            if p.returncode is not None or p in self.policy.retired:
                 del self.deferred[p]
         if not self.deferred:
             return
-        holders = [p for p in _taking_part(supervisor)
+        holders = [p for p in self._taking_part()
                    if p not in self.deferred and self.holders.holds(p.rank)]
         since = min(t for t, _ in self.deferred.values())
         whys = sorted(set(w for _, w in self.deferred.values()))
@@ -186,7 +196,7 @@ class ElasticHosts(object):
             self.deferred = {}
             for p in procs:
                 self.holders.forget(p.rank)
-            self._leave(supervisor, procs)
+            yield from self._leave(procs)
             return
         elif self.holders.clock() - since >= self.args.elastic_timeout:
             log_line("no other rank has received the committed state within %g s "
@@ -198,13 +208,13 @@ class ElasticHosts(object):
         self.deferred = {}
         for p in procs:
             self.holders.forget(p.rank)
-        supervisor.retire(procs)
+        yield from self._retire(procs)
 
-    def _drop_late(self, supervisor):
+    def _drop_late(self):
         """Newcomers that have not come within --elastic-timeout of their start."""
         timeout = self.args.elastic_timeout
         for i in self.holders.late(timeout):
-            procs = [p for p in _taking_part(supervisor) if p.rank == i]
+            procs = [p for p in self._taking_part() if p.rank == i]
             self.holders.forget(i)
             if not procs:
                 continue
@@ -215,17 +225,17 @@ class ElasticHosts(object):
                      "without it; %s is blacklisted%s" % (
                          i, p.host, timeout, p.host,
                          "" if delay is None else " for %.1f s" % delay))
-            supervisor.retire([p])
+            yield from self._retire([p])
 
-    def state_lost(self, supervisor):
+    def state_lost(self):
         """The final line when no rank taking part holds the committed state any more
         (the job must fail rather than start over); else None."""
-        if _finishing(supervisor):
+        if self._finishing():
             return None
-        taking = _taking_part(supervisor)
+        taking = self._taking_part()
         if [p for p in taking if self.holders.holds(p.rank)]:
             return None
-        gone = sorted(set(self._lost_holders + [p for p in supervisor.procs if p not in
+        gone = sorted(set(self._lost_holders + [p for p in self.policy.ranks if p not in
                                                     taking and self.holders.holds(p.rank)]),
                       key=lambda p: p.rank)
         newcomers = [p.rank for p in taking]
@@ -237,17 +247,16 @@ class ElasticHosts(object):
                    (", and rank(s) %s, which joined later, had not received it"
                     % id_list(newcomers)) if newcomers else ""))
 
-    @staticmethod
-    def _gone(p):
-        if p.returncode is not None and not p.retired:
+    def _gone(self, p):
+        if p.returncode is not None and p not in self.policy.retired:
             return failures.describe(p.outcome())
         return "rank %d (on %s), stopped by the launcher" % (p.rank, p.host)
 
-    def _blacklisting(self, host, proc, delay, others, keep=(), supervisor=None):
+    def _blacklisting(self, host, proc, delay, others, keep=()):
         stopping = ("; stopping its other rank(s) %s" % _ranks(others)) if others else ""
         if keep:
             stopping += "; its other rank(s) %s %s" % (_ranks(keep),
-                                                        self._waiting_for(supervisor))
+                                                        self._waiting_for())
         cooldown = self.blacklist.cooldown_range
         if delay is None:
             return ("blacklisting %s after rank %d's failure: no rank starts on it for the "
@@ -305,26 +314,30 @@ class ElasticHosts(object):
             hostname=bind.split("@", 1)[-1], slot_hostname=name, elastic_host=name,
             **elastic_fields(self.args.elastic_timeout, self.args.min_np))
 
-    def _start(self, supervisor, new_id, host):
-        """Start rank ``new_id`` on ``host``; OSError if it cannot be started."""
+    def _start(self, new_id, host):
+        """Start rank ``new_id`` on ``host``: False when the launcher is being stopped;
+        OSError if it cannot be started."""
         secret = self.server.secret
         slot = argparse.Namespace(hostname=host)
         # this machine: the command itself; inside a Slurm allocation: srun, which carries
         # the process environment to the node (slurm.py); else ssh, the secret on stdin
         argv, child_env, stdin_data = self.plan.rank_process(
             slot, self._rank_env(new_id, host), secret, os.getcwd())
-        supervisor.spawn(new_id, host, argv, child_env, os.getcwd(),
-                         self.args.output_filename, stdin_data=stdin_data, redact=secret)
+        rank = yield Start(new_id, host, argv, child_env, os.getcwd(),
+                           self.args.output_filename, stdin_data, secret)
+        if rank is not None:
+            self.policy.ranks.append(rank)
+        return rank is not None
 
-    def _stop_unlisted(self, supervisor, hosts):
+    def _stop_unlisted(self, hosts):
         listed = set(h for h, _ in hosts)
         gone = {}
-        for p in _taking_part(supervisor):
+        for p in self._taking_part():
             if p.host not in listed and p not in self.deferred:
                 gone.setdefault(p.host, []).append(p)
         for host, procs in gone.items():
             self._dropped[host] = self.holders.clock()
-            keep = self._stop(supervisor, procs, "%s, which is no longer listed" % host,
+            keep = yield from self._stop(procs, "%s, which is no longer listed" % host,
                               graceful=True)
             go = [p for p in procs if p not in keep]
             if not keep:
@@ -338,28 +351,28 @@ class ElasticHosts(object):
                          % (host, _ranks(procs)))
                 continue
             log_line("host discovery: %s is no longer listed, but its rank(s) %s %s%s"
-                     % (host, _ranks(keep), self._waiting_for(supervisor),
+                     % (host, _ranks(keep), self._waiting_for(),
                         ("; rank(s) %s on it leave at the next commit" % _ranks(go))
                         if go else ""))
 
-    def tick(self, supervisor):
-        """Called every poll while the job runs."""
-        self._publish_running(supervisor)
-        if self.discovery is None or _finishing(supervisor):
+    def tick(self):
+        """Called every poll while the job runs; the final line when the job's committed
+        state is lost (the policy stops the job), else None."""
+        self._publish_running()
+        if self.discovery is None or self._finishing():
             return  # no script, or the job is finishing: no rank joins any more
-        taking = set(p.rank for p in _taking_part(supervisor))
+        taking = set(p.rank for p in self._taking_part())
         for i in list(self.holders.newcomers):
             if i not in taking:
                 self.holders.forget(i)
         if self.holders.refresh():
             self._lost_holders = []
-        self._drop_late(supervisor)
-        self._follow_deferred(supervisor)
-        self._publish_running(supervisor)
-        lost = self.state_lost(supervisor)
+        yield from self._drop_late()
+        yield from self._follow_deferred()
+        self._publish_running()
+        lost = self.state_lost()
         if lost is not None:
-            supervisor.stop_job(lost)
-            return
+            return lost
         for host in self.blacklist.returned():
             log_line("%s's blacklist cooldown is over: ranks may start on it again" % host)
         hosts = self.discovery.poll()
@@ -370,7 +383,7 @@ class ElasticHosts(object):
         self._listed_since = dict((h, self._listed_since.get(h, now)) for h in listed)
         # Ranks on hosts no longer listed (or kept there as the last holders) leave room:
         # newcomers start first, so that the state has somewhere to go.
-        running = [p for p in _taking_part(supervisor)
+        running = [p for p in self._taking_part()
                    if p.host in listed and p not in self.deferred]
         per_host = {}
         for p in running:
@@ -382,7 +395,8 @@ class ElasticHosts(object):
             while room > 0 and per_host.get(host, 0) < slots:
                 new_id = max(self.ids) + 1
                 try:
-                    self._start(supervisor, new_id, host)
+                    if not (yield from self._start(new_id, host)):
+                        break
                 except OSError as e:
                     log_line("host discovery: cannot start a rank on %s: %s"
                              % (host, e.strerror or e))
@@ -398,7 +412,7 @@ class ElasticHosts(object):
                          % (slots, host, ", ".join(str(i) for i in started),
                             self.args.elastic_timeout))
                 all_started.extend(started)
-        self._publish_running(supervisor)
+        self._publish_running()
         if all_started:  # listed first: the running ranks' reset waits for them
             self.holders.started(all_started)
-        self._stop_unlisted(supervisor, hosts)
+        yield from self._stop_unlisted(hosts)

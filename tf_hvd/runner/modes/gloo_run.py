@@ -1,4 +1,4 @@
-"""Gloo mode: serve the rendezvous store, start every rank, supervise them.
+"""Gloo mode: serve the rendezvous store and start every rank (the agent supervises them).
 
 Each job gets a fresh random secret (auth.py): the rendezvous server accepts only
 requests signed with it, local ranks find it in HOROVOD_GLOO_RENDEZVOUS_SECRET and
@@ -6,21 +6,22 @@ remote ranks read it from ssh's stdin. It is never printed: the launcher's own l
 and the ranks' output have it masked.
 """
 
-import argparse
 import errno
 import os
 import shlex
 import sys
-import time
 
 from ...job import auth
-from ...job import rank_env
-from ..processes import failures
-from ..elastic.elastic_hosts import ElasticHosts, elastic_fields
-from .outcome import RunOutcome
 from ...job.rendezvous import RendezvousServer
+from ..agent import agent
+from ..agent.outcome import RunOutcome
+from ..agent.static_policy import StaticPolicy
+from ..elastic.elastic_hosts import elastic_fields
+from ..elastic.elastic_policy import ElasticPolicy
+from ..processes import failures
+from ..processes.output import log_line
+from ..processes.rank_group import RankGroup
 from ..processes.signals import SignalCatcher
-from ..processes.supervisor import Supervisor, log_line
 
 USAGE_EXIT = 2
 
@@ -72,102 +73,92 @@ def _rank_list(ranks):
 
 def run(plan):
     """Run the job described by ``plan``, restarting it after a rank's failure up to
-    ``--max-restarts`` times; return the launcher's exit code."""
-    limit = getattr(plan.args, "max_restarts", 0) or 0
-    restart = 0
-    while True:
-        outcome = _run_once(plan, restart)
-        if not outcome.failed or not outcome.restartable or limit == 0:
-            return outcome.code
-        if restart == limit:
-            log_line("giving up: the job failed %d time(s), more than --max-restarts %d "
-                     "allows (last failure: %s)" % (restart + 1, limit, outcome.why))
-            return outcome.code
-        restart += 1
-        log_line("restarting every rank with a fresh rendezvous (restart %d of %d) because "
-                 "%s" % (restart, limit, outcome.why))
+    ``--max-restarts`` times (an elastic job: as its policy decides); its RunOutcome."""
+    config = plan.args
+    with SignalCatcher() as signals:
+        job = GlooJob(plan)
+        if config.min_np is not None:
+            policy = ElasticPolicy(job, plan, config)
+        else:
+            policy = StaticPolicy(job, max_restarts=config.max_restarts)
+        return agent.run(plan, RankGroup(signals), policy)
 
 
-def _run_once(plan, restart):
-    """One run of the whole job, as a RunOutcome."""
-    args = plan.args
-    cwd = os.getcwd()
-    bind = plan.rendezvous_bind_address()
-    rendezvous_addr = plan.launcher_address()
-    secret = auth.new_secret()
-    # verbose=False: its per-request log would drown everything else
-    server = RendezvousServer(bind, port=args.rendezvous_port, secret=secret,
-                              on_refusal=_refusal_logger(secret))
-    try:
-        server.start()
-    except OSError as e:
-        sys.stderr.write("tfhvdrun: error: cannot start the rendezvous server on %s:%d: %s%s\n"
-                         % (bind, args.rendezvous_port, e.strerror or e,
-                            " (choose another --rendezvous-port, or 0 for any free port)"
-                            if args.rendezvous_port else ""))
-        sys.stderr.flush()
-        return RunOutcome(USAGE_EXIT)
-    signals = SignalCatcher()
-    signals.install()
-    elastic = None
-    if getattr(args, "min_np", None) is not None:
-        elastic = argparse.Namespace(min_np=args.min_np, timeout=args.elastic_timeout,
-                                     reset_limit=args.reset_limit)
-    hosts = ElasticHosts(plan, server, args) if elastic is not None else None
-    supervisor = Supervisor(signals, fault_records=lambda: fault_records(server.store),
-                            elastic=elastic, tick=hosts and (lambda: hosts.tick(supervisor)),
-                            on_rank_lost=hosts and (
-                                lambda proc: hosts.rank_lost(proc, supervisor)),
-                            state_lost=hosts and (lambda: hosts.state_lost(supervisor)))
+class GlooJob(object):
+    """Gloo mode's side of each run (static_policy.py): a fresh rendezvous with a fresh
+    secret, then one rank process per slot."""
 
-    def verbose(message):
-        if args.verbose:
-            log_line(auth.mask(message, secret))
+    launcher = None  # every rank is a process of ours
 
-    try:
-        rank_envs = plan.rank_envs(rendezvous_addr, server.port)
-        verbose("rendezvous server on %s:%d (bound to %s; requests must be signed with "
-                "the job's secret, %s=%s)" % (rendezvous_addr, server.port, bind,
-                                              auth.SECRET_ENV, auth.MASK))
-        start_deadline = time.monotonic() + plan.start_timeout
+    def __init__(self, plan):
+        self.plan, self.config = plan, plan.args
+        self.size = len(plan.slots)
+        self.start_timeout = plan.start_timeout
+        self.server = self.secret = None
+
+    def verbose(self, message):
+        if self.config.verbose:
+            log_line(auth.mask(message, self.secret))
+
+    def prepare(self, restart):
+        """Start this run's rendezvous server; a RunOutcome if it cannot start."""
+        bind, port = self.plan.rendezvous_bind_address(), self.config.rendezvous_port
+        self.secret = auth.new_secret()
+        # verbose=False: its per-request log would drown everything else
+        self.server = RendezvousServer(bind, port=port, secret=self.secret,
+                                       on_refusal=_refusal_logger(self.secret))
+        try:
+            self.server.start()
+        except OSError as e:
+            self.server = None
+            sys.stderr.write("tfhvdrun: error: cannot start the rendezvous server on %s:%d: "
+                             "%s%s\n" % (bind, port, e.strerror or e,
+                                         " (choose another --rendezvous-port, or 0 for any "
+                                         "free port)" if port else ""))
+            sys.stderr.flush()
+            return RunOutcome(USAGE_EXIT)
+        self.verbose("rendezvous server on %s:%d (bound to %s; requests must be signed with "
+                     "the job's secret, %s=%s)" % (self.plan.launcher_address(),
+                                                   self.server.port, bind, auth.SECRET_ENV,
+                                                   auth.MASK))
+        return None
+
+    def starts(self, restart):
+        """The Start of every rank, in rank order (built as each is started)."""
+        plan, cwd = self.plan, os.getcwd()
+        rank_envs = plan.rank_envs(plan.launcher_address(), self.server.port)
         for slot, rank in zip(plan.slots, rank_envs):
-            if signals.pending():
-                break  # stopped while starting: supervisor.wait() handles it
-            if time.monotonic() > start_deadline:
-                why = ("could not start rank(s) %s within the start-up timeout of %s s "
-                       "(--start-timeout / HOROVOD_START_TIMEOUT)"
-                       % (_rank_list(range(slot.rank, len(plan.slots))),
-                          rank_env.number_text(plan.start_timeout)))
-                log_line(why)
-                supervisor.abort()
-                # Not restartable: a restart meets the same slow start.
-                return RunOutcome(1, restartable=False, why=why)
             rank = rank.replace(restart_count=restart)
-            if elastic is not None:
+            if self.config.min_np is not None:
                 rank = rank.replace(elastic_host=slot.hostname.split("@", 1)[-1],
-                                    **elastic_fields(elastic.timeout, elastic.min_np))
-            argv, child_env, stdin_data = plan.rank_process(slot, rank, secret, cwd)
-            verbose("rank %d on %s (local %d/%d, cross %d/%d): %s"
-                    % (slot.rank, slot.hostname, slot.local_rank, slot.local_size,
-                       slot.cross_rank, slot.cross_size,
-                       " ".join(shlex.quote(a) for a in argv)))
-            try:
-                supervisor.spawn(slot.rank, slot.hostname, argv, child_env, cwd,
-                                 args.output_filename, stdin_data=stdin_data, redact=secret)
-            except OSError as e:
-                log_line("cannot start rank %d (%s): %s"
-                         % (slot.rank, argv[0], e.strerror or e))
-                supervisor.abort()
-                return RunOutcome(127 if e.errno == errno.ENOENT else 126)
-        code = supervisor.wait()
-        if code != 0:
-            _report_missing_ranks(server, len(plan.slots))
-        restartable = supervisor.failed is not None and supervisor.signalled is None and \
-            supervisor.lost_report is None
-        return RunOutcome(code, restartable, supervisor.report)
-    finally:
-        signals.restore()
-        server.stop()
-        if server.refusals > 1:
+                                    **elastic_fields(self.config.elastic_timeout,
+                                                     self.config.min_np))
+            argv, child_env, stdin_data = plan.rank_process(slot, rank, self.secret, cwd)
+            self.verbose("rank %d on %s (local %d/%d, cross %d/%d): %s"
+                         % (slot.rank, slot.hostname, slot.local_rank, slot.local_size,
+                            slot.cross_rank, slot.cross_size,
+                            " ".join(shlex.quote(a) for a in argv)))
+            yield agent.Start(slot.rank, slot.hostname, argv, child_env, cwd,
+                              self.config.output_filename, stdin_data, self.secret)
+
+    @staticmethod
+    def cannot_start(start, error):
+        return ("cannot start rank %d (%s): %s" % (start.rank, start.argv[0],
+                                                   error.strerror or error),
+                127 if error.errno == errno.ENOENT else 126)
+
+    def fault_records(self):
+        return fault_records(self.server.store)
+
+    def ended(self, outcome):
+        if outcome.code != 0:
+            _report_missing_ranks(self.server, self.size)
+
+    def close(self):
+        if self.server is None:
+            return
+        self.server.stop()
+        if self.server.refusals > 1:
             log_line("warning: the rendezvous server refused %d requests in all"
-                     % server.refusals)
+                     % self.server.refusals)
+        self.server = None

@@ -65,6 +65,11 @@ def describe_status(returncode):
     return "exited with code %d" % returncode
 
 
+def exit_code_for(returncode):
+    """The launcher's exit status for a process's ``returncode`` (128+N: signal N)."""
+    return returncode if returncode >= 0 else 128 - returncode
+
+
 def describe(outcome, first_exit_time=None):
     """'rank 2 (on node1) exited with code 1', naming how the rank failed."""
     who = "rank %d" % outcome.rank

@@ -17,6 +17,7 @@ rank wrapper imports it by file location.
 
 import os
 import re
+import sys
 import threading
 import time
 
@@ -52,6 +53,18 @@ def lock_for(stream):
         if key not in _locks:
             _locks[key] = threading.Lock()
         return _locks[key]
+
+
+def log_line(message):
+    """Write ``tfhvdrun: <message>`` to stderr as one line, never inside a rank's line."""
+    dest = sys.stderr.buffer
+    with lock_for(dest):
+        try:
+            sys.stderr.flush()
+            dest.write(("tfhvdrun: %s\n" % message).encode("utf-8", "replace"))
+            dest.flush()
+        except (OSError, ValueError):
+            pass
 
 
 def prefix(rank, stream_name):

@@ -1,5 +1,14 @@
-"""Which processes of an elastic job hold its committed state, as its launcher sees it
-(tfhvdrun's ElasticHosts, ElasticRayExecutor).
+"""The elastic store's contract: the keys an elastic job's launcher (tfhvdrun's
+ElasticHosts, Ray's ElasticRayExecutor) and its processes (tf_hvd.elastic) share in the
+rendezvous store, and which processes hold the job's committed state (StateHolders).
+
+The launcher publishes the ids of the processes taking part (``IDS_KEY``), the newcomers
+still to receive the state (``JOINING_KEY``), a change of hosts (``HOSTS_VERSION_KEY``:
+the running ranks re-form at their next commit) and who must leave (``LEAVING_KEY``).
+The processes write that a newcomer came (``JOINED_KEY``) and received the state
+(``SYNCED_KEY``), the job's commit count (``COMMIT_KEY``, rank 0) and, per round of
+re-forming, who is alive and holds the state (``round_key``) and the round decided
+(``ROUND_KEY``).
 
 The processes a job starts with hold it (the state they were created with is the first
 commit). A newcomer (started later on a discovered slot) holds it once ``run`` has synced
@@ -22,12 +31,36 @@ count at each ``commit()``. The launcher uses this to
 import time
 
 STORE = "tf_hvd/elastic/"
+IDS_KEY = STORE + "ids"                    # every process taking part: "0,1,3"
 HOSTS_VERSION_KEY = STORE + "hosts_version"
-JOINED_KEY = STORE + "joined/%d"
-SYNCED_KEY = STORE + "synced/%d"
-COMMIT_KEY = STORE + "commit"
-JOINING_KEY = STORE + "joining"
-LEAVING_KEY = STORE + "leaving/%d"
+JOINED_KEY = STORE + "joined/%d"           # a newcomer came to the rendezvous
+SYNCED_KEY = STORE + "synced/%d"           # ... and received the committed state
+COMMIT_KEY = STORE + "commit"              # the job's last commit (rank 0 writes it)
+JOINING_KEY = STORE + "joining"            # newcomers still to receive it: "2,3"
+LEAVING_KEY = STORE + "leaving/%d"         # the launcher asks this process to leave
+ROUND_KEY = STORE + "round"                # the last round of re-forming decided
+
+
+def round_key(round_, name):
+    """The key ``name`` of re-forming round ``round_`` ("members", "alive/3", ...).
+
+        >>> round_key(2, "members")
+        'tf_hvd/elastic/round2/members'
+    """
+    return STORE + "round%d/%s" % (round_, name)
+
+
+def format_ids(ids):
+    """The value of IDS_KEY / JOINING_KEY.
+
+        >>> format_ids([0, 1, 3]), parse_ids(b"0,1,3"), parse_ids(None)
+        (b'0,1,3', [0, 1, 3], [])
+    """
+    return ",".join(str(i) for i in ids).encode()
+
+
+def parse_ids(value):
+    return [int(i) for i in value.decode().split(",") if i] if value else []
 
 
 def id_list(ids):
@@ -61,7 +94,7 @@ class StateHolders(object):
         self.store.put(HOSTS_VERSION_KEY, ("launcher %d: %s" % (self._starts, what)).encode())
 
     def _publish_joining(self):
-        self.store.put(JOINING_KEY, ",".join(str(i) for i in sorted(self.newcomers)).encode())
+        self.store.put(JOINING_KEY, format_ids(sorted(self.newcomers)))
 
     def refresh(self):
         """Newcomers that have received the state become holders; returns their ids."""

@@ -1,0 +1,128 @@
+"""What an elastic job (--min-np, --host-discovery-script) does when a rank fails.
+
+A failed rank does not end the job while at least --min-np ranks are left: the others
+re-form without it (tf_hvd.elastic), its host is blacklisted and its other ranks stopped
+(elastic_hosts.py). Fewer than --min-np left: the job waits up to --elastic-timeout for
+new ranks, then stops. It stops at once when every rank failed, when it was reset more
+often than --reset-limit allows, or when no rank left holds its committed state (then
+the final line says which commit was lost). Signals and the report of a failure that
+ends the job are the static policy's (runner/agent/static_policy.py). This policy only
+answers with actions: the agent starts and stops the processes.
+
+    policy = ElasticPolicy(GlooJob(plan), plan, config)
+    outcome = agent.run(plan, RankGroup(signals), policy)
+"""
+
+import time
+
+from ..agent.agent import Stop
+from ..agent.outcome import RunOutcome
+from ..agent.static_policy import StaticPolicy
+from ..processes import failures
+from .elastic_hosts import ElasticHosts
+
+
+class ElasticPolicy(StaticPolicy):
+    def __init__(self, job, plan, config, grace=3.0, settle=0.5, log=None):
+        super(ElasticPolicy, self).__init__(job, 0, grace, settle, log)
+        self.plan, self.config = plan, config
+        self.min_np, self.timeout = config.min_np, config.elastic_timeout
+        self.reset_limit = config.reset_limit  # None: no limit
+        self.hosts = None
+        self.retired = set()      # ranks this policy stopped: their exit is no failure
+        self.resets = 0
+        self.lost_ranks = []      # the failed ranks the job went on without
+        self.short_since = None   # since when fewer than --min-np ranks are left
+        self.lost_report = None   # the job fails: its committed state was lost
+        self.none_left = False    # the job ends: every rank failed
+
+    def _prepared(self):
+        self.hosts = ElasticHosts(self.plan, self.job.server, self.config, self)
+
+    def _ignored(self, rank):
+        return rank in self.retired or self.lost_report is not None
+
+    def _active(self):
+        return [p for p in self.running() if p not in self.retired]
+
+    def _stop_job(self, report):
+        """End the job as failed (its committed state is lost); ``report`` is the final
+        line."""
+        if self.lost_report is None:
+            self.lost_report = report
+            yield Stop(self.running())
+
+    def _goes_on(self, rank):
+        """The job lost ``rank``: log it; False when the job must end now."""
+        self.resets += 1
+        self.lost_ranks.append(rank)
+        what = failures.describe(rank.outcome())
+        lines = yield from self.hosts.rank_lost(rank)  # blacklists its host
+        try:
+            return (yield from self._decide(what))
+        finally:
+            for line in lines:
+                self.log(line)
+
+    def _decide(self, what):
+        running = self._active()
+        if not running:  # Horovod: every rank failed, the job ends (no waiting)
+            self.log("%s; no rank is left: stopping the job (every rank failed or was "
+                     "stopped)" % what)
+            self.none_left = True
+            return False
+        lost = self.hosts.state_lost()
+        if lost is not None:
+            self.log("%s; no rank left holds the job's committed state: stopping the job"
+                     % what)
+            yield from self._stop_job(lost)
+            return True
+        if self.reset_limit is not None and self.resets > self.reset_limit:
+            self.log("%s; stopping the job: it has been reset %d time(s), more than "
+                     "--reset-limit %d allows" % (what, self.resets, self.reset_limit))
+            return False
+        if len(running) < self.min_np:
+            if self.short_since is None:
+                self.short_since = time.monotonic()
+            self.log("%s; %d rank(s) left, fewer than --min-np %d: waiting up to %g s "
+                     "(--elastic-timeout)" % (what, len(running), self.min_np, self.timeout))
+            return True
+        self.log("%s; the job goes on with the %d rank(s) left (elastic reset %d)"
+                 % (what, len(running), self.resets))
+        return True
+
+    def _tick(self):
+        if self.failed is None and self.signalled is None and self.lost_report is None:
+            lost = yield from self.hosts.tick()  # host discovery, the committed state
+            if lost is not None:
+                yield from self._stop_job(lost)
+        yield from super(ElasticPolicy, self)._tick()
+        if self.short_since is not None and len(self._active()) >= self.min_np:
+            self.short_since = None  # enough ranks again (new ones joined)
+        running = self.running()
+        if (self.short_since is not None and self.failed is None and running and
+                time.monotonic() - self.short_since >= self.timeout):
+            self.log("stopping the job: only %d rank(s) left for %g s (--elastic-timeout), "
+                     "fewer than --min-np %d" % (len(running), self.timeout, self.min_np))
+            self.failed = self.lost_ranks[0]
+            yield Stop(running)
+
+    def _outcome(self, outcomes):
+        if self.lost_report is not None and self.signalled is None:
+            self.report = self.lost_report
+            self.log(self.report)
+            holders = [p for p in self.lost_ranks if p.returncode]
+            return RunOutcome(failures.exit_code_for(holders[0].returncode) if holders
+                              else 1, False, self.report)
+        if (self.failed is None and self.lost_ranks and self.signalled is None and
+                not any(p.returncode == 0 and p not in self.retired for p in self.ranks)):
+            self.failed = self.lost_ranks[0]  # every rank failed in the end
+        if self.failed is None or not self.none_left:
+            return super(ElasticPolicy, self)._outcome(outcomes)
+        # every failure was its own: name them all
+        lost = [p for p in self.ranks if p.returncode and p not in self.retired]
+        self.report = "the job failed: every rank failed or was stopped: %s" % "; ".join(
+            failures.describe(p.outcome()) for p in lost)
+        self.log(self.report)
+        return RunOutcome(failures.exit_code_for(self.lost_ranks[0].returncode), True,
+                          self.report)
