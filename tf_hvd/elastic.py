@@ -43,7 +43,11 @@ from tf_hvd._keras import flavors
 from tf_hvd._library import lib as _lib
 from tf_hvd.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from tf_hvd.reduce_ops import Max
+from tf_hvd.job import placement
 from tf_hvd.job import rank_env
+from tf_hvd.job.elastic_state import (COMMIT_KEY, HOSTS_VERSION_KEY, IDS_KEY, JOINED_KEY,
+                                      JOINING_KEY, LEAVING_KEY, ROUND_KEY, SYNCED_KEY,
+                                      parse_ids, round_key)
 from tf_hvd.job.rendezvous import RendezvousClient
 
 __all__ = ["run", "State", "ObjectState", "TensorFlowState", "TensorFlowKerasState",
@@ -63,13 +67,6 @@ ROUND_ENV = "HOROVOD_ELASTIC_ROUND"   # the round of the job's current form (kno
 ID_ENV = rank_env.ELASTIC_ID          # this process's id: its rank when the launcher started it
 JOIN_ENV = rank_env.ELASTIC_JOIN      # "1": started by the launcher to join a running job
 HOST_ENV = rank_env.ELASTIC_HOST      # the host the launcher started this process on
-STORE = "tf_hvd/elastic/"             # keys in the launcher's rendezvous store
-# Keys the launcher reads (tf_hvd/runner/elastic/state_holders.py): who holds the committed state.
-JOINED_KEY = STORE + "joined/%d"      # a newcomer came to the rendezvous
-SYNCED_KEY = STORE + "synced/%d"      # ... and received the committed state (its commit)
-COMMIT_KEY = STORE + "commit"         # the job's last commit (rank 0 writes it)
-JOINING_KEY = STORE + "joining"       # newcomers the launcher started, still to receive it
-LEAVING_KEY = STORE + "leaving/%d"    # the launcher asks this process to leave (at a commit)
 # A reset that waits for a newcomer the launcher started waits until the launcher drops
 # it (it does so --elastic-timeout after starting it); this much longer at most.
 JOINING_GRACE_SECONDS = 30.0
@@ -316,7 +313,7 @@ def _hosts_version(commits=None):
     with _client() as store:
         if commits is not None:
             store.put(COMMIT_KEY, str(commits).encode())
-        value = store.get(STORE + "hosts_version")
+        value = store.get(HOSTS_VERSION_KEY)
     return value.decode() if value is not None else None
 
 
@@ -327,14 +324,12 @@ def _elastic_launcher():
 
 
 def _ids(store):
-    value = store.get(STORE + "ids")  # the launcher publishes every process's id
-    return [int(i) for i in value.decode().split(",")] if value is not None else []
+    return parse_ids(store.get(IDS_KEY))  # the launcher publishes every process's id
 
 
 def _reform(my_id, round_, announce=False):
     """Agree with the other processes of round ``round_`` on who takes part; return
     (rank, size): ranks in the order of the processes' ids."""
-    prefix = STORE + "round%d/" % round_
     launched = rank_env.RankEnv.from_environ(os.environ)
     timeout = 600.0 if launched.elastic_timeout is None else launched.elastic_timeout
     entered = time.monotonic()
@@ -342,10 +337,10 @@ def _reform(my_id, round_, announce=False):
     with _client() as store:
         # the value is this process's host: the new topology groups ranks by it
         if _seen["holds"]:
-            store.put(prefix + "holds/%d" % my_id, b"1")
-        store.put(prefix + "alive/%d" % my_id, _my_host().encode())
+            store.put(round_key(round_, "holds/%d" % my_id), b"1")
+        store.put(round_key(round_, "alive/%d" % my_id), _my_host().encode())
         if announce:  # the running ranks see this at their next commit and come here
-            store.put(STORE + "hosts_version", ("joined %d" % my_id).encode())
+            store.put(HOSTS_VERSION_KEY, ("joined %d" % my_id).encode())
         # Listed when this process came: the ones worth waiting for (a joiner the
         # launcher starts later meets the job at its next commit, as before).
         listed_on_entry = set(_ids(store))
@@ -353,14 +348,14 @@ def _reform(my_id, round_, announce=False):
             _leave(my_id)
         alive, stable_since = None, time.monotonic()
         while True:
-            decided = store.get(prefix + "members")
+            decided = store.get(round_key(round_, "members"))
             if decided is not None:
                 if decided.startswith(b"lost"):
                     raise HorovodInternalError(_lost_message(decided, round_))
                 members = [int(r) for r in decided.decode().split(",")]
                 break
             listed = _ids(store)
-            now_alive = [i for i in listed if store.get(prefix + "alive/%d" % i)]
+            now_alive = [i for i in listed if store.get(round_key(round_, "alive/%d" % i))]
             if now_alive != alive:
                 alive, stable_since = now_alive, time.monotonic()
             stable = time.monotonic() - stable_since
@@ -373,15 +368,15 @@ def _reform(my_id, round_, announce=False):
                     and len(alive) >= min_np
                     and (not missing or (stable >= LISTED_WAIT_SECONDS and
                                          not [i for i in missing if i in joining]))):
-                if not [i for i in alive if store.get(prefix + "holds/%d" % i)]:
+                if not [i for i in alive if store.get(round_key(round_, "holds/%d" % i))]:
                     # Every process that held the committed state is gone: forming a job
                     # of newcomers would start over from nothing.
                     verdict = ("lost %s" % (store.get(COMMIT_KEY) or b"0").decode()).encode()
-                    store.put(prefix + "members", verdict)
+                    store.put(round_key(round_, "members"), verdict)
                     raise HorovodInternalError(_lost_message(verdict, round_))
                 # The first process decides (the members key is the round's verdict).
-                store.put(prefix + "members", ",".join(str(i) for i in alive).encode())
-                store.put(STORE + "round", str(round_).encode())
+                store.put(round_key(round_, "members"), ",".join(str(i) for i in alive).encode())
+                store.put(ROUND_KEY, str(round_).encode())
                 members = alive
                 break
             waited_for = [i for i in missing if i in joining]
@@ -390,7 +385,8 @@ def _reform(my_id, round_, announce=False):
                 raise HorovodInternalError("elastic reset: the job did not re-form within "
                                            "--elastic-timeout")
             time.sleep(0.1)
-        hosts = [(store.get(prefix + "alive/%d" % i) or b"?").decode() for i in members]
+        hosts = [(store.get(round_key(round_, "alive/%d" % i)) or b"?").decode()
+                 for i in members]
     if my_id not in members:
         with _client() as store:
             leaving = store.get(LEAVING_KEY % my_id)
@@ -412,8 +408,7 @@ def _leave(my_id):
 
 
 def _joining(store):
-    value = store.get(JOINING_KEY)
-    return [int(i) for i in value.decode().split(",") if i] if value else []
+    return parse_ids(store.get(JOINING_KEY))
 
 
 def _lost_message(verdict, round_):
@@ -427,37 +422,22 @@ def _my_host():
     return rank_env.RankEnv.from_environ(os.environ).elastic_host or socket.gethostname()
 
 
-def _topology(rank, hosts):
-    """(local rank, local size, cross rank, cross size) of ``rank`` when rank r runs on
-    ``hosts[r]``: local among the ranks of its host, cross among the hosts that have a
-    rank with the same local rank (hosts in order of their first rank), as the launcher
-    computes them."""
-    local_rank = hosts[:rank].count(hosts[rank])
-    order = []
-    for h in hosts:
-        if h not in order:
-            order.append(h)
-    peers = [h for h in order if hosts.count(h) > local_rank]
-    return local_rank, hosts.count(hosts[rank]), peers.index(hosts[rank]), len(peers)
-
-
 def _init_round(my_id, round_, announce=False):
     """Set this process's rank/size for ``round_`` and initialise the core."""
     rank, hosts = _reform(my_id, round_, announce)
     version = _hosts_version()  # a joiner announces itself before the round is decided
-    local_rank, local_size, cross_rank, cross_size = _topology(rank, hosts)
-    for name, value in (("HOROVOD_RANK", rank), ("HOROVOD_SIZE", len(hosts)),
-                        ("HOROVOD_LOCAL_RANK", local_rank), ("HOROVOD_LOCAL_SIZE", local_size),
-                        ("HOROVOD_CROSS_RANK", cross_rank), ("HOROVOD_CROSS_SIZE", cross_size),
-                        (ROUND_ENV, round_)):
-        os.environ[name] = str(value)
+    local_rank, local_size, cross_rank, cross_size = placement.topology_of(hosts, rank)
+    os.environ.update(rank_env.RankEnv(
+        rank=rank, size=len(hosts), local_rank=local_rank, local_size=local_size,
+        cross_rank=cross_rank, cross_size=cross_size,
+        knobs={ROUND_ENV: str(round_)}).to_environ())
     _seen["hosts_version"] = version
     _seen["round"] = round_
     _lib.init()
     # As under horovodrun, HOROVOD_RANK stays the rank the launcher started this process
     # with (Horovod's elastic scripts read it as their start rank); hvd.rank() is the
     # rank in the job's current form.
-    os.environ["HOROVOD_RANK"] = str(my_id)
+    os.environ.update(rank_env.RankEnv(rank=my_id).to_environ())
 
 
 def join_before_init():
@@ -468,7 +448,7 @@ def join_before_init():
     _seen["holds"] = False  # until the committed state reaches it (run's first sync)
     with _client() as store:
         store.put(JOINED_KEY % my_id, b"1")  # the launcher stops waiting for it
-        current = store.get(STORE + "round")
+        current = store.get(ROUND_KEY)
     _init_round(my_id, (int(current.decode()) if current else 0) + 1, announce=True)
 
 

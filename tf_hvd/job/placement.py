@@ -18,6 +18,28 @@ RankSlot = collections.namedtuple(
     ["rank", "size", "hostname", "local_rank", "local_size", "cross_rank", "cross_size"])
 
 
+def cross_of_counts(per_host, host_index, local_rank):
+    """(cross rank, cross size) as Horovod counts them: among the hosts that run a rank
+    with this local rank; ``per_host`` is the number of ranks on each host, in order."""
+    peers = [i for i, n in enumerate(per_host) if n > local_rank]
+    return peers.index(host_index), len(peers)
+
+
+def topology_of(hosts, rank):
+    """(local rank, local size, cross rank, cross size) of ``rank`` when rank r runs on
+    ``hosts[r]`` (hosts in the order of their first rank): the rule assign_ranks places
+    by, for a job whose ranks are already placed (re-forming, schedulers).
+
+        >>> topology_of(["a", "a", "b"], 2)   # b's local rank 0; a and b run one
+        (0, 1, 1, 2)
+    """
+    order = list(dict.fromkeys(hosts))
+    local_rank = hosts[:rank].count(hosts[rank])
+    cross_rank, cross_size = cross_of_counts([hosts.count(h) for h in order],
+                                             order.index(hosts[rank]), local_rank)
+    return local_rank, hosts.count(hosts[rank]), cross_rank, cross_size
+
+
 def assign_ranks(hosts, num_proc):
     """Return a list of RankSlot, index == rank.
 
@@ -41,16 +63,13 @@ def assign_ranks(hosts, num_proc):
         remaining -= n
 
     slots = []
-    rank = 0
+    per_host = [n for _, n in used]
     for host_index, (name, n) in enumerate(used):
         for local_rank in range(n):
-            # Hosts that also have a rank with this local_rank, in host order.
-            peers = [i for i, (_, m) in enumerate(used) if m > local_rank]
+            cross_rank, cross_size = cross_of_counts(per_host, host_index, local_rank)
             slots.append(RankSlot(
-                rank=rank, size=num_proc, hostname=name,
-                local_rank=local_rank, local_size=n,
-                cross_rank=peers.index(host_index), cross_size=len(peers)))
-            rank += 1
+                rank=len(slots), size=num_proc, hostname=name, local_rank=local_rank,
+                local_size=n, cross_rank=cross_rank, cross_size=cross_size))
     return slots
 
 

@@ -33,7 +33,8 @@ import socket
 from tf_hvd.job import rank_env
 from tf_hvd.job.slurm_hostlist import HostlistError, expand_hostlist, expand_tasks_per_node
 
-from .job import Job, SchedulerEnvError, cross_of_counts
+from tf_hvd.job.placement import cross_of_counts
+from .job import Job, SchedulerEnvError
 from .tf_config import resolve_tf_config
 
 __all__ = ["Job", "SchedulerEnvError", "horovod_env", "local_address", "resolve"]

@@ -10,6 +10,8 @@ tf_hvd.scheduler.tf_config for TF_CONFIG and CLUSTER_SPEC) turns its environment
 
 import collections
 
+from ..job import placement
+
 
 class SchedulerEnvError(RuntimeError):
     """The environment says this process belongs to a job it cannot join."""
@@ -21,15 +23,7 @@ Job = collections.namedtuple("Job", [
     "master_addr", "master_port", "host", "meeting"], defaults=("MASTER_ADDR:MASTER_PORT",))
 
 
-def cross_of_counts(per_host, host_index, local_rank):
-    """(cross rank, cross size) as Horovod counts them: among the hosts that run a rank
-    with this local rank; ``per_host`` is the number of ranks on each host."""
-    peers = [i for i, n in enumerate(per_host) if n > local_rank]
-    return peers.index(host_index), len(peers)
-
-
 def cross_of(hosts, rank):
-    """(cross rank, cross size) of ``rank`` when rank r runs on ``hosts[r]``."""
-    order = list(dict.fromkeys(hosts))
-    return cross_of_counts([hosts.count(h) for h in order], order.index(hosts[rank]),
-                           hosts[:rank].count(hosts[rank]))
+    """(cross rank, cross size) of ``rank`` when rank r runs on ``hosts[r]``
+    (job/placement.py's rule)."""
+    return placement.topology_of(hosts, rank)[2:]
