@@ -212,6 +212,35 @@ def test_no_function_level_imports_of_tf_hvd():
     assert not found, "import these at module level:\n" + "\n".join(found)
 
 
+# The package facade gives tf_hvd.run lazily (importlib, no import statement); nothing
+# else outside the launcher may import it.
+LAUNCHER, LAUNCHER_IMPORTED_BY = "tf_hvd.runner", ("tf_hvd",)
+
+
+def _launcher_imports(module, source):
+    """Imports of the launcher (tf_hvd.runner...) in ``module``, at any depth."""
+    visitor = _ImportVisitor(module)
+    visitor.visit(ast.parse(source))
+    return sorted(set((t, line) for t, line in visitor.top + visitor.in_function
+                      if t == LAUNCHER or t.startswith(LAUNCHER + ".")))
+
+
+def test_nothing_outside_the_launcher_imports_it():
+    """tfhvdrun is a program above the library: Ray's elastic executor and tf_hvd.elastic
+    share only the job contract (tf_hvd.job) with it, the store's keys included."""
+    found = []
+    for module, path in sorted(MODULES.items()):
+        if module.startswith(LAUNCHER + ".") or module in (LAUNCHER,) + LAUNCHER_IMPORTED_BY:
+            continue
+        with open(path) as f:
+            found += ["%s:%d imports %s" % (module, line, t)
+                      for t, line in _launcher_imports(module, f.read())]
+    assert not found, "only tf_hvd.runner imports tf_hvd.runner:\n" + "\n".join(found)
+    assert _launcher_imports("tf_hvd.ray.elastic", "from tf_hvd.runner.elastic import x\n"
+                             "def f():\n    import tf_hvd.runner\n") == [
+        ("tf_hvd.runner", 3), ("tf_hvd.runner.elastic", 1)]
+
+
 def test_the_checks_see_a_cycle_and_a_hidden_import():
     """The scanners themselves: a two-module cycle and a function-level import."""
     assert _find_cycle({"a": ["b"], "b": ["a"]}) == ["a", "b", "a"]
