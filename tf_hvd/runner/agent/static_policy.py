@@ -13,6 +13,12 @@ The same rules as horovodrun's, stated precisely:
   stops every rank at once, mpiexec is stopped once they have ended, or after ``grace``);
   once all are gone, one line names the rank whose failure came first, how it ended, and
   the ranks that stopped in consequence (failures.blame);
+* a rank that the others' cores declare silent (no liveness proof for
+  HOROVOD_PEER_TIMEOUT_SECONDS: it is stopped, or its host is cut off) never ends by
+  itself: it is SIGKILLed as soon as the first record says so (a remote rank's ssh
+  session, so no wait on an unreachable host), not given ``grace`` to end, and named
+  as "stopped answering" (processes/silent_ranks.py); under mpiexec the job is stopped
+  without waiting for it;
 * exit code: the failed rank's code (128+N for a rank killed by signal N; the first
   non-zero code if the named rank was stopped by the launcher), 128+N when the launcher
   was stopped by signal N, else 0;
@@ -34,12 +40,17 @@ import itertools
 import time
 
 from ...job import rank_env
-from ..processes import failures
+from ..processes import failures, silent_ranks
 from ..processes.events import RankExited, Signalled, Tick
 from ..processes.output import log_line
 from ..processes.signals import signal_name
 from .agent import RESTART, Abort, Forward, Kill, Stop
 from .outcome import RunOutcome
+
+
+# How often the fault records are read for silent ranks while the job runs.
+SILENCE_POLL_S = 0.25
+NEVER_S = 1e9  # a Stop's SIGTERM that never comes (the SIGKILL comes first)
 
 
 def id_list(ranks):
@@ -63,6 +74,8 @@ class StaticPolicy(object):
         self.stop_at = None      # when the ranks left are stopped after a failure
         self.terminated = 0      # ranks mpiexec stopped without an exit status
         self.report = None       # the line naming the failure, once logged
+        self.silenced = set()    # ranks the others' cores declared silent, killed
+        self.silence_read = 0.0  # when the fault records were last read for them
 
     # -- starting ------------------------------------------------------------------
     def begin(self, plan):
@@ -146,11 +159,39 @@ class StaticPolicy(object):
         return False
         yield
 
+    def _kill_silent(self):
+        """SIGKILL (now, no SIGTERM first) the ranks the others' cores declared silent:
+        the signal that ends a stopped process, and for a rank on another host its ssh
+        session, abandoning the host if it cannot be reached (its rank ends there by its
+        own bound). Under mpiexec, which cannot stop one rank, the survivors' failure
+        stops the job (``_tick``)."""
+        now = time.monotonic()
+        if now < self.silence_read + SILENCE_POLL_S or self.signalled is not None:
+            return
+        self.silence_read = now
+        new = set(silent_ranks.silent(self.job.fault_records())) - self.silenced
+        if not new:
+            return
+        self.silenced |= new
+        victims = [p for p in self.running() if p.rank in new]
+        if victims and self.job.launcher is None:
+            yield Stop(victims, term_in=NEVER_S, kill_in=0.0)
+
+    def _describe_lost(self, rank):
+        """How ``rank`` (a Rank that ended) failed, for a line of the launcher."""
+        silent = silent_ranks.silent(self.job.fault_records())
+        if rank.rank in silent:
+            return silent_ranks.describe(rank.rank, rank.returncode, silent[rank.rank])
+        return failures.describe(rank.outcome())
+
     def _tick(self):
+        yield from self._kill_silent()
         now = time.monotonic()
         if self.stop_at is None or now < self.stop_at:
             return
-        named = failures.culprits_named(self.job.fault_records())
+        records = self.job.fault_records()
+        # a silent rank does not end by itself: not waited for
+        named = failures.culprits_named(records) - set(silent_ranks.silent(records))
         if self.job.launcher is None:
             # A rank the others blame is ending by itself: let it.
             later = [p for p in self.running() if p.rank in named]

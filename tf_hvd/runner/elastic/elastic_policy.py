@@ -56,7 +56,7 @@ class ElasticPolicy(StaticPolicy):
         """The job lost ``rank``: log it; False when the job must end now."""
         self.resets += 1
         self.lost_ranks.append(rank)
-        what = failures.describe(rank.outcome())
+        what = self._describe_lost(rank)
         lines = yield from self.hosts.rank_lost(rank)  # blacklists its host
         try:
             return (yield from self._decide(what))

@@ -20,6 +20,7 @@ The rank with the earliest failure time is named (ties: the lowest rank).
 
 import collections
 
+from . import silent_ranks
 from .signals import signal_name
 
 TRACEBACK_LINE = b"Traceback (most recent call last):"
@@ -161,7 +162,10 @@ def blame(outcomes, records):
                        key=lambda r: (-leads.count(r), r))
         if leads:
             root_rank = leads[0]
-    root = by_rank.get(root_rank, start)
+    root = by_rank.get(root_rank)
+    if root is None:  # a silent rank may never end (its host cut off, under mpiexec)
+        root = Outcome(root_rank, None, None, None, None) \
+            if root_rank in silent_ranks.silent(records) else start
     consequences = sorted(o.rank for o in outcomes
                           if o.rank != root.rank and o.returncode not in (0, None))
     return root, consequences, first_exit
@@ -186,7 +190,10 @@ def describe_blame(root, consequences, first_exit, records):
     torn_down = root.returncode is not None and root.returncode < 0 and \
         root.exit_time is not None and root.exit_time > first_exit
     who = "rank %d" % root.rank + (" (on %s)" % root.host if root.host else "")
-    if kind == "shutdown":
+    silent = silent_ranks.silent(records or {})
+    if root.rank in silent:
+        text = silent_ranks.describe(root.rank, root.returncode, silent[root.rank])
+    elif kind == "shutdown":
         text = "%s called hvd.shutdown() %s" % (who, STILL_RAN)
         if torn_down or root.returncode is None:
             text += " and was then stopped"

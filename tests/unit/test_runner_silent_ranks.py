@@ -1,0 +1,91 @@
+"""The launcher and ranks that stopped answering (tf_hvd/runner/processes/silent_ranks.py,
+the static policy's _kill_silent): named from the others' "silent" fault records, killed
+at once with SIGKILL (no SIGTERM, no grace), not waited for under mpiexec."""
+
+from tf_hvd.runner.agent import static_policy
+from tf_hvd.runner.agent.agent import Stop
+from tf_hvd.runner.processes import failures, silent_ranks
+from tf_hvd.runner.processes.events import Tick
+from tf_hvd.runner.processes.failures import Outcome
+
+MESSAGE = ("rank 1 (on h2) stopped answering: its core sent no liveness proof for 20 s "
+           "(HOROVOD_PEER_TIMEOUT_SECONDS=20); its process is frozen (stopped, hung or "
+           "swapped out) or its host is cut off from this one")
+
+
+def _silent(culprit=1, message=MESSAGE):
+    return failures.FaultRecord(culprit, "silent", message)
+
+
+def test_silent_ranks_come_from_the_lowest_reporter_and_never_name_themselves():
+    other = _silent(1, MESSAGE.replace("20 s", "21 s"))
+    records = {2: other, 0: _silent(), 1: _silent(1), 3: failures.FaultRecord(1, "lost", "")}
+    assert silent_ranks.silent(records) == {1: _silent()}
+    assert silent_ranks.silent({0: failures.FaultRecord(1, "lost", "x")}) == {}
+
+
+def test_a_killed_silent_rank_is_named_with_its_host_and_bound():
+    outcomes = [Outcome(0, "h1", 1, 1.5, 1.4), Outcome(1, "h2", -9, 1.0, None),
+                Outcome(2, "h1", 1, 1.6, 1.45)]
+    records = {0: _silent(), 2: failures.FaultRecord(0, "lost", "closed")}
+    root, consequences, first_exit = failures.blame(outcomes, records)
+    assert root.rank == 1 and consequences == [0, 2]
+    assert failures.describe_blame(root, consequences, first_exit, records) == (
+        "rank 1 (on h2) stopped answering (its core sent no liveness proof for 20 s) and was "
+        "killed (SIGKILL); ranks 0, 2 stopped in consequence")
+    assert failures.exit_code_of(root, -9, first_exit, records) == 128 + 9
+
+
+def test_a_silent_rank_that_never_ended_is_named_under_mpiexec():
+    # mpiexec: rank 1's host is cut off, its status never comes; rank 0 failed because of it
+    outcomes = [Outcome(0, None, 1, 1.5, 1.4)]
+    records = {0: _silent()}
+    root, consequences, first_exit = failures.blame(outcomes, records)
+    assert (root.rank, root.returncode, consequences) == (1, None, [0])
+    assert failures.describe_blame(root, consequences, first_exit, records) == (
+        "rank 1 (on h2) stopped answering (its core sent no liveness proof for 20 s); "
+        "rank 0 stopped in consequence")
+    assert failures.exit_code_of(root, 1, first_exit, records) == 1
+
+
+class _Rank(object):
+    def __init__(self, rank):
+        self.rank, self.returncode, self.host = rank, None, "h"
+
+
+class _Job(object):
+    launcher = None
+    size = 3
+
+    def __init__(self):
+        self.records = {}
+
+    def fault_records(self):
+        return dict(self.records)
+
+
+def test_the_policy_sigkills_a_silent_rank_once_at_the_first_record():
+    job = _Job()
+    policy = static_policy.StaticPolicy(job)
+    policy.ranks = [_Rank(0), _Rank(1), _Rank(2)]
+    assert list(policy.answer(Tick())) == []
+    job.records = {0: _silent()}
+    policy.silence_read = 0.0
+    actions = list(policy.answer(Tick()))
+    assert actions == [Stop([policy.ranks[1]], term_in=static_policy.NEVER_S, kill_in=0.0)]
+    job.records[2] = _silent()
+    policy.silence_read = 0.0
+    assert list(policy.answer(Tick())) == []  # killed once
+    policy.ranks[1].returncode = -9
+    assert policy._describe_lost(policy.ranks[1]) == (
+        "rank 1 (on h2) stopped answering (its core sent no liveness proof for 20 s) and was "
+        "killed (SIGKILL)")
+
+
+def test_under_mpiexec_no_rank_is_killed_alone():
+    job = _Job()
+    job.launcher = "mpiexec"
+    policy = static_policy.StaticPolicy(job)
+    policy.ranks = [_Rank(None)]
+    job.records = {0: _silent()}
+    assert list(policy.answer(Tick())) == []
