@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from tf_hvd.ops import _allgather, _broadcast, _noname
 from tf_hvd.process_sets import _process_set_id
+from tf_hvd.sharded_rows import is_sharded_rows
 from tf_hvd.topology import _check_initialized, rank
 
 # ---------------------------------------------------------------------------
@@ -77,6 +78,8 @@ def broadcast_variables(variables, root_rank, process_set=None, inplace=False):
     """
     _check_initialized()
     set_id = _process_set_id(process_set)
+    # Variables holding this rank's rows of a sharded table differ on purpose.
+    variables = [v for v in variables if not is_sharded_rows(v)]
     if inplace:
         values = broadcast_(variables, root_rank, process_set=process_set)
         if tf.executing_eagerly():

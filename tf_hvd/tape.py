@@ -6,6 +6,7 @@ from tf_hvd import topology
 from tf_hvd.compression import Compression
 from tf_hvd.reduce_ops import Average
 from tf_hvd.reduction_params import ReductionParams
+from tf_hvd.sharded_rows import is_sharded_rows
 
 
 # Set on every gradient a DistributedGradientTape has averaged, so that a sharded
@@ -44,7 +45,8 @@ def reduce_skipping_local(allreduce_grads, grads, sources, is_local, scale_local
     if scale_local and n > 1:
         for i, local in enumerate(is_local):
             g = out[i]
-            if not local or g is None:
+            # A sharded table's gradient is averaged by its layer already.
+            if not local or g is None or is_sharded_rows(sources[i]):
                 continue
             if isinstance(g, tf.IndexedSlices):
                 out[i] = tf.IndexedSlices(g.values / tf.cast(n, g.values.dtype), g.indices,
@@ -130,7 +132,9 @@ class _DistributedTapeMixin(object):
             unconnected_gradients=unconnected_gradients)
         flat_sources = tf.nest.flatten(sources)
         flat_grads = tf.nest.flatten(grads)
-        is_local = [self._is_local(s) for s in flat_sources]
+        # Sources holding sharded rows (DistributedEmbedding tables) pass through
+        # like local ones: their layer sent each row's averaged gradient to its owner.
+        is_local = [self._is_local(s) or is_sharded_rows(s) for s in flat_sources]
         out = reduce_skipping_local(self._hvd_allreduce_grads, flat_grads, flat_sources,
                                     is_local, self.scale_local_gradients)
         _mark_reduced(out, is_local)

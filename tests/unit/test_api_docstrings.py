@@ -24,7 +24,7 @@ KERAS = ["DistributedOptimizer", "PartialDistributedOptimizer", "SyncBatchNormal
          "callbacks.LearningRateScheduleCallback", "callbacks.LearningRateWarmupCallback",
          "callbacks.BestModelCheckpoint", "elastic.KerasState",
          "elastic.CommitStateCallback", "elastic.UpdateBatchStateCallback",
-         "elastic.UpdateEpochStateCallback"]
+         "elastic.UpdateEpochStateCallback", "layers.DistributedEmbedding"]
 
 
 def _lookup(module, dotted):

@@ -12,6 +12,7 @@ Keras is imported where it is used: a TensorFlow script that never touches
 Keras does not pay for importing it.
 """
 
+from tf_hvd._keras import sharded_rows_update
 from tf_hvd._keras.state import HvdState, build_on_first_apply, distributed_subclass
 
 
@@ -29,10 +30,19 @@ def distributed_class(base, params, allreduce_name):
             # same gradients, e.g. the same finiteness check).
             inner.__class__ = type(inner)._hvd_base
 
+    def build(self, variables):
+        # The rows of sharded tables (DistributedEmbedding) get their slots from
+        # the layer, for this rank's rows only; Keras builds on the others.
+        dense = sharded_rows_update.prepare(self, variables)
+        return base.build(self, dense)
+
     def apply(self, grads, trainable_variables=None):
         grads = list(grads)
         if not grads:
             return base.apply(self, grads, trainable_variables)
+        if trainable_variables is not None and sharded_rows_update.has_sharded_rows(
+                trainable_variables):
+            return sharded_rows_update.apply(self, base, grads, list(trainable_variables))
         if trainable_variables is None:
             if not self.built:
                 # Let Keras raise its own error.
@@ -48,7 +58,7 @@ def distributed_class(base, params, allreduce_name):
         state.agg_helper.apply_gradients(
             lambda: base.apply(self, reduced, variables), grads=reduced)
 
-    return distributed_subclass(base, params, __init__=__init__, apply=apply)
+    return distributed_subclass(base, params, __init__=__init__, apply=apply, build=build)
 
 
 def copy_optimizer(optimizer, cls):

@@ -291,8 +291,11 @@ def save_model(model, filepath, root_rank=0, **kwargs):
     an ordinary Keras file that plain ``keras.models.load_model`` reads).
 
     Call it on every rank: with a sharded DistributedOptimizer the ranks first
-    gather the whole optimizer state to ``root_rank`` (``optimizer.gather_state``);
-    otherwise the other ranks do nothing. ``kwargs`` go to ``model.save``::
+    gather the whole optimizer state to ``root_rank`` (``optimizer.gather_state``),
+    and the tables of DistributedEmbedding layers (with their optimizer slots) are
+    gathered there whole (``tf_hvd.keras.layers.save_embedding_shards`` writes each
+    rank's rows instead); otherwise the other ranks do nothing. ``kwargs`` go to
+    ``model.save``::
 
         hvd.save_model(model, "checkpoint.keras")          # every rank
         model = hvd.load_model("checkpoint.keras", sharded=True)   # any np
@@ -301,8 +304,21 @@ def save_model(model, filepath, root_rank=0, **kwargs):
     if (opt is not None and getattr(type(opt), "_hvd_sharded", False)
             and _flavors.optimizer_built(opt)):
         opt.gather_state(root_rank)
+    for layer in _embedding_layers(model):
+        layer.gather_for_save(root_rank)   # whole tables to root_rank
     if rank() == int(root_rank):
         model.save(filepath, **kwargs)
+
+
+def _embedding_layers(model):
+    """The model's DistributedEmbedding layers (none if the layer module was
+    never imported: then the model cannot have any)."""
+    import sys
+    module = sys.modules.get("tf_hvd._keras.embedding.layer")
+    if module is None or not hasattr(model, "_flatten_layers"):
+        return []
+    return [l for l in model._flatten_layers(include_self=True)
+            if isinstance(l, module.DistributedEmbedding)]
 
 
 def _load_tf_keras_model(tf_keras, filepath, custom_optimizers, custom_objects,
@@ -328,6 +344,9 @@ def __getattr__(name):
     # this module does not import tf-keras unless the script asked for it).
     if name == "SyncBatchNormalization":
         return sync_batch_norm_class()
+    if name == "layers":  # imports Keras: only when asked for
+        import importlib
+        return importlib.import_module("tf_hvd.keras.layers")
     raise AttributeError("module 'tf_hvd.keras' has no attribute %r" % (name,))
 
 

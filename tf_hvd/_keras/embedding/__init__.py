@@ -1,0 +1,7 @@
+"""DistributedEmbedding's parts: table and feature configs (config.py), which rank
+owns which row (row_layout.py, no TensorFlow), the alltoall lookup
+(exchange.py), the sparse row updates (sparse_rules.py), the layer (layer.py)
+and its checkpoints (checkpoint.py). The public names are in tf_hvd.keras.layers::
+
+    from tf_hvd.keras.layers import DistributedEmbedding, FeatureConfig, TableConfig
+"""

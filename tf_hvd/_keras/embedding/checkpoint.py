@@ -1,0 +1,245 @@
+"""Saving and loading DistributedEmbedding tables, whole or by rank.
+
+Two ways, for two sizes of table:
+
+* **whole tables in the Keras file** (``tf_hvd.keras.save_model``): every rank
+  sends its rows (and the slots of the optimizer updating them) to the saving
+  rank with one alltoall per variable (a gather: only that rank receives), which
+  writes each table as one ``[vocabulary_size, dim]`` array in global row order.
+  Plain Keras loads the file in one process; at any number of ranks each rank
+  takes its rows of it (``load_own_variables``).
+* **each rank writes its own rows** (``save_shards`` / ``load_shards``), for
+  tables larger than one rank's memory: rank ``q`` of ``n`` writes, per table,
+  ``<table>.ids.<q>-of-<n>.npy`` (the global ids of its rows) and
+  ``<table>.<what>.<q>-of-<n>.npy`` (the rows of the table and of each slot), and
+  rank 0 a ``manifest.json``. Nothing is gathered. Loading at any number of ranks
+  memory-maps each file and copies only the rows the rank owns in its new layout,
+  so a rank never holds more than its own rows (plus the 8-byte ids).
+
+    checkpoint.save_shards(model, "ckpt/tables")     # every rank, any np
+    checkpoint.load_shards(model, "ckpt/tables")     # every rank, any np
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from tf_hvd._keras.embedding.errors import ShardingError
+
+
+def _rank_size():
+    from tf_hvd import topology
+    if not topology.is_initialized():
+        return 0, 1
+    return topology.rank(), topology.size()
+
+
+def rows_of(full, layout, rank, table_name):
+    """Rank ``rank``'s rows of the whole table ``full`` (an array or an h5py
+    dataset: only those rows are read)."""
+    expected = layout.vocabulary_size
+    if full.shape[0] != expected:
+        raise ShardingError(
+            "DistributedEmbedding table '%s': the saved table has %d rows, the layer's "
+            "vocabulary_size is %d" % (table_name, full.shape[0], expected))
+    if layout.mode == "mod":
+        return np.asarray(full[rank::layout.n])
+    start = layout.start(rank)
+    return np.asarray(full[start:start + layout.rows_on(rank)])
+
+
+def gather_rows(variable, layout, root_rank, name):
+    """The whole table from every rank's rows (a collective): on ``root_rank``
+    (None: on every rank) a numpy array in global row order, None elsewhere."""
+    from tf_hvd import ops
+    rank, size = _rank_size()
+    value = tf.convert_to_tensor(variable)
+    if size == 1:
+        return value.numpy()
+    if root_rank is None:
+        gathered = ops.allgather(value, name="DistributedEmbedding.gather." + name)
+    else:
+        splits = [0] * size
+        splits[int(root_rank)] = int(value.shape[0])
+        gathered, _ = ops.alltoall(value, splits=splits,
+                                   name="DistributedEmbedding.gather." + name)
+        if rank != int(root_rank):
+            return None
+    gathered = gathered.numpy()
+    full = np.empty((layout.vocabulary_size,) + gathered.shape[1:], dtype=gathered.dtype)
+    full[np.concatenate([layout.global_ids(q) for q in range(size)])] = gathered
+    return full
+
+
+def _keys(state):
+    out = [("table:%s" % state.name, state.shard)]
+    for slot_name in sorted(state.slots):
+        out.append(("slot:%s:%s" % (state.name, slot_name), state.slots[slot_name]))
+    return out
+
+
+def gather_layer(layer, root_rank):
+    """{store key: whole array} of every table and slot on ``root_rank``, None
+    elsewhere (a collective)."""
+    rank, _ = _rank_size()
+    values = {}
+    for state in layer._hvd.tables.values():
+        for key, variable in _keys(state):
+            values[key] = gather_rows(variable, state.layout, root_rank,
+                                      "%s.%s" % (layer.name, key))
+        if state.own_optimizer is not None:
+            values["iterations:%s" % state.name] = np.asarray(
+                int(state.own_optimizer.iterations.numpy()), dtype=np.int64)
+    return values if rank == int(root_rank) else None
+
+
+def save_layer(layer, store):
+    """``layer.save_own_variables``: whole tables (gathered first at np > 1)."""
+    _, size = _rank_size()
+    pending, layer._hvd.pending = layer._hvd.pending, None
+    if size == 1:
+        pending = gather_layer(layer, 0)
+    if pending is None:
+        raise ShardingError(
+            "DistributedEmbedding '%s' holds 1/%d of each table on each rank: save with "
+            "tf_hvd.keras.save_model(model, path) on every rank (it gathers the tables to "
+            "the saving rank), or write each rank's rows with "
+            "tf_hvd.keras.layers.save_embedding_shards" % (layer.name, size))
+    for key, value in pending.items():
+        store[key] = value
+
+
+def load_layer(layer, store):
+    """``layer.load_own_variables``: each rank keeps its rows of the whole tables."""
+    keys = set(store.keys())
+    for state in layer._hvd.tables.values():
+        key = "table:%s" % state.name
+        if key not in keys:
+            raise ShardingError("DistributedEmbedding '%s': the checkpoint has no table "
+                                "'%s' (it has %s)" % (layer.name, state.name,
+                                                      ", ".join(sorted(keys))))
+        set_rows(state, "table", rows_of(store[key], state.layout, state.rank, state.name))
+        prefix = "slot:%s:" % state.name
+        for k in keys:
+            if k.startswith(prefix):
+                set_rows(state, k[len(prefix):],
+                         rows_of(store[k], state.layout, state.rank, state.name))
+        it = "iterations:%s" % state.name
+        if it in keys and state.own_optimizer is not None:
+            state.own_optimizer.iterations.assign(int(np.asarray(store[it])))
+
+
+def set_rows(state, what, rows):
+    """Give this rank's ``rows`` to the table (``what == "table"``) or to a slot
+    (kept until the optimizer makes its slots, if it has not yet)."""
+    if what == "table":
+        state.shard.assign(rows)
+    elif what in state.slots:
+        state.slots[what].assign(rows)
+    else:
+        state.loaded_slots[what] = rows
+
+
+def replace_shard(layer, state):
+    """A new shard variable of this rank's size in the new layout (elastic
+    re-sharding), put where the old one was in the layer's weights."""
+    import keras
+    from tf_hvd.sharded_rows import mark_sharded_rows
+    old = state.shard
+    with tf.init_scope():
+        new = keras.Variable(np.zeros(state.local_shape(), dtype=old.dtype),
+                             dtype=old.dtype, trainable=True, name=state.name)
+    mark_sharded_rows(new, layer)
+    tracked = layer._trainable_variables
+    for i, v in enumerate(tracked):
+        if v is old:
+            tracked[i] = new
+    holder = layer._hvd
+    holder.by_variable = dict((k, s) for k, s in holder.by_variable.items() if s is not state)
+    from tf_hvd._keras.embedding.layer import _key
+    holder.by_variable[_key(new)] = state
+    state.shard = new
+
+
+# -- each rank writes its rows ------------------------------------------------
+def _layers(model):
+    from tf_hvd._keras.embedding.layer import DistributedEmbedding
+    return [l for l in model._flatten_layers(include_self=True)
+            if isinstance(l, DistributedEmbedding)]
+
+
+def save_shards(model, directory):
+    """Every rank writes the rows it holds of every DistributedEmbedding table of
+    ``model`` (and their slots) under ``directory``; nothing is gathered. Call on
+    every rank (rank 0 writes the manifest after all have written)."""
+    from tf_hvd import functions
+    rank, size = _rank_size()
+    manifest = {"size": size, "layers": {}}
+    for layer in _layers(model):
+        where = os.path.join(directory, layer.name)
+        os.makedirs(where, exist_ok=True)
+        tables = {}
+        for state in layer._hvd.tables.values():
+            suffix = "%d-of-%d.npy" % (rank, size)
+            np.save(os.path.join(where, "%s.ids.%s" % (state.name, suffix)),
+                    state.layout.global_ids(rank))
+            whats = []
+            for key, variable in _keys(state):
+                what = "table" if key.startswith("table:") else key.split(":")[2]
+                np.save(os.path.join(where, "%s.%s.%s" % (state.name, what, suffix)),
+                        tf.convert_to_tensor(variable).numpy())
+                whats.append(what)
+            tables[state.name] = {"vocabulary_size": state.layout.vocabulary_size,
+                                  "embedding_dim": int(state.config.embedding_dim),
+                                  "saved": whats}
+        manifest["layers"][layer.name] = tables
+    if size > 1:
+        functions.allgather_object(rank, name="DistributedEmbedding.save_shards")  # all written
+    if rank == 0:
+        with open(os.path.join(directory, "manifest.json"), "w") as f:
+            json.dump(manifest, f, indent=1)
+
+
+def load_shards(model, directory):
+    """Every rank reads, from what ``save_shards`` wrote at any number of ranks,
+    the rows it owns now (memory-mapped: only those rows are read)."""
+    rank, _ = _rank_size()
+    with open(os.path.join(directory, "manifest.json")) as f:
+        manifest = json.load(f)
+    saved_size = int(manifest["size"])
+    for layer in _layers(model):
+        tables = manifest["layers"].get(layer.name)
+        if tables is None:
+            raise ShardingError("load_embedding_shards: %s has no layer '%s'"
+                                % (directory, layer.name))
+        where = os.path.join(directory, layer.name)
+        for state in layer._hvd.tables.values():
+            info = tables.get(state.name)
+            if info is None or info["vocabulary_size"] != state.layout.vocabulary_size \
+                    or info["embedding_dim"] != int(state.config.embedding_dim):
+                raise ShardingError(
+                    "load_embedding_shards: table '%s' of layer '%s' is %s in %s, the "
+                    "layer's is %d x %d" % (state.name, layer.name,
+                                            "missing" if info is None else "%d x %d" % (
+                                                info["vocabulary_size"],
+                                                info["embedding_dim"]),
+                                            directory, state.layout.vocabulary_size,
+                                            int(state.config.embedding_dim)))
+            shape = state.local_shape()
+            out = dict((what, None) for what in info["saved"])
+            for q in range(saved_size):
+                suffix = "%d-of-%d.npy" % (q, saved_size)
+                ids = np.load(os.path.join(where, "%s.ids.%s" % (state.name, suffix)),
+                              mmap_mode="r")
+                mine = np.nonzero(state.layout.owner(ids) == rank)[0]
+                local = state.layout.local_row(np.asarray(ids[mine]))
+                for what in out:
+                    rows = np.load(os.path.join(where, "%s.%s.%s" % (state.name, what, suffix)),
+                                   mmap_mode="r")
+                    if out[what] is None:
+                        out[what] = np.zeros(shape, dtype=rows.dtype)
+                    out[what][local] = rows[mine]
+            for what, rows in out.items():
+                set_rows(state, what, rows)
