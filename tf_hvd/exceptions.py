@@ -1,6 +1,7 @@
-"""The exceptions of elastic training, named as in horovod.common.exceptions.
+"""The exceptions of elastic training, named as in horovod.common.exceptions, and of
+sharded state (the sharded optimizer's, the sharded embedding tables')::
 
-    from tf_hvd.exceptions import HorovodInternalError
+    from tf_hvd.exceptions import HorovodInternalError, ShardingError
 """
 
 
@@ -17,3 +18,8 @@ class HostsUpdatedInterrupt(RuntimeError):
     def __init__(self, skip_sync=False):
         RuntimeError.__init__(self, "the job's hosts changed")
         self.skip_sync = skip_sync
+
+
+class ShardingError(ValueError):
+    """The sharded optimizer cannot run as asked (an unsupported optimizer or
+    option, variables that differ across ranks, an incompatible checkpoint)."""

@@ -14,8 +14,10 @@ from one_process import numpy_values, regression_data, small_model
 import tf_hvd as hvd
 import tf_hvd.keras as hk
 from tf_hvd._keras import flavors
-from tf_hvd._keras.shard_layout import ShardLayout, mismatch_message, shard_bounds
-from tf_hvd._keras.sharded_optimizer import SUPPORTED, ShardingError
+from tf_hvd._keras.sharding import full_state
+from tf_hvd._keras.sharding.layout import ShardLayout, mismatch_message, shard_bounds
+from tf_hvd._keras.sharding.support import SUPPORTED
+from tf_hvd.exceptions import ShardingError
 
 
 def _data(n=32, seed=1):
@@ -268,7 +270,7 @@ def test_incompatible_checkpoint_names_what_differs(tmp_path):
               np.zeros((7, 2)), np.zeros((1,))]
     values[0] = np.zeros((), np.int64)
     with pytest.raises(ShardingError) as e:
-        opt._hvd_shard.load_full(opt, values)
+        full_state.load(opt._hvd_shard, opt, values)
     assert str(e.value) == (
         "incompatible optimizer checkpoint: variable 4 (slot 'momentum' of trainable "
         "variable '%s' of SGD) has shape (7, 2) in the checkpoint but (7, 1) here"

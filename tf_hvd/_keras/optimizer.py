@@ -33,8 +33,9 @@ Differences from Horovod's tf.keras wrapper, forced by Keras 3:
   one grouped allreduce.
 """
 
-from tf_hvd._keras import (flavors, keras3_optimizer, sharded_optimizer, sharded_tf_keras,
-                           tf_keras_optimizer)
+from tf_hvd._keras import flavors, keras3_optimizer, tf_keras_optimizer
+from tf_hvd._keras.sharding import keras3 as sharded_keras3
+from tf_hvd._keras.sharding import tf_keras as sharded_tf_keras
 
 
 def is_distributed_optimizer(optimizer):
@@ -51,7 +52,7 @@ def distributed_optimizer_class(base, params, sharded=False):
     if sharded:
         if flavors.is_tf_keras(base):
             return sharded_tf_keras.sharded_class(base, params, allreduce_name)
-        return sharded_optimizer.sharded_class(base, params, allreduce_name)
+        return sharded_keras3.sharded_class(base, params, allreduce_name)
     if flavors.is_tf_keras(base):
         return tf_keras_optimizer.distributed_class(base, params, allreduce_name)
     return keras3_optimizer.distributed_class(base, params, allreduce_name)
@@ -61,8 +62,7 @@ def create_distributed_optimizer(optimizer, params, sharded=False):
     """Return a distributed copy of the Keras optimizer ``optimizer`` (Keras 3,
     tf-keras' optimizers or tf-keras' legacy OptimizerV2 ones), reducing with
     ``params`` (a tf_hvd.reduction_params.ReductionParams); ``sharded``: the
-    optimizer state split over the ranks (sharded_optimizer.py; tf-keras:
-    sharded_tf_keras.py)."""
+    optimizer state split over the ranks (tf_hvd._keras.sharding)."""
     kind = flavors.optimizer_kind(optimizer)
     if kind is None:
         raise TypeError(
@@ -77,9 +77,9 @@ def create_distributed_optimizer(optimizer, params, sharded=False):
         cls = distributed_optimizer_class(type(optimizer), params, sharded=True)
         return sharded_tf_keras.create_sharded_optimizer(optimizer, cls)
     if sharded:
-        sharded_optimizer.check_supported(optimizer)
+        sharded_keras3.check_supported(optimizer)
         cls = distributed_optimizer_class(type(optimizer), params, sharded=True)
-        return sharded_optimizer.create_sharded_optimizer(optimizer, params, cls)
+        return sharded_keras3.create_sharded_optimizer(optimizer, params, cls)
     cls = distributed_optimizer_class(type(optimizer), params)
     if kind != flavors.KERAS3:
         return tf_keras_optimizer.copy_optimizer(optimizer, cls)

@@ -1,6 +1,6 @@
 """The sharded DistributedOptimizer for tf-keras 2 optimizers (``TF_USE_LEGACY_KERAS=1``).
 
-The step of sharded_optimizer.py, with a tf-keras optimizer's own update: each
+The step of keras3.py, with a tf-keras optimizer's own update: each
 rank's slice of the parameters lives in a flat *shard variable*, and the
 wrapped class's ``apply_gradients`` (tf-keras' update rule, weight decay,
 clipping with the norms over every rank's slice, ``iterations``) updates that
@@ -29,11 +29,16 @@ import numpy as np
 import tensorflow as tf
 
 from tf_hvd._keras import flavors
-from tf_hvd._keras.sharded_optimizer import (SUPPORTED, ShardedState, ShardingError,
-                                             _pre_reduced, make_sharded_class)
+from tf_hvd._keras.sharding import clipping
+from tf_hvd._keras.sharding.methods import make_sharded_class, pre_reduced
+from tf_hvd._keras.sharding.state import ShardedState
+from tf_hvd._keras.sharding.support import (SUPPORTED, check_no_ema,
+                                            check_no_weight_decay_exclusions)
+from tf_hvd.exceptions import ShardingError
 
 
 def supported_classes():
+    """The tf-keras optimizer classes named in SUPPORTED."""
     optimizers = flavors.tf_keras_module().optimizers
     return tuple(getattr(optimizers, name) for name in SUPPORTED)
 
@@ -52,18 +57,8 @@ def check_supported(optimizer, base=None):
             "for %s" % (cls.__module__, cls.__name__, ", ".join(SUPPORTED), cls.__name__))
     if optimizer is None:
         return
-    if getattr(optimizer, "use_ema", False):
-        raise ShardingError(
-            "DistributedOptimizer(sharded=True): use_ema=True is not supported (the "
-            "moving averages would be kept of the flat shard, not of the model's "
-            "variables); use sharded=False or drop use_ema")
-    if getattr(optimizer, "weight_decay", None) and (
-            getattr(optimizer, "_exclude_from_weight_decay", None)
-            or getattr(optimizer, "_exclude_from_weight_decay_names", None)):
-        raise ShardingError(
-            "DistributedOptimizer(sharded=True): exclude_from_weight_decay is not "
-            "supported (weight decay applies to the flat shard as a whole); use "
-            "sharded=False, or weight_decay=None with the decay in the loss")
+    check_no_ema(optimizer)
+    check_no_weight_decay_exclusions(optimizer)
 
 
 class TfKerasShardedState(ShardedState):
@@ -113,11 +108,11 @@ def sharded_class(base, params, name):
         st = self._hvd_shard
         if st.layout is None:
             self.build(variables)
-        pre_reduced = _pre_reduced(grads)
+        reduced = pre_reduced(grads)
         dense = st.in_layout_order(grads, variables)
 
         def step(gradients):
-            shard_grads = st.shard_grads(gradients, pre_reduced)
+            shard_grads = st.shard_grads(gradients, reduced)
             st.refresh_shards()
             iteration = base.apply_gradients(
                 self, list(zip(shard_grads, st.optimizer_variables())), name=name, **kwargs)
@@ -130,7 +125,7 @@ def sharded_class(base, params, name):
         return st.agg_helper.apply_gradients(lambda: step(aggregated), grads=aggregated)
 
     def _clip_gradients(self, grads):
-        return self._hvd_shard.clip(self, grads)
+        return clipping.clip(self._hvd_shard, self, grads)
 
     return make_sharded_class(base, params, dict(
         __init__=__init__, build=build, apply_gradients=apply_gradients,
