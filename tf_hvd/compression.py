@@ -103,7 +103,7 @@ class Compression(object):
     ``Compression.bf16`` (a tf_hvd addition).
 
     Example:
-        >>> Compression.bf16.compress(tf.constant([1.0, 2.5]))[0].dtype
+        >>> hvd.Compression.bf16.compress(tf.constant([1.0, 2.5]))[0].dtype
         tf.bfloat16
     """
 

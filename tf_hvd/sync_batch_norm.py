@@ -21,10 +21,10 @@ kernel, and the synchronized statistics never use one); ``fused=True`` or
 
 Example:
 
->>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8),
+>>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8),  # doctest: +SKIP
 ...                           hvd.SyncBatchNormalization(),
 ...                           keras.layers.Activation("relu")])
->>> tuple(model(np.ones((2, 4), np.float32), training=True).shape)
+>>> tuple(model(np.ones((2, 4), np.float32), training=True).shape)  # doctest: +SKIP
 (2, 8)
 """
 

@@ -85,7 +85,7 @@ def bind_cores(local_rank, local_size):
     """Binds every thread of this process to local rank local_rank's slice of the CPUs
     it may use (see the module docstring); returns the CPUs, or why nothing was bound.
 
-        >>> bind_cores(1, 2)   # on 4 CPUs
+        >>> bind_cores(1, 2)   # on 4 CPUs  # doctest: +SKIP
         [2, 3]
     """
     if not knob("HOROVOD_CPU_BIND"):
@@ -157,7 +157,7 @@ def tf_thread_settings():
     """What hvd.init() did to TensorFlow's thread pools (see this module); with a binding,
     "binding" says whether the rank is on its own CPUs now and how often it gave them up.
 
-        >>> tf_thread_settings()["binding"]
+        >>> tf_thread_settings()["binding"]  # doctest: +SKIP
         {'active': True, 'bound': True, 'releases': 0, 'cpus': [1]}
     """
     settings = dict(_applied)

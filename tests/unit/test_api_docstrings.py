@@ -18,7 +18,7 @@ import tf_hvd
 import tf_hvd.keras
 
 CORE = ["allreduce", "allgather", "broadcast", "broadcast_variables",
-        "DistributedOptimizer", "DistributedGradientTape"]
+        "DistributedOptimizer", "DistributedGradientTape", "Compression"]
 KERAS = ["DistributedOptimizer", "PartialDistributedOptimizer", "SyncBatchNormalization",
          "callbacks.BroadcastGlobalVariablesCallback", "callbacks.MetricAverageCallback",
          "callbacks.LearningRateScheduleCallback", "callbacks.LearningRateWarmupCallback",

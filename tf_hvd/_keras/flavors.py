@@ -7,9 +7,9 @@ for). tf_hvd.keras takes objects of either kind; this module tells them apart
 without importing tf_keras when the process never did.
 
     >>> from tf_hvd._keras import flavors
-    >>> flavors.optimizer_kind(keras.optimizers.Adam())
+    >>> flavors.optimizer_kind(keras.optimizers.Adam())  # doctest: +SKIP
     'keras3'
-    >>> flavors.optimizer_kind(tf_keras.optimizers.legacy.Adam())
+    >>> flavors.optimizer_kind(tf_keras.optimizers.legacy.Adam())  # doctest: +SKIP
     'tf_keras_legacy'
 """
 

@@ -39,7 +39,7 @@ class TfDataServiceConfig:
     signs every request to it. ``timeout`` (s) bounds every wait for a registration.
 
     >>> cfg = TfDataServiceConfig(1, 2, "compute", {"lo": [("127.0.0.1", 4711)]}, b"k")
-    >>> TfDataServiceConfig.from_dict(cfg.to_dict()) == cfg
+    >>> TfDataServiceConfig.from_dict(cfg.to_dict()) == cfg  # doctest: +SKIP
     True
     """
     dispatchers: int
@@ -108,10 +108,12 @@ def tf_data_service(compute_config: TfDataServiceConfig, rank: int):
     With ``dispatcher_side="training"`` the training ranks run the dispatchers (rank 0
     alone when there is one dispatcher) for as long as the context is open.
 
-    >>> with tf_data_service(config, hvd.rank()) as address:
-    ...     ds = ds.apply(tf.data.experimental.service.distribute(
-    ...         "distributed_epoch", address))
-    ...     model.fit(ds)
+    ::
+
+        with tf_data_service(config, hvd.rank()) as address:
+            ds = ds.apply(tf.data.experimental.service.distribute(
+                "distributed_epoch", address))
+            model.fit(ds)
     """
     compute = compute_config.compute_client(verbose=2)
     dispatcher_server = None
@@ -145,8 +147,10 @@ def send_to_data_service(dataset: tf.data.Dataset,
     gets its own job (and the whole dataset). ``round_robin`` (with ``reuse_dataset``
     and ``size``) hands the ranks batches in lock step; the dataset must be infinite.
 
-    >>> ds = tf.data.Dataset.range(100).batch(10).send_to_data_service(
-    ...     config, hvd.rank(), hvd.size(), reuse_dataset=True)
+    ::
+
+        ds = tf.data.Dataset.range(100).batch(10).send_to_data_service(
+            config, hvd.rank(), hvd.size(), reuse_dataset=True)
     """
     if compute_config.dispatcher_side == "training":
         raise RuntimeError("training side dispatcher not supported by send_to_data_service, "

@@ -26,7 +26,9 @@ def main(dispatchers: int, dispatcher_side: str, configfile: str,
          timeout: int = DEFAULT_TIMEOUT_S, workers_per_dispatcher: int = None):
     """Runs this rank's share of the tf.data service; returns when it is shut down.
 
-    >>> main(dispatchers=1, dispatcher_side="compute", configfile="/tmp/compute.json")
+    ::
+
+        main(dispatchers=1, dispatcher_side="compute", configfile="/tmp/compute.json")
     """
     basics.init()
     rank, size = topology.rank(), topology.size()

@@ -27,9 +27,11 @@ SERVICE_NAME = "compute service"
 class ComputeService(object):
     """Serves the registry for ``dispatchers`` x ``workers_per_dispatcher`` compute ranks.
 
-    >>> service = ComputeService(1, 2, key=b"secret")
-    >>> service.addresses()            # {"interface": [(ip, port)]}
-    >>> service.shutdown()
+    ::
+
+        service = ComputeService(1, 2, key=b"secret")
+        service.addresses()            # {"interface": [(ip, port)]}
+        service.shutdown()
     """
 
     def __init__(self, dispatchers, workers_per_dispatcher, key, nics=None):
@@ -70,10 +72,11 @@ class ComputeService(object):
 class ComputeClient(object):
     """Talks to a ComputeService at one of ``compute_addresses`` with ``key``.
 
-    >>> client = ComputeClient({"lo": [("127.0.0.1", 4711)]}, b"secret")
-    >>> client.register_dispatcher(0, "grpc://10.0.0.5:41234")
-    >>> client.wait_for_dispatcher_registration(0, timeout=60)
-    'grpc://10.0.0.5:41234'
+    ::
+
+        client = ComputeClient({"lo": [("127.0.0.1", 4711)]}, b"secret")
+        client.register_dispatcher(0, "grpc://10.0.0.5:41234")
+        client.wait_for_dispatcher_registration(0, timeout=60)   # 'grpc://10.0.0.5:41234'
     """
 
     def __init__(self, compute_addresses, key, verbose=1):

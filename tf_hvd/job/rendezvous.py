@@ -275,8 +275,9 @@ class RendezvousServer(object):
     """Runs the KV store over HTTP in a background thread.
 
     >>> server = RendezvousServer("127.0.0.1", secret=auth.new_secret())
-    >>> port = server.start()
-    >>> ...
+    >>> port = server.start()    # an ephemeral port: ranks meet at 127.0.0.1:port
+    >>> port > 0
+    True
     >>> server.stop()
 
     Without ``secret`` a random one is made (``server.secret``); there is no
