@@ -89,3 +89,20 @@ def test_under_mpiexec_no_rank_is_killed_alone():
     policy.ranks = [_Rank(None)]
     job.records = {0: _silent()}
     assert list(policy.answer(Tick())) == []
+
+
+def test_a_partition_seen_from_both_sides_names_the_side_away_from_the_launcher():
+    # np=2 under mpiexec, h2 cut off: both ranks declared each other silent and both
+    # records reached the launcher (a shared status directory); rank 1 exited first
+    theirs = _silent(0, MESSAGE.replace("rank 1 (on h2)", "rank 0 (on h1)"))
+    records = {0: _silent(), 1: theirs}
+    assert silent_ranks.silent(records, here={"h1"}) == {1: _silent()}
+    assert silent_ranks.silent(records, here={"elsewhere"}) == {1: _silent()}  # higher rank
+    # a third rank that also lost rank 1 outweighs the launcher's side
+    records3 = {0: _silent(), 1: theirs, 2: _silent()}
+    assert silent_ranks.silent(records3, here={"h2"}) == {1: _silent()}
+    outcomes = [Outcome(0, None, 1, 1.5, 1.4), Outcome(1, None, 1, 1.2, 1.1)]
+    root, consequences, first_exit = failures.blame(outcomes, records)
+    assert root.rank == 1 and consequences == [0]
+    assert failures.describe_blame(root, consequences, first_exit, records).startswith(
+        "rank 1 (on h2) stopped answering (its core sent no liveness proof for 20 s)")

@@ -162,10 +162,13 @@ def blame(outcomes, records):
                        key=lambda r: (-leads.count(r), r))
         if leads:
             root_rank = leads[0]
+    silent = silent_ranks.silent(records)
+    if silent and root_rank not in silent and root_rank in silent_ranks.accused(records):
+        root_rank = min(silent)  # the still connected side of a partition seen from both
     root = by_rank.get(root_rank)
     if root is None:  # a silent rank may never end (its host cut off, under mpiexec)
         root = Outcome(root_rank, None, None, None, None) \
-            if root_rank in silent_ranks.silent(records) else start
+            if root_rank in silent else start
     consequences = sorted(o.rank for o in outcomes
                           if o.rank != root.rank and o.returncode not in (0, None))
     return root, consequences, first_exit

@@ -19,6 +19,7 @@ waiting for it, and names it so:
 
 import collections
 import re
+import socket
 
 KIND = "silent"
 _PROOF = re.compile(r"no liveness proof for (\S+ s)")
@@ -27,14 +28,45 @@ _PROOF = re.compile(r"no liveness proof for (\S+ s)")
 FaultRecord = collections.namedtuple("FaultRecord", ["culprit", "kind", "message"])
 
 
-def silent(records):
-    """rank -> the record (of the lowest reporting rank) that declared it silent."""
-    out = {}
+def silent(records, here=None):
+    """rank -> the record (of the lowest reporting rank) that declared it silent.
+
+    A partition seen from both sides (each side's records reached the launcher, e.g.
+    through a shared file system) names both: the rank with fewer accusers, then the one
+    on a host in ``here`` (the launcher's own names), then the lower rank is taken for
+    the side still connected, and is left out."""
+    here = _this_machine() if here is None else here
+    accusers, first = {}, {}
     for reporter in sorted(records):
         rec = records[reporter]
         if rec.kind == KIND and rec.culprit >= 0 and rec.culprit != reporter:
-            out.setdefault(rec.culprit, rec)
-    return out
+            accusers.setdefault(rec.culprit, []).append(reporter)
+            first.setdefault(rec.culprit, rec)
+
+    def weight(rank):  # larger: more surely the one cut off
+        return (len(accusers[rank]), _host(rank, first[rank]) not in here, rank)
+
+    return {rank: rec for rank, rec in first.items()
+            if not any(rank in accusers.get(r, ()) and weight(r) > weight(rank)
+                       for r in accusers[rank])}
+
+
+def accused(records):
+    """Every rank some record declared silent (both sides of a partition included)."""
+    return {rec.culprit for r, rec in records.items()
+            if rec.kind == KIND and rec.culprit >= 0 and rec.culprit != r}
+
+
+def _this_machine():
+    return {"localhost", "127.0.0.1", socket.gethostname()}
+
+
+def _host(rank, record):
+    """The host the record's message names for ``rank`` ('' if none)."""
+    head = "rank %d (on " % rank
+    if record.message.startswith(head):
+        return record.message[len(head):].split(")", 1)[0]
+    return ""
 
 
 def describe(rank, returncode, record):
