@@ -16,7 +16,7 @@ import tensorflow as tf
 G = 12          # global batch
 STEPS = 4
 # table: (vocabulary, dim, combiner, sharding)
-TABLES = {"users": (37, 4, "mean", "mod"), "items": (29, 3, "mean", "range"),
+TABLES = {"users": (37, 4, "mean", "mod"), "items": (29, 4, "mean", "range"),
           "tags": (23, 4, "sqrtn", "mod"), "words": (31, 3, "sum", "range")}
 # fit model: "u" one-hot users, "h" [.,2] users (shared table), "i" [.,3] items
 # loop model: "r" ragged tags (weighted), "s" sparse [.,4] words (weighted)

@@ -72,7 +72,7 @@ def fit_model():
     tables = lib.initial_tables()
     for name in emb.table_names():
         emb.set_table(name, tables[name])
-    head.set_weights(lib.head_init(11))
+    head.set_weights(lib.head_init(12))
     return model, emb, head
 
 
@@ -91,7 +91,7 @@ def compare(label, emb, head, ref):
 
 
 def fit_reference(make_opt, x, y, steps):
-    ref = lib.Reference(lib.initial_tables(), lib.FIT_FEATURES, make_opt(), lib.head_init(11))
+    ref = lib.Reference(lib.initial_tables(), lib.FIT_FEATURES, make_opt(), lib.head_init(12))
     for s in range(steps):
         sl = slice(s * lib.G, (s + 1) * lib.G)
         ref.step({f: v[sl] for f, v in x.items()}, y[sl])

@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from tf_hvd._keras.embedding import checkpoint, config as config_lib
 from tf_hvd._keras.embedding.errors import ShardingError
-from tf_hvd._keras.embedding.exchange import LookupContext, lookup
+from tf_hvd._keras.embedding.exchange import LookupContext, TableIds, lookup_group
 from tf_hvd._keras.embedding.row_layout import RowLayout
 from tf_hvd._keras.embedding.sparse_rules import rule_for
 from tf_hvd.sharded_rows import mark_sharded_rows, sharded_rows_owner
@@ -176,17 +176,25 @@ class DistributedEmbedding(keras.layers.Layer):
                         else tf.nest.flatten(weights, expand_composites=False))
         parsed = [_parse_feature(x, w) for x, w in zip(flat_inputs, flat_weights)]
         outputs = [None] * len(parsed)
+        # Tables of one width travel together: one alltoall for their ids, one
+        # for their rows (and one for the rows' gradients).
+        groups = collections.OrderedDict()
         for name, state in self._hvd.tables.items():
             members = [i for i, (_, t) in enumerate(self._features) if t == name]
-            if not members:
-                continue
-            ids = tf.concat([parsed[i].ids for i in members], 0)
-            ctx = LookupContext(self.name, name, rank, size, self._default_row(name))
-            rows = lookup(state.shard.value, ids, state.layout, ctx)
-            sizes = [tf.shape(parsed[i].ids)[0] for i in members]
-            for i, part in zip(members, tf.split(rows, tf.stack(sizes), num=len(members))):
-                outputs[i] = parsed[i].combine(part, state.config.combiner,
-                                               self.compute_dtype)
+            if members:
+                groups.setdefault(int(state.config.embedding_dim), []).append(
+                    (name, state, members))
+        for dim, group in groups.items():
+            lookups = [TableIds(state.shard.value,
+                                tf.concat([parsed[i].ids for i in members], 0),
+                                state.layout, name, self._default_row(name))
+                       for name, state, members in group]
+            ctx = LookupContext(self.name, "dim%d" % dim, rank, size)
+            for (name, state, members), rows in zip(group, lookup_group(lookups, ctx)):
+                sizes = tf.stack([tf.shape(parsed[i].ids)[0] for i in members])
+                for i, part in zip(members, tf.split(rows, sizes, num=len(members))):
+                    outputs[i] = parsed[i].combine(part, state.config.combiner,
+                                                   self.compute_dtype)
         return tf.nest.pack_sequence_as(self.feature_configs, outputs)
 
     def _default_row(self, table_name):
