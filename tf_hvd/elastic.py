@@ -43,6 +43,7 @@ from tf_hvd._keras import flavors
 from tf_hvd._library import lib as _lib
 from tf_hvd.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from tf_hvd.reduce_ops import Max
+from tf_hvd.sharded_rows import is_sharded_rows, sharded_rows_layers
 from tf_hvd.job import placement
 from tf_hvd.job import rank_env
 from tf_hvd.job.elastic_state import (COMMIT_KEY, HOSTS_VERSION_KEY, IDS_KEY, JOINED_KEY,
@@ -223,8 +224,20 @@ class TensorFlowKerasState(TensorFlowState):
         self.optimizer = optimizer
         self.backend = backend  # accepted as in Horovod; tf_hvd does not need it
         self._sharded_state = None  # a sharded optimizer's whole state at the last save
+        self._tables_state = None   # DistributedEmbedding tables, whole, at the last save
         TensorFlowState.__init__(self, [], **kwargs)
         self._sharded_state = self._gather_sharded()
+        self._tables_state = self._gather_tables()
+
+    def _gather_tables(self):
+        """The whole tables (and slots) of the model's DistributedEmbedding layers, on
+        every rank (a collective), so that they re-shard at any size."""
+        layers = sharded_rows_layers(self.model)
+        return [layer.gather_whole(None) for layer in layers] if layers else None
+
+    def _load_tables(self, states):
+        for layer, values in zip(sharded_rows_layers(self.model), states or []):
+            layer.load_whole(values)
 
     def _optimizer(self):
         return self.optimizer if self.optimizer is not None else \
@@ -244,18 +257,22 @@ class TensorFlowKerasState(TensorFlowState):
 
     def save(self):
         gathered = self._gather_sharded()  # first: should it fail, the last save stays whole
+        tables = self._gather_tables()
         TensorFlowState.save(self)
         self._sharded_state = gathered
+        self._tables_state = tables
 
     def restore(self):
         TensorFlowState.restore(self)
+        self._load_tables(self._tables_state)  # this rank's rows, in its current layout
         opt = self._sharded_optimizer()
         if (opt is not None and self._sharded_state is not None
                 and flavors.optimizer_built(opt)):
             opt.load_state(self._sharded_state)  # this rank's slices, in its current layout
 
     def _state_variables(self):
-        variables = list(self.model.weights)
+        # a sharded table's rows travel whole, by save/restore/sync's tables state
+        variables = [v for v in self.model.weights if not is_sharded_rows(v)]
         opt = self._optimizer()
         if self._sharded_optimizer() is not None:
             return variables  # its state travels whole, by save/restore/sync below
@@ -279,6 +296,7 @@ class TensorFlowKerasState(TensorFlowState):
             opt.build(trainable)
 
     def sync(self):
+        self._sync_tables()
         opt = self._sharded_optimizer()
         if opt is None:
             self._build_optimizer()
@@ -297,6 +315,21 @@ class TensorFlowKerasState(TensorFlowState):
             self._sharded_state = opt.load_state(self._sharded_state, root_rank=0)
         else:     # saved before the optimizer existed: its fresh state is the state
             self._sharded_state = self._gather_sharded()
+
+    def _sync_tables(self):
+        """Lay the tables out over the ranks as they are now and give each rank its
+        rows of rank 0's last save (a newcomer has none of its own)."""
+        layers = sharded_rows_layers(self.model)
+        if not layers:
+            return
+        for layer in layers:
+            layer.reshard()
+        held = functions.broadcast_object(self._tables_state, 0, name="elastic.tables_state")
+        if held is not None:
+            self._tables_state = held
+            self._load_tables(held)
+        else:
+            self._tables_state = self._gather_tables()
 
     def on_reset(self):
         for name in ("train_function", "test_function", "predict_function"):

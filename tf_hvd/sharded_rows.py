@@ -47,3 +47,14 @@ def sharded_rows_owner(variable):
 def is_sharded_rows(variable):
     """Whether ``variable`` holds only this rank's rows of a sharded table."""
     return sharded_rows_owner(variable) is not None
+
+
+def sharded_rows_layers(model):
+    """The layers of ``model`` (a Keras model or layer) that hold sharded rows
+    (DistributedEmbedding): they gather and re-shard their tables themselves
+    (``gather_whole``, ``reshard``, ``load_whole``, ``gather_for_save``)."""
+    flatten = getattr(model, "_flatten_layers", None)
+    if flatten is None:
+        return []
+    return [layer for layer in flatten(include_self=True)
+            if getattr(type(layer), "_hvd_sharded_rows_layer", False)]

@@ -32,6 +32,7 @@ from tf_hvd.process_sets import (ProcessSet, global_process_set, add_process_set
                                  remove_process_set)
 from tf_hvd.reduce_ops import Average, Sum, Adasum, Min, Max, Product
 from tf_hvd.reduction_params import ReductionParams
+from tf_hvd.sharded_rows import sharded_rows_layers
 from tf_hvd.sync_batch_norm import sync_batch_norm_class
 from tf_hvd.topology import (is_initialized, size, rank, local_size, local_rank,
                              cross_size, cross_rank, is_homogeneous, mpi_built,
@@ -304,21 +305,10 @@ def save_model(model, filepath, root_rank=0, **kwargs):
     if (opt is not None and getattr(type(opt), "_hvd_sharded", False)
             and _flavors.optimizer_built(opt)):
         opt.gather_state(root_rank)
-    for layer in _embedding_layers(model):
+    for layer in sharded_rows_layers(model):
         layer.gather_for_save(root_rank)   # whole tables to root_rank
     if rank() == int(root_rank):
         model.save(filepath, **kwargs)
-
-
-def _embedding_layers(model):
-    """The model's DistributedEmbedding layers (none if the layer module was
-    never imported: then the model cannot have any)."""
-    import sys
-    module = sys.modules.get("tf_hvd._keras.embedding.layer")
-    if module is None or not hasattr(model, "_flatten_layers"):
-        return []
-    return [l for l in model._flatten_layers(include_self=True)
-            if isinstance(l, module.DistributedEmbedding)]
 
 
 def _load_tf_keras_model(tf_keras, filepath, custom_optimizers, custom_objects,

@@ -92,7 +92,23 @@ def gather_layer(layer, root_rank):
         if state.own_optimizer is not None:
             values["iterations:%s" % state.name] = np.asarray(
                 int(state.own_optimizer.iterations.numpy()), dtype=np.int64)
-    return values if rank == int(root_rank) else None
+    return values if root_rank is None or rank == int(root_rank) else None
+
+
+def load_whole(layer, values):
+    """Give each table and slot this rank's rows of ``values`` (as gather_layer
+    returns them), in the layer's current layout."""
+    for state in layer._hvd.tables.values():
+        for key, value in values.items():
+            parts = key.split(":")
+            if parts[1] != state.name:
+                continue
+            if parts[0] == "iterations":
+                if state.own_optimizer is not None:
+                    state.own_optimizer.iterations.assign(int(value))
+                continue
+            what = "table" if parts[0] == "table" else parts[2]
+            set_rows(state, what, rows_of(value, state.layout, state.rank, state.name))
 
 
 def save_layer(layer, store):

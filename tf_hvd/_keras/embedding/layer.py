@@ -105,6 +105,8 @@ class DistributedEmbedding(keras.layers.Layer):
     (2, 4)
     """
 
+    _hvd_sharded_rows_layer = True   # tf_hvd.sharded_rows.sharded_rows_layers finds it
+
     def __init__(self, feature_configs, *, table_stacking="auto", update_stats=False,
                  default_row=None, table_sharding=None, **kwargs):
         super().__init__(**kwargs)
@@ -282,6 +284,19 @@ class DistributedEmbedding(keras.layers.Layer):
         calls it on every rank)."""
         self._hvd.pending = checkpoint.gather_layer(self, root_rank)
 
+    def gather_whole(self, root_rank=None):
+        """Every table and slot, whole, as ``{key: array}`` on ``root_rank`` (None:
+        on every rank); a collective. ``load_whole`` takes it back at any size::
+
+            state = layer.gather_whole()     # before the job re-forms
+            layer.reshard(); layer.load_whole(state)
+        """
+        return checkpoint.gather_layer(self, root_rank)
+
+    def load_whole(self, values):
+        """Each rank takes its rows of ``values`` (``gather_whole``'s result)."""
+        checkpoint.load_whole(self, values)
+
     def save_own_variables(self, store):
         checkpoint.save_layer(self, store)
 
@@ -291,10 +306,12 @@ class DistributedEmbedding(keras.layers.Layer):
     def reshard(self):
         """Lay the tables out again over the ranks as they are now (after an
         elastic job re-formed): new shards and slots for this rank's rows, to
-        be filled by ``load_tables`` (tf_hvd's elastic Keras state does both)."""
+        be filled by ``load_whole`` (tf_hvd's elastic Keras state does both)."""
         rank, size = _rank_size()
         check_same_tables(self.name, self._table_configs, self._features, size)
         for state in self._hvd.tables.values():
+            if state.layout.n == size and state.rank == rank:
+                continue
             state.layout = RowLayout(state.config.vocabulary_size, size,
                                      state.config.sharding)
             state.rank = rank
