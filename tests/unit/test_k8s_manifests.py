@@ -42,7 +42,7 @@ def test_mpijob_fields(path):
     (launcher,) = replicas["Launcher"]["template"]["spec"]["containers"]
     (worker,) = replicas["Worker"]["template"]["spec"]["containers"]
     # The launcher runs tfhvdrun with one rank per slot of every worker, no -H/--hostfile:
-    # it takes the operator's /etc/mpi/hostfile (tf_hvd/runner/modes/mpi_operator.py).
+    # it takes the operator's /etc/mpi/hostfile (tf_hvd/job/mpi_operator_hostfile.py).
     cmd = launcher["command"]
     assert cmd[0] == "tfhvdrun"
     assert int(cmd[cmd.index("-np") + 1]) == workers * slots

@@ -21,7 +21,7 @@ import k8s_examples
 import pytest
 
 from tf_hvd.job import host_spec as hosts
-from tf_hvd.runner.modes import mpi_operator
+from tf_hvd.job import mpi_operator_hostfile as mpi_operator
 from tf_hvd.scheduler import SecretError
 from tf_hvd.job.secret import job_secret
 from tf_hvd.scheduler.tf_config import resolve_tf_config

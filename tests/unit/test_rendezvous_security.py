@@ -389,7 +389,8 @@ def test_enclosing_jobs_secret_is_not_inherited_or_forwarded():
 def test_remote_ranks_read_the_secret_from_stdin(monkeypatch):
     monkeypatch.setattr(network, "address_towards", lambda host: "10.1.1.1")
     args = cli.parse(["-np", "2", "-H", "localhost:1,node2:1", "python", "t.py"])
-    p = plan_mod.Plan(launch_config.freeze(args, {}), is_local=lambda h: h == "localhost")
+    p = plan_mod.Plan(launch_config.freeze(args, {}), is_local=lambda h: h == "localhost",
+                      check_command=None)
     envs = [e.to_environ() for e in p.rank_envs("10.1.1.1", 7)]
     secret = auth.new_secret()
     base = {"PATH": "/bin", auth.SECRET_ENV: secret}

@@ -1,5 +1,6 @@
 """tfhvdrun command line: parsing, checks, and the one-line usage errors (exit 2)."""
 
+import dataclasses
 import os
 import sys
 
@@ -141,17 +142,18 @@ def test_python_script(command, script):
 
 
 def test_check_command_runs_here(tmp_path):
+    from tf_hvd.runner.command_line.plan import check_command_runs_here
     script = tmp_path / "ok.py"
     script.write_text("pass\n")
-    cli.check_command_runs_here(["python", str(script)])
-    cli.check_command_runs_here(["python", "ok.py"], cwd=str(tmp_path))
-    cli.check_command_runs_here(["python", "-m", "does.not.matter"])
+    check_command_runs_here(["python", str(script)])
+    check_command_runs_here(["python", "ok.py"], cwd=str(tmp_path))
+    check_command_runs_here(["python", "-m", "does.not.matter"])
     with pytest.raises(cli.UsageError, match="does not exist"):
-        cli.check_command_runs_here(["python", "missing.py"], cwd=str(tmp_path))
+        check_command_runs_here(["python", "missing.py"], cwd=str(tmp_path))
     with pytest.raises(cli.UsageError, match="not found on PATH"):
-        cli.check_command_runs_here(["no-such-program-tfhvd"])
+        check_command_runs_here(["no-such-program-tfhvd"])
     with pytest.raises(cli.UsageError, match="does not exist"):
-        cli.check_command_runs_here(["./no-such-program"], cwd=str(tmp_path))
+        check_command_runs_here(["./no-such-program"], cwd=str(tmp_path))
 
 
 # -- in-process main(): exit code 2, one line -------------------------------------------
@@ -226,12 +228,13 @@ def test_mpi_args_and_start_timeout():
     a = cli.parse(["-np", "2", "--mpi", "--mpi-args=-genv A 1", "--binding-args",
                    "-bind-to core", "x"])
     assert a.mpi_args == "-genv A 1" and a.binding_args == "-bind-to core"
-    assert cli.start_timeout(cli.parse(["-np", "1", "x"]), {}) == 30.0
-    assert cli.start_timeout(cli.parse(["-np", "1", "x"]), {"HOROVOD_START_TIMEOUT": "12"}) == 12
-    assert cli.start_timeout(cli.parse(["-np", "1", "--start-timeout", "5", "x"]),
-                             {"HOROVOD_START_TIMEOUT": "12"}) == 5
+    from tf_hvd.runner.command_line.launch_config import build
+    assert build(["-np", "1", "x"], {}).start_timeout == 30.0
+    assert build(["-np", "1", "x"], {"HOROVOD_START_TIMEOUT": "12"}).start_timeout == 12
+    assert build(["-np", "1", "--start-timeout", "5", "x"],
+                 {"HOROVOD_START_TIMEOUT": "12"}).start_timeout == 5
     with pytest.raises(cli.UsageError, match="HOROVOD_START_TIMEOUT"):
-        cli.start_timeout(cli.parse(["-np", "1", "x"]), {"HOROVOD_START_TIMEOUT": "soon"})
+        build(["-np", "1", "x"], {"HOROVOD_START_TIMEOUT": "soon"})
 
 
 CONFIG = """
@@ -320,18 +323,21 @@ def test_launcher_cache_and_disable_cache(tmp_path):
 
 
 def test_launch_config_is_built_once_and_frozen(monkeypatch):
-    """launch_config.build: the parser, both timeouts through the knob table's rules and
-    the quiet-start variables, in one frozen value."""
+    """launch_config.build: the parser, both timeouts through the knob table's rules,
+    the ranks' knobs with the quiet-start variables, the elastic settings, in one frozen
+    value with declared fields."""
     from tf_hvd.runner.command_line import launch_config
     monkeypatch.setenv("HOROVOD_ELASTIC_TIMEOUT", "42")
     config = launch_config.build(["-np", "2", "--min-np", "1", "python", "t.py"],
                                  {"HOROVOD_START_TIMEOUT": "12"})
-    assert (config.start_timeout_s, config.elastic_timeout, config.command) == (
+    assert (config.start_timeout, config.elastic.timeout, config.command) == (
         12.0, 42.0, ("python", "t.py"))
-    assert dict(config.quiet_env) == {"TF_CPP_MIN_LOG_LEVEL": "1",
-                                      "TF_HVD_QUIET_TF_STARTUP": "1"}
-    with pytest.raises(AttributeError, match="frozen"):
+    assert (config.elastic.min_np, config.elastic.max_np) == (1, None)
+    assert dict(config.knobs) == {"TF_CPP_MIN_LOG_LEVEL": "1", "TF_HVD_QUIET_TF_STARTUP": "1"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
         config.num_proc = 3
+    assert set(f.name for f in dataclasses.fields(config)) >= {
+        "num_proc", "command", "mode", "hosts", "start_timeout", "elastic", "knobs"}
     assert config.replace(num_proc=3).num_proc == 3 and config.num_proc == 2
     with pytest.raises(cli.UsageError) as e:
         launch_config.build(["-np", "2", "x"], {"HOROVOD_START_TIMEOUT": "0x10"})

@@ -8,6 +8,7 @@ import pytest
 
 from tf_hvd.job.rank_env import RankEnv
 from tf_hvd.runner.command_line import parser as cli
+from tf_hvd.runner.command_line.launch_config import ElasticSettings, LaunchConfig
 from tf_hvd.runner.elastic.blacklist import Blacklist, check_cooldown_range
 from tf_hvd.runner.elastic.elastic_hosts import ElasticHosts
 from tf_hvd.runner.agent import agent
@@ -122,21 +123,21 @@ class FakeStore(dict):
         self[key] = value
 
 
-def _joiner(cooldown_range, clock, loopback_only=True, group=None):
+def _joiner(cooldown_range, clock, loopback_only=True, group=None, max_np=3):
     slots = [argparse.Namespace(rank=r, hostname="localhost") for r in range(3)]
+    config = LaunchConfig(num_proc=3, command=("true",), elastic=ElasticSettings(
+        min_np=2, max_np=max_np, timeout=5, discovery_script="/bin/true",
+        cooldown_range=cooldown_range))
     plan = argparse.Namespace(
-        slots=slots, loopback_only=loopback_only, is_local=lambda h: h == "localhost",
-        launcher_address=lambda: "127.0.0.1" if loopback_only else "10.0.0.1",
+        config=config, slots=slots, loopback_only=loopback_only,
+        is_local=lambda h: h == "localhost",
+        launcher_address="127.0.0.1" if loopback_only else "10.0.0.1",
         rank_envs=lambda addr, port: [RankEnv(size=3)],
         rank_process=lambda slot, rank, secret, cwd: (
             ["ssh", slot.hostname, "HOROVOD_RANK=%s" % rank.to_environ()["HOROVOD_RANK"]],
             {}, (secret + "\n").encode()))
     server = argparse.Namespace(port=1, secret="s3cret", store=FakeStore())
-    args = argparse.Namespace(host_discovery_script="/bin/true", slots_per_host=1,
-                              blacklist_cooldown_range=cooldown_range, max_np=3, num_proc=3,
-                              elastic_timeout=5, min_np=2, command=["true"],
-                              output_filename=None)
-    joiner = ElasticHosts(plan, server, args, group.view,
+    joiner = ElasticHosts(plan, server, group.view,
                           blacklist=Blacklist(cooldown_range, clock=clock,
                                               uniform=lambda lo, hi: 0.0))
     joiner.discovery = argparse.Namespace(poll=lambda: [("localhost", 3)])
@@ -190,8 +191,7 @@ def test_the_joiner_counts_ranks_per_host_and_starts_remote_ones_over_ssh(capsys
     # why it cannot use h2 and starts nothing there.
     for loopback_only in (False, True):
         sup = FakeGroup(3)
-        joiner = _joiner(None, Clock(), loopback_only=loopback_only, group=sup)
-        joiner.args.max_np = 4
+        joiner = _joiner(None, Clock(), loopback_only=loopback_only, group=sup, max_np=4)
         joiner.discovery = argparse.Namespace(poll=lambda: [("localhost", 3), ("h2", 2)])
         sup.run(joiner.tick())
         sup.run(joiner.tick())

@@ -11,7 +11,7 @@ import pytest
 from tf_hvd.runner.command_line import parser as cli
 from tf_hvd.job import auth
 from tf_hvd.runner.command_line import launch_config
-from tf_hvd.runner.modes import slurm
+from tf_hvd.job import slurm_allocation as slurm
 from tf_hvd.runner.elastic.discovery import HostDiscovery, wait_for_slots
 from tf_hvd.job.rank_env import RankEnv
 from tf_hvd.runner.elastic.elastic_hosts import ElasticHosts, elastic_fields
@@ -94,7 +94,8 @@ def test_a_job_placed_by_its_script_starts_as_many_ranks_as_slots_allow(monkeypa
         flags = ["--host-discovery-script", "./d.sh"] + (["--max-np", max_np] if max_np
                                                           else [])
         plan = Plan(launch_config.freeze(_parse(*flags), {}, [("localhost", 2),
-                                                               ("127.0.0.1", 3)]))
+                                                               ("127.0.0.1", 3)]),
+                    check_command=None)
         assert len(plan.slots) == expected
         assert [(s.hostname, s.local_rank, s.local_size) for s in plan.slots][:3] == \
             [("localhost", 0, 2), ("localhost", 1, 2), ("127.0.0.1", 0, min(3, expected - 2))
@@ -151,11 +152,12 @@ class _Hosts(object):
 def _elastic_run(min_np, ranks, stop_host):
     """Run ``ranks`` ((rank, host, shell code)) under the elastic policy: (RunOutcome,
     the ranks' return codes, the lines logged)."""
-    config = argparse.Namespace(min_np=min_np, elastic_timeout=600, reset_limit=None)
+    plan = argparse.Namespace(config=launch_config.LaunchConfig(
+        elastic=launch_config.ElasticSettings(min_np, timeout=600)))
     starts = [agent.Start(r, h, ["sh", "-c", code], {"PATH": "/usr/bin:/bin"}, None, None,
                           None, None) for r, h, code in ranks]
     logged = []
-    policy = ElasticPolicy(_Job(starts), None, config, grace=2.0, log=logged.append)
+    policy = ElasticPolicy(_Job(starts), plan, grace=2.0, log=logged.append)
     policy._prepared = lambda: setattr(policy, "hosts", _Hosts(policy, stop_host))
     group = RankGroup(argparse.Namespace(pop_all=lambda: [], pending=lambda: False), 2.0)
     outcome = agent.run(None, group, policy)
@@ -200,7 +202,7 @@ def test_a_newcomer_inside_a_slurm_allocation_is_started_by_srun_with_its_enviro
     monkeypatch.setattr(slurm, "srun_path", lambda: "/usr/bin/srun")
     a = launch_config.freeze(_parse("--min-np", "2", "--host-discovery-script", "./d.sh"),
                              {}, [("h1", 2)])
-    plan = Plan(a, is_local=lambda h: h == "h1")
+    plan = Plan(a, is_local=lambda h: h == "h1", check_command=None)
     assert plan.remote_launcher == "srun"
     server = RendezvousServer(secret=auth.new_secret())
     spawned = []
@@ -209,7 +211,7 @@ def test_a_newcomer_inside_a_slurm_allocation_is_started_by_srun_with_its_enviro
         start=lambda rank, host, argv, env, cwd, out, stdin_data=None, redact=None:
         spawned.append((rank, host, argv, env, stdin_data)) or rank)
     view = argparse.Namespace(ranks=[], retired=set())
-    assert agent.carry_out(group, ElasticHosts(plan, server, a, view)._start(2, "h2"))
+    assert agent.carry_out(group, ElasticHosts(plan, server, view)._start(2, "h2"))
     ((rank, host, argv, env, stdin_data),) = spawned
     assert (rank, host, stdin_data) == (2, "h2", None)
     assert argv[:4] == ["/usr/bin/srun", "--nodes=1", "--ntasks=1", "--nodelist=h2"]

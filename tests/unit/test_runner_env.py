@@ -19,7 +19,7 @@ from tf_hvd.runner.command_line.plan import Plan
 def _plan(argv, local_hosts=("localhost",)):
     # environ: TensorFlow's start-up lines shown, so that only tf_hvd's variables are set
     return Plan(launch_config.freeze(cli.parse(argv), {"TF_CPP_MIN_LOG_LEVEL": "0"}),
-                is_local=lambda h: h in local_hosts)
+                is_local=lambda h: h in local_hosts, check_command=None)
 
 
 # -- knobs ----------------------------------------------------------------------------
@@ -89,8 +89,8 @@ def test_mpiexec_command_mpi_and_binding_args():
 
 def test_local_gloo_envs():
     plan = _plan(["-np", "3", "--cycle-time-ms", "5", "python", "t.py"])
-    assert plan.all_local and plan.launcher_address() == "127.0.0.1"
-    assert plan.rendezvous_bind_address() == "127.0.0.1"
+    assert plan.all_local and plan.launcher_address == "127.0.0.1"
+    assert plan.rendezvous_bind_address == "127.0.0.1"
     envs = [e.to_environ() for e in plan.rank_envs("127.0.0.1", 4242)]
     for r, env in enumerate(envs):
         assert env == {
@@ -110,8 +110,8 @@ def test_multi_host_gloo_envs(monkeypatch):
     monkeypatch.setattr(network, "address_towards", lambda host: "10.1.1.1")
     plan = _plan(["-np", "5", "-H", "localhost:2,node2:2,node3:2", "python", "t.py"])
     assert not plan.all_local and plan.any_local
-    assert plan.launcher_address() == "10.1.1.1"
-    assert plan.rendezvous_bind_address() == "10.1.1.1"  # only the address the ranks use
+    assert plan.launcher_address == "10.1.1.1"
+    assert plan.rendezvous_bind_address == "10.1.1.1"  # only the address the ranks use
     envs = [e.to_environ() for e in plan.rank_envs("10.1.1.1", 5555)]
     table = [(e["HOROVOD_RANK"], e["HOROVOD_HOSTNAME"], e["HOROVOD_LOCAL_RANK"],
               e["HOROVOD_LOCAL_SIZE"], e["HOROVOD_CROSS_RANK"], e["HOROVOD_CROSS_SIZE"])

@@ -11,7 +11,8 @@ import pytest
 from jobrunner import clean_env, run
 
 from tf_hvd.runner.command_line import parser as cli
-from tf_hvd.runner.modes import js_run, lsf, mpiexec as mpi
+from tf_hvd.job import lsf_hosts as lsf
+from tf_hvd.runner.modes import js_run, mpiexec as mpi
 from tf_hvd.runner.processes import output
 from tf_hvd.runner.command_line import parity
 from tf_hvd.runner.command_line.knob_flags import knob_env

@@ -153,9 +153,9 @@ def test_secret_file_default_in_home(tmp_path):
     assert open(where).read().strip() == value
 
 
-# -- tfhvdrun inside an allocation (tf_hvd.runner.modes.slurm) ---------------------------------
+# -- tfhvdrun inside an allocation (tf_hvd.job.slurm_allocation) ---------------------------------
 
-from tf_hvd.runner.modes import slurm as runner_slurm  # noqa: E402
+from tf_hvd.job import slurm_allocation as runner_slurm  # noqa: E402
 from tf_hvd.job.host_spec import HostSlots, HostSpecError  # noqa: E402
 
 ALLOC = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-3]",
@@ -192,10 +192,10 @@ def test_srun_argv():
         "--kill-on-bad-exit=1", "--quiet", "--unbuffered", "--chdir=/w", "python", "t.py"]
 
 
-# -- tfhvdrun in an MPI Operator launcher pod (tf_hvd.runner.modes.mpi_operator) ---------------
+# -- tfhvdrun in an MPI Operator launcher pod (tf_hvd.job.mpi_operator_hostfile) ---------------
 
 from tf_hvd.job import host_spec as runner_hosts  # noqa: E402
-from tf_hvd.runner.modes import mpi_operator  # noqa: E402
+from tf_hvd.job import mpi_operator_hostfile as mpi_operator  # noqa: E402
 
 
 @pytest.mark.parametrize("var,text", [

@@ -16,18 +16,17 @@ Only the standard library is imported (no TensorFlow), so the launcher starts at
 import os
 import sys
 
-from .command_line import parser as cli
-from .command_line import check_build
-from ..job import rank_env
-from .modes import gloo_run
 from ..job import host_spec
+from ..job import rank_env
+from .command_line import check_build
 from .command_line import launch_config
+from .command_line.plan import Plan
+from .command_line.usage import UsageError, notice
+from .modes import gloo_run
 from .modes import mpi_run
 from .processes import output
 from .processes import reaper
 from .processes import ssh
-from .command_line.plan import Plan
-from .command_line.usage import notice
 
 USAGE_EXIT = 2
 SSH_FAILED_EXIT = 255  # as ssh's own
@@ -39,65 +38,58 @@ def _usage_error(message):
     return USAGE_EXIT
 
 
-def prepare(config):
-    """The Plan of a LaunchConfig, checked against this machine. Raises
-    UsageError/HostSpecError."""
-    plan = Plan(config)
-    if plan.any_local:
-        cli.check_command_runs_here(config.command)
+def _check_build(config):
+    """-cb: report what this build of tf_hvd supports."""
+    verbose_log = (lambda m: sys.stderr.write("tfhvdrun: %s\n" % m)) if config.verbose \
+        else None
+    sys.stdout.write(check_build.report(check_build.built_features(verbose_log),
+                                        config.verbose))
+    sys.stdout.flush()
+    return 0
+
+
+def _start_output(config):
+    """The ranks' output: --output-filename's folder, timestamps, quiet start-up lines,
+    the width of the rank in file names. Raises OSError for a folder it cannot make."""
     if config.output_filename:
-        try:
-            os.makedirs(config.output_filename, exist_ok=True)
-        except OSError as e:
-            raise cli.UsageError("--output-filename %s: %s"
-                                 % (config.output_filename, e.strerror or e))
-    if not plan.loopback_only:
-        plan.launcher_address()  # reports a bad --network-interface now
-    return plan
-
-
-def _notices(config):
-    for line in config.notes:
-        notice(line)  # flags that do nothing here, ignored config keys: once each
+        os.makedirs(config.output_filename, exist_ok=True)
+    output.set_timestamps(config.prefix_output_with_timestamp)
+    output.set_quiet(rank_env.QUIET_TF_STARTUP in config.knobs)
+    max_np = config.elastic.max_np if config.elastic is not None else None
+    output.set_rank_count(max(config.num_proc, max_np or 0))
 
 
 def main(argv=None):
-    """Run tfhvdrun with ``argv`` (default sys.argv[1:]); return the exit code."""
-    if argv is None:
-        argv = sys.argv[1:]
+    """Run tfhvdrun with ``argv`` (default sys.argv[1:]); return the exit code.
+
+    One way through the launcher's rooms: the command line (LaunchConfig, then the Plan,
+    which checks it against this machine), the processes' set-up (output, ssh), the
+    mode (the run phase), which returns a RunOutcome."""
     try:
-        config = launch_config.build(argv)
-    except (cli.UsageError, host_spec.HostSpecError) as e:
+        config = launch_config.build(sys.argv[1:] if argv is None else argv)
+        plan = None if config.check_build else Plan(config)
+    except (UsageError, host_spec.HostSpecError) as e:
         return _usage_error(str(e))
-    if config.check_build:  # -cb: report and stop
-        _notices(config)
-        verbose_log = (lambda m: sys.stderr.write("tfhvdrun: %s\n" % m)) if config.verbose \
-            else None
-        sys.stdout.write(check_build.report(check_build.built_features(verbose_log),
-                                            config.verbose))
-        sys.stdout.flush()
-        return 0
+    for line in config.notes:
+        notice(line)  # flags that do nothing here, ignored config keys: once each
+    if plan is None:
+        return _check_build(config)
     try:
-        plan = prepare(config)
-    except (cli.UsageError, host_spec.HostSpecError) as e:
-        return _usage_error(str(e))
-    _notices(config)
-    if plan.args.prefix_output_with_timestamp:
-        output.set_timestamps(True)
-    output.set_quiet(rank_env.QUIET_TF_STARTUP in plan.knobs)
-    output.set_rank_count(max(plan.args.num_proc, getattr(plan.args, "max_np", None) or 0))
+        _start_output(config)
+    except OSError as e:
+        return _usage_error("--output-filename %s: %s" % (config.output_filename,
+                                                           e.strerror or e))
     # jsrun reaches the LSF job's hosts by itself (often where ssh is not allowed).
-    failed = [] if plan.args.mode == "jsrun" else ssh.check_hosts(
-        plan.remote_hosts(), plan.args.ssh_port, plan.args.ssh_identity_file)
+    failed = [] if config.mode == "jsrun" else ssh.check_hosts(
+        plan.remote_hosts, config.ssh_port, config.ssh_identity_file)
     if failed:
         for host, message in failed:
             sys.stderr.write("tfhvdrun: error: cannot reach host %s over ssh: %s\n"
                              % (host, message))
         sys.stderr.flush()
         return SSH_FAILED_EXIT
-    if plan.args.mode in ("mpi", "jsrun"):
-        return mpi_run.run(plan).code
-    return gloo_run.run(plan).code
+    mode = mpi_run if config.mode in ("mpi", "jsrun") else gloo_run
+    return mode.run(plan).code
 
 
 def console_main():

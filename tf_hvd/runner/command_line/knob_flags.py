@@ -31,7 +31,7 @@ def knob_env(args):
                        ("hierarchical_allgather", "HOROVOD_HIERARCHICAL_ALLGATHER"),
                        ("torus_allreduce", "HOROVOD_TORUS_ALLREDUCE"),
                        ("no_stall_check", "HOROVOD_STALL_CHECK_DISABLE")):
-        if getattr(args, dest, None) is not None:
+        if getattr(args, dest) is not None:
             env[name] = "1" if getattr(args, dest) else "0"
     if args.autotune:
         env["HOROVOD_AUTOTUNE"] = "1"
@@ -66,7 +66,7 @@ def _library_env(args):
         env["NCCL_SOCKET_IFNAME"] = ",".join(args.nics)
     if args.tcp_flag:
         env["NCCL_IB_DISABLE"] = "1"
-    if getattr(args, "num_nccl_streams", None) is not None:
+    if args.num_nccl_streams is not None:
         env["HOROVOD_NUM_NCCL_STREAMS"] = str(args.num_nccl_streams)
     if args.gloo_timeout_seconds is not None:
         env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = _number(args.gloo_timeout_seconds)

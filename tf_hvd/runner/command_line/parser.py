@@ -9,14 +9,13 @@ import argparse
 import os
 import re
 import shlex
-import shutil
 import sys
 
 from ... import __version__
 from ...job import knob_rules
 from . import config_file
 from ..elastic.blacklist import check_cooldown_range
-from ..modes import lsf
+from ...job import lsf_hosts
 from . import parity
 from .usage import PROG, UsageError
 
@@ -275,7 +274,6 @@ def _add_fault_tolerance_flags(p):
 
 
 ELASTIC_TIMEOUT_ENV, ELASTIC_TIMEOUT_DEFAULT = "HOROVOD_ELASTIC_TIMEOUT", 600.0
-START_TIMEOUT_ENV, START_TIMEOUT_DEFAULT = "HOROVOD_START_TIMEOUT", 30.0  # horovodrun's
 
 
 def _knob_seconds(environ, name, default):
@@ -452,13 +450,27 @@ def _dest_actions(parser):
     return {a.dest: a for a in parser._actions if a.option_strings}
 
 
+def _lsf_job_defaults(args, environ):
+    """In an LSF job, -np defaults to the job's slots and the host list to its hosts
+    (unless -H, --hostfile or --host-discovery-script was given), as in horovodrun.
+    Raises ValueError for a malformed LSB_MCPU_HOSTS."""
+    hosts = lsf_hosts.job_hosts(environ)
+    if not hosts:
+        return
+    if args.num_proc is None:
+        args.num_proc = sum(slots for _, slots in hosts)
+    if (args.hosts is None and args.hostfile is None and
+            args.host_discovery_script is None):
+        args.hosts = ",".join("%s:%d" % pair for pair in hosts)
+
+
 def _choose_launch(args, environ):
     """LSF job defaults, then the launch mode when neither --gloo, --mpi nor --jsrun (nor
     the config file's controller) chose it: MPI when --mpi-args or --binding-args were
     given (horovodrun applies them to the mpirun launch it picks by default), else Gloo.
     docs/launcher.md."""
     try:
-        lsf.apply_job_defaults(args, environ)
+        _lsf_job_defaults(args, environ)
     except ValueError as e:
         raise UsageError(str(e))
     if args.mode is None:
@@ -467,37 +479,6 @@ def _choose_launch(args, environ):
     elif args.mode == "gloo" and args.mpi_args is not None:
         args.notes.append("note: --mpi-args has no effect with --gloo (horovodrun "
                                   "ignores it there too)")
-    if args.mode == "jsrun" and not lsf.in_lsf_job(environ):
+    if args.mode == "jsrun" and not lsf_hosts.in_lsf_job(environ):
         raise UsageError("--jsrun: no LSF job detected (LSB_JOBID is not set); jsrun starts "
                          "ranks inside an LSF job only: use --gloo or --mpi elsewhere")
-
-
-def start_timeout(args, environ=None):
-    """The launcher's start-up timeout in seconds: --start-timeout, else
-    $HOROVOD_START_TIMEOUT (0: the default), else 30 (horovodrun's default). Raises
-    UsageError."""
-    if args.start_timeout is not None:
-        return args.start_timeout
-    return _knob_seconds(os.environ if environ is None else environ, START_TIMEOUT_ENV,
-                         START_TIMEOUT_DEFAULT)
-
-
-def check_command_runs_here(command, cwd=None):
-    """For ranks started on this machine: the program must exist.
-
-    Raises UsageError for a missing executable or a missing ``python script.py``.
-    """
-    cwd = cwd or os.getcwd()
-    exe = command[0]
-    if os.sep in exe:
-        path = exe if os.path.isabs(exe) else os.path.join(cwd, exe)
-        if not os.path.exists(path):
-            raise UsageError("command %r does not exist" % exe)
-    elif shutil.which(exe) is None:
-        raise UsageError("command %r not found on PATH" % exe)
-    script = python_script(command)
-    if script is not None:
-        path = script if os.path.isabs(script) else os.path.join(cwd, script)
-        if not os.path.exists(path):
-            raise UsageError("python script %r does not exist (working directory %s)"
-                             % (script, cwd))

@@ -27,7 +27,7 @@ hosts, as in Horovod.
 Its methods that act are generators of the agent's actions (runner/agent/agent.py:
 Start, Stop); it reads the ranks its policy (elastic_policy.py) started and stopped.
 
-    hosts = ElasticHosts(plan, server, config, policy)
+    hosts = ElasticHosts(plan, server, policy)
     lines = yield from hosts.rank_lost(rank)    # inside the policy's answer
     lost = yield from hosts.tick()
 """
@@ -64,15 +64,16 @@ def _ranks(procs):
 
 
 class ElasticHosts(object):
-    def __init__(self, plan, server, args, policy, blacklist=None):
+    def __init__(self, plan, server, policy, blacklist=None):
         """``policy``: its ``ranks`` (every Rank started) and ``retired`` (the ranks it
         stopped: their exit is no failure)."""
-        self.plan, self.server, self.args, self.policy = plan, server, args, policy
+        self.plan, self.server, self.policy = plan, server, policy
+        self.elastic = plan.config.elastic  # launch_config.ElasticSettings
         self.discovery = None
-        if args.host_discovery_script:
-            self.discovery = HostDiscovery(args.host_discovery_script, args.slots_per_host,
-                                           log=log_line)
-        self.blacklist = blacklist or Blacklist(args.blacklist_cooldown_range)
+        if self.elastic.discovery_script:
+            self.discovery = HostDiscovery(self.elastic.discovery_script,
+                                           self.elastic.slots_per_host, log=log_line)
+        self.blacklist = blacklist or Blacklist(self.elastic.cooldown_range)
         self.ids = [s.rank for s in plan.slots]
         self.warned = set()
         self._published = None
@@ -136,7 +137,7 @@ class ElasticHosts(object):
         SIGTERM if they are still running --elastic-timeout later."""
         if not procs:
             return
-        yield from self._retire(procs, after=self.args.elastic_timeout)
+        yield from self._retire(procs, after=self.elastic.timeout)
         self._publish_running()
         self.holders.leaving([p.rank for p in procs])
 
@@ -171,10 +172,10 @@ class ElasticHosts(object):
         if newcomers:
             return ("hold the job's committed state (commit %d), which rank(s) %s have not "
                     "received yet: they stay until it has (at most %g s, --elastic-timeout)"
-                    % (commit, id_list(newcomers), self.args.elastic_timeout))
+                    % (commit, id_list(newcomers), self.elastic.timeout))
         return ("hold the job's committed state (commit %d) and no other rank has it: they "
                 "stay until a new rank has received it (at most %g s, --elastic-timeout)"
-                % (commit, self.args.elastic_timeout))
+                % (commit, self.elastic.timeout))
 
     def _follow_deferred(self):
         """Stop the kept holders once another rank holds the state, or after
@@ -198,10 +199,10 @@ class ElasticHosts(object):
                 self.holders.forget(p.rank)
             yield from self._leave(procs)
             return
-        elif self.holders.clock() - since >= self.args.elastic_timeout:
+        elif self.holders.clock() - since >= self.elastic.timeout:
             log_line("no other rank has received the committed state within %g s "
                      "(--elastic-timeout): stopping rank(s) %s on %s all the same"
-                     % (self.args.elastic_timeout, _ranks(procs), ", ".join(whys)))
+                     % (self.elastic.timeout, _ranks(procs), ", ".join(whys)))
             self._lost_holders.extend(procs)
         else:
             return
@@ -212,7 +213,7 @@ class ElasticHosts(object):
 
     def _drop_late(self):
         """Newcomers that have not come within --elastic-timeout of their start."""
-        timeout = self.args.elastic_timeout
+        timeout = self.elastic.timeout
         for i in self.holders.late(timeout):
             procs = [p for p in self._taking_part() if p.rank == i]
             self.holders.forget(i)
@@ -306,13 +307,13 @@ class ElasticHosts(object):
 
     def _rank_env(self, new_id, host):
         """The joining rank's RankEnv: the job's (rank 0's), with its own rank and host."""
-        plan, addr = self.plan, self.plan.launcher_address()
+        plan, addr = self.plan, self.plan.launcher_address
         bind = addr if plan.is_local(host) else host
         name = host.split("@", 1)[-1]
         return plan.rank_envs(addr, self.server.port)[0].replace(
             rank=new_id, elastic_id=new_id, elastic_join=True, restart_count=0,
             hostname=bind.split("@", 1)[-1], slot_hostname=name, elastic_host=name,
-            **elastic_fields(self.args.elastic_timeout, self.args.min_np))
+            **elastic_fields(self.elastic.timeout, self.elastic.min_np))
 
     def _start(self, new_id, host):
         """Start rank ``new_id`` on ``host``: False when the launcher is being stopped;
@@ -320,11 +321,11 @@ class ElasticHosts(object):
         secret = self.server.secret
         slot = argparse.Namespace(hostname=host)
         # this machine: the command itself; inside a Slurm allocation: srun, which carries
-        # the process environment to the node (slurm.py); else ssh, the secret on stdin
+        # the process environment to the node (tf_hvd/job/slurm_allocation.py); else ssh, the secret on stdin
         argv, child_env, stdin_data = self.plan.rank_process(
             slot, self._rank_env(new_id, host), secret, os.getcwd())
         rank = yield Start(new_id, host, argv, child_env, os.getcwd(),
-                           self.args.output_filename, stdin_data, secret)
+                           self.plan.config.output_filename, stdin_data, secret)
         if rank is not None:
             self.policy.ranks.append(rank)
         return rank is not None
@@ -388,7 +389,8 @@ class ElasticHosts(object):
         per_host = {}
         for p in running:
             per_host[p.host] = per_host.get(p.host, 0) + 1
-        room = float("inf") if self.args.max_np is None else self.args.max_np - len(running)
+        max_np = self.elastic.max_np
+        room = float("inf") if max_np is None else max_np - len(running)
         all_started = []
         for host, slots in self._offered(hosts):
             started = []
@@ -410,7 +412,7 @@ class ElasticHosts(object):
                          "the running ranks wait for at their next commit (at most %g s, "
                          "--elastic-timeout) to hand them the committed state"
                          % (slots, host, ", ".join(str(i) for i in started),
-                            self.args.elastic_timeout))
+                            self.elastic.timeout))
                 all_started.extend(started)
         self._publish_running()
         if all_started:  # listed first: the running ranks' reset waits for them

@@ -9,7 +9,7 @@ the final line says which commit was lost). Signals and the report of a failure 
 ends the job are the static policy's (runner/agent/static_policy.py). This policy only
 answers with actions: the agent starts and stops the processes.
 
-    policy = ElasticPolicy(GlooJob(plan), plan, config)
+    policy = ElasticPolicy(GlooJob(plan), plan)
     outcome = agent.run(plan, RankGroup(signals), policy)
 """
 
@@ -23,11 +23,11 @@ from .elastic_hosts import ElasticHosts
 
 
 class ElasticPolicy(StaticPolicy):
-    def __init__(self, job, plan, config, grace=3.0, settle=0.5, log=None):
+    def __init__(self, job, plan, grace=3.0, settle=0.5, log=None):
         super(ElasticPolicy, self).__init__(job, 0, grace, settle, log)
-        self.plan, self.config = plan, config
-        self.min_np, self.timeout = config.min_np, config.elastic_timeout
-        self.reset_limit = config.reset_limit  # None: no limit
+        self.plan, elastic = plan, plan.config.elastic
+        self.min_np, self.timeout = elastic.min_np, elastic.timeout
+        self.reset_limit = elastic.reset_limit  # None: no limit
         self.hosts = None
         self.retired = set()      # ranks this policy stopped: their exit is no failure
         self.resets = 0
@@ -37,7 +37,7 @@ class ElasticPolicy(StaticPolicy):
         self.none_left = False    # the job ends: every rank failed
 
     def _prepared(self):
-        self.hosts = ElasticHosts(self.plan, self.job.server, self.config, self)
+        self.hosts = ElasticHosts(self.plan, self.job.server, self)
 
     def _ignored(self, rank):
         return rank in self.retired or self.lost_report is not None

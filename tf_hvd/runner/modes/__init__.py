@@ -1,8 +1,11 @@
 """How a plan's ranks are started: Gloo (gloo_run: this process serves the rendezvous and
-starts every rank), MPI (mpi_run, with mpiexec's command line in mpiexec), jsrun in an
-LSF job (js_run, lsf), inside a Slurm allocation (slurm: srun instead of ssh), in an MPI
-Operator's launcher pod (mpi_operator). A run returns one RunOutcome (outcome).
+starts every rank: here, over ssh, or by srun inside a Slurm allocation), MPI (mpi_run,
+with mpiexec's command line in mpiexec), jsrun in an LSF job (js_run). Where the hosts
+come from in an LSF job, a Slurm allocation or an MPI Operator's launcher pod is the job
+contract's (tf_hvd/job/lsf_hosts.py, slurm_allocation.py, mpi_operator_hostfile.py).
+Each mode builds a rank group and a policy and hands them to the agent (runner/agent/);
+every run returns one RunOutcome.
 
     from tf_hvd.runner.modes import gloo_run
-    exit_code = gloo_run.run(plan)
+    exit_code = gloo_run.run(plan).code
 """

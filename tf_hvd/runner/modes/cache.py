@@ -36,7 +36,7 @@ class LauncherCache(object):
 
     @classmethod
     def for_args(cls, args):
-        return cls(enabled=not getattr(args, "disable_cache", False))
+        return cls(enabled=not args.disable_cache)
 
     @staticmethod
     def _key(key):

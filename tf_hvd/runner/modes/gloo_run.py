@@ -74,13 +74,12 @@ def _rank_list(ranks):
 def run(plan):
     """Run the job described by ``plan``, restarting it after a rank's failure up to
     ``--max-restarts`` times (an elastic job: as its policy decides); its RunOutcome."""
-    config = plan.args
     with SignalCatcher() as signals:
         job = GlooJob(plan)
-        if config.min_np is not None:
-            policy = ElasticPolicy(job, plan, config)
+        if plan.config.elastic is not None:
+            policy = ElasticPolicy(job, plan)
         else:
-            policy = StaticPolicy(job, max_restarts=config.max_restarts)
+            policy = StaticPolicy(job, max_restarts=plan.config.max_restarts)
         return agent.run(plan, RankGroup(signals), policy)
 
 
@@ -91,9 +90,9 @@ class GlooJob(object):
     launcher = None  # every rank is a process of ours
 
     def __init__(self, plan):
-        self.plan, self.config = plan, plan.args
+        self.plan, self.config = plan, plan.config
         self.size = len(plan.slots)
-        self.start_timeout = plan.start_timeout
+        self.start_timeout = plan.config.start_timeout
         self.server = self.secret = None
 
     def verbose(self, message):
@@ -102,7 +101,7 @@ class GlooJob(object):
 
     def prepare(self, restart):
         """Start this run's rendezvous server; a RunOutcome if it cannot start."""
-        bind, port = self.plan.rendezvous_bind_address(), self.config.rendezvous_port
+        bind, port = self.plan.rendezvous_bind_address, self.config.rendezvous_port
         self.secret = auth.new_secret()
         # verbose=False: its per-request log would drown everything else
         self.server = RendezvousServer(bind, port=port, secret=self.secret,
@@ -118,7 +117,7 @@ class GlooJob(object):
             sys.stderr.flush()
             return RunOutcome(USAGE_EXIT)
         self.verbose("rendezvous server on %s:%d (bound to %s; requests must be signed with "
-                     "the job's secret, %s=%s)" % (self.plan.launcher_address(),
+                     "the job's secret, %s=%s)" % (self.plan.launcher_address,
                                                    self.server.port, bind, auth.SECRET_ENV,
                                                    auth.MASK))
         return None
@@ -126,13 +125,13 @@ class GlooJob(object):
     def starts(self, restart):
         """The Start of every rank, in rank order (built as each is started)."""
         plan, cwd = self.plan, os.getcwd()
-        rank_envs = plan.rank_envs(plan.launcher_address(), self.server.port)
+        rank_envs = plan.rank_envs(plan.launcher_address, self.server.port)
         for slot, rank in zip(plan.slots, rank_envs):
             rank = rank.replace(restart_count=restart)
-            if self.config.min_np is not None:
+            elastic = self.config.elastic
+            if elastic is not None:
                 rank = rank.replace(elastic_host=slot.hostname.split("@", 1)[-1],
-                                    **elastic_fields(self.config.elastic_timeout,
-                                                     self.config.min_np))
+                                    **elastic_fields(elastic.timeout, elastic.min_np))
             argv, child_env, stdin_data = plan.rank_process(slot, rank, self.secret, cwd)
             self.verbose("rank %d on %s (local %d/%d, cross %d/%d): %s"
                          % (slot.rank, slot.hostname, slot.local_rank, slot.local_size,

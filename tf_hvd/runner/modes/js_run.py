@@ -15,7 +15,7 @@ import os
 import shlex
 import shutil
 
-from . import lsf
+from ...job import lsf_hosts
 
 
 def find_jsrun(path=None):
@@ -54,7 +54,7 @@ def jsrun_command(jsrun, wrapped, rankfile=None, mpi_args=None, binding_args=Non
 
 def write_rankfile(plan, directory, environ=None):
     """Writes the plan's rank file into ``directory``; returns its path."""
-    cpus = dict(lsf.job_hosts(os.environ if environ is None else environ))
+    cpus = dict(lsf_hosts.job_hosts(os.environ if environ is None else environ))
     path = os.path.join(directory, "ranks.erf")
     with open(path, "w") as f:
         f.write(rankfile_text(plan.slots, cpus))

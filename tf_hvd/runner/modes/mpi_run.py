@@ -28,13 +28,13 @@ from ..processes.signals import SignalCatcher
 NOT_FOUND_EXIT = 2
 
 
-def _ssh_args(args):
+def _ssh_args(config):
     """tfhvdrun's -p/-i as ssh options for mpiexec's ssh launcher."""
     extra = []
-    if args.ssh_port is not None:
-        extra += ["-p", str(args.ssh_port)]
-    if args.ssh_identity_file:
-        extra += ["-i", args.ssh_identity_file]
+    if config.ssh_port is not None:
+        extra += ["-p", str(config.ssh_port)]
+    if config.ssh_identity_file:
+        extra += ["-i", config.ssh_identity_file]
     return extra
 
 
@@ -46,38 +46,38 @@ def _not_found(message):
 
 def run(plan):
     """Run the job with mpiexec (--mpi) or jsrun (--jsrun); its RunOutcome."""
-    args = plan.args
+    config = plan.config
     env = rank_env.RankEnv(controller="mpi", knobs=plan.knobs).to_environ()
-    if args.mode == "jsrun":
+    if config.mode == "jsrun":
         jsrun = js_run.find_jsrun()
         if jsrun is None:
             return _not_found("--jsrun: jsrun not found on PATH (it comes with IBM Spectrum "
                               "MPI on LSF clusters; elsewhere use --mpi or --gloo)")
 
         def command(status_dir):
-            wrapped = mpi.wrapped_command(args.command, args.num_proc, args.output_filename,
-                                          status_dir, args.prefix_output_with_timestamp)
-            rankfile = None if args.binding_args is not None else \
+            wrapped = mpi.wrapped_command(config.command, config.num_proc, config.output_filename,
+                                          status_dir, config.prefix_output_with_timestamp)
+            rankfile = None if config.binding_args is not None else \
                 js_run.write_rankfile(plan, status_dir)
-            return js_run.jsrun_command(jsrun, wrapped, rankfile, args.mpi_args,
-                                        args.binding_args)
+            return js_run.jsrun_command(jsrun, wrapped, rankfile, config.mpi_args,
+                                        config.binding_args)
         return _run_launcher(plan, command, env)
     mpiexec = mpi.find_mpiexec()
     if mpiexec is None:
         return _not_found("--mpi: mpiexec not found (looked in %s and on PATH)"
                           % os.path.dirname(sys.executable))
-    launcher_cache = cache.LauncherCache.for_args(args)
+    launcher_cache = cache.LauncherCache.for_args(config)
     flavor = mpi.mpi_flavor(mpiexec, cache=launcher_cache)
-    if args.verbose:
+    if config.verbose:
         log_line("%s is %s%s" % (mpiexec, flavor, " (cached check)" if launcher_cache.hits else ""))
 
     def command(status_dir):
-        return mpi.mpiexec_command(mpiexec, flavor, args.num_proc, plan.mpi_hosts_arg(), env,
-                                   args.command, output_dir=args.output_filename,
-                                   status_dir=status_dir, mpi_args=args.mpi_args,
-                                   binding_args=args.binding_args,
-                                   prefix_timestamp=args.prefix_output_with_timestamp,
-                                   ssh_args=_ssh_args(args), nics=args.nics)
+        return mpi.mpiexec_command(mpiexec, flavor, config.num_proc, plan.mpi_hosts_arg(), env,
+                                   config.command, output_dir=config.output_filename,
+                                   status_dir=status_dir, mpi_args=config.mpi_args,
+                                   binding_args=config.binding_args,
+                                   prefix_timestamp=config.prefix_output_with_timestamp,
+                                   ssh_args=_ssh_args(config), nics=config.nics)
     return _run_launcher(plan, command, env)
 
 
@@ -86,7 +86,7 @@ def _run_launcher(plan, build_argv, env):
     status_dir = tempfile.mkdtemp(prefix="tfhvdrun-")
     try:
         with SignalCatcher() as signals:
-            group = MpiexecGroup(signals, status_dir, plan.args.num_proc)
+            group = MpiexecGroup(signals, status_dir, plan.config.num_proc)
             job = MpiJob(plan, build_argv(status_dir), env, status_dir)
             return agent.run(plan, group, StaticPolicy(job))
     finally:
@@ -101,8 +101,8 @@ class MpiJob(object):
 
     def __init__(self, plan, argv, env, status_dir):
         self.argv, self.env, self.status_dir = argv, env, status_dir
-        self.size = plan.args.num_proc
-        if plan.args.verbose:
+        self.size = plan.config.num_proc
+        if plan.config.verbose:
             log_line(" ".join(shlex.quote(a) for a in argv))
 
     def prepare(self, restart):

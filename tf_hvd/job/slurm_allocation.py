@@ -16,10 +16,10 @@ node over Slurm's munge-authenticated launch protocol, never on a command line.
 import os
 import shutil
 
-from ...job import rank_env
-from ...job.slurm_hostlist import HostlistError, expand_hostlist, expand_tasks_per_node
+from . import rank_env
+from .slurm_hostlist import HostlistError, expand_hostlist, expand_tasks_per_node
 
-from ...job.host_spec import HostSlots, HostSpecError
+from .host_spec import HostSlots, HostSpecError
 
 
 def in_allocation(environ):

@@ -1,4 +1,5 @@
-"""Inside an IBM Spectrum LSF job: its hosts and slots, as horovodrun takes them.
+"""Inside an IBM Spectrum LSF job: its hosts and slots, as horovodrun takes them (the
+launcher's -np and -H defaults there, and jsrun's rank file).
 
 horovodrun in an LSF job (``LSB_JOBID`` set) needs no -np and no -H: it runs one rank
 per slot of the job's hosts. tf_hvd reads the hosts from LSF's own variables, which
@@ -56,16 +57,3 @@ def job_hosts(environ):
     if not names and environ.get("LSB_DJOB_HOSTFILE"):
         names = _read_hostfile(environ["LSB_DJOB_HOSTFILE"])
     return _count_in_order(names)
-
-
-def apply_job_defaults(args, environ):
-    """In an LSF job, -np defaults to the job's slots and the host list to its hosts
-    (unless -H, --hostfile or --host-discovery-script was given), as in horovodrun."""
-    hosts = job_hosts(environ)
-    if not hosts:
-        return
-    if args.num_proc is None:
-        args.num_proc = sum(slots for _, slots in hosts)
-    if (args.hosts is None and args.hostfile is None and
-            getattr(args, "host_discovery_script", None) is None):
-        args.hosts = ",".join("%s:%d" % pair for pair in hosts)
