@@ -19,8 +19,7 @@ import sys
 from ..job import host_spec
 from ..job import rank_env
 from .command_line import check_build
-from .command_line import launch_config
-from .command_line.plan import Plan
+from .command_line.plan import read_command_line
 from .command_line.usage import UsageError, notice
 from .modes import gloo_run
 from .modes import mpi_run
@@ -66,12 +65,9 @@ def main(argv=None):
     which checks it against this machine), the processes' set-up (output, ssh), the
     mode (the run phase), which returns a RunOutcome."""
     try:
-        config = launch_config.build(sys.argv[1:] if argv is None else argv)
-        plan = None if config.check_build else Plan(config)
+        config, plan = read_command_line(sys.argv[1:] if argv is None else argv)
     except (UsageError, host_spec.HostSpecError) as e:
         return _usage_error(str(e))
-    for line in config.notes:
-        notice(line)  # flags that do nothing here, ignored config keys: once each
     if plan is None:
         return _check_build(config)
     try:

@@ -16,7 +16,9 @@ from ...job import host_spec
 from ...job import mpi_operator_hostfile as mpi_operator
 from ...job import slurm_allocation as slurm
 from ..processes import ssh
+from . import launch_config
 from .parser import UsageError, python_script
+from .usage import notice
 
 
 def check_command_runs_here(command, cwd=None):
@@ -196,3 +198,17 @@ class Plan(object):
             return None
         counts = [(h, sum(1 for s in self.slots if s.hostname == h)) for h in self.used_hosts]
         return ",".join("%s:%d" % hc for hc in counts)
+
+
+def read_command_line(argv, environ=None):
+    """(LaunchConfig, Plan) of the command line ``argv``; the Plan is None for -cb. The
+    notices (flags that do nothing here, ignored config keys) are printed once the plan
+    stands. Raises UsageError / HostSpecError.
+
+        config, plan = read_command_line(["-np", "2", "python", "train.py"])
+    """
+    config = launch_config.build(argv, environ)
+    plan = None if config.check_build else Plan(config)
+    for line in config.notes:
+        notice(line)  # once each
+    return config, plan
