@@ -34,7 +34,8 @@ def test_bazel_cc_tests_pass():
                    "//:subset_transport_test", "//:autotune_test", "//:entry_checks_test",
                    "//:fault_reporter_test", "//:process_set_table_test",
                    "//:background_loop_test", "//:transport_choice_test",
-                   "//:socket_links_test", "//:crypto_library_test"):
+                   "//:socket_links_test", "//:crypto_library_test",
+                   "//:runtime_library_test"):
         assert target in passed, "%s not reported PASSED\n%s" % (target, res.describe(60))
 
 

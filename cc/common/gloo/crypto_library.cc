@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "cc/common/logging.h"
+#include "cc/common/runtime_library.h"
 
 namespace tfhvd {
 namespace {
@@ -34,42 +35,29 @@ const Loaded& TheLibrary() {
   return *loaded;
 }
 
-std::string FileOf(void* handle, void* symbol) {
-  Dl_info info;
-  if (symbol != nullptr && dladdr(symbol, &info) != 0 && info.dli_fname != nullptr) {
-    return info.dli_fname;
-  }
-  return "?";
-}
-
 }  // namespace
 
 Status CryptoLibrary::LoadFrom(const std::vector<std::string>& candidates,
                                CryptoFunctions* fns, std::string* description) {
-  std::string tried;
-  for (const std::string& name : candidates) {
-    dlerror();
-    // TensorFlow's BoringSSL has OpenSSL's names, exported unversioned (crypto_symbols.h).
-    // RTLD_LOCAL: libcrypto's names stay out of the global scope, and ours are looked up
-    // in it alone. RTLD_DEEPBIND: libcrypto's own references to its functions bind to
-    // itself; without it, a libcrypto loaded after TensorFlow binds hundreds of them
-    // (EVP_*, ASN1_*, ...) to BoringSSL's and crashes on the first HMAC (seen with
-    // OpenSSL 1.1.1 in LD_DEBUG=bindings). A libcrypto already in the process (Python's
-    // ssl module, which TensorFlow imports before loading itself) is returned as it is.
-    void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-    if (handle == nullptr) {
-      const char* e = dlerror();
-      tried += "\n  " + name + ": " + (e != nullptr ? e : "dlopen failed");
-      continue;
-    }
+  // TensorFlow's BoringSSL has OpenSSL's names, exported unversioned (crypto_symbols.h).
+  // RTLD_LOCAL: libcrypto's names stay out of the global scope, and ours are looked up
+  // in it alone. RTLD_DEEPBIND: libcrypto's own references to its functions bind to
+  // itself; without it, a libcrypto loaded after TensorFlow binds hundreds of them
+  // (EVP_*, ASN1_*, ...) to BoringSSL's and crashes on the first HMAC (seen with
+  // OpenSSL 1.1.1 in LD_DEBUG=bindings). A libcrypto already in the process (Python's
+  // ssl module, which TensorFlow imports before loading itself) is returned as it is.
+  auto binds = [fns](void* handle, std::string* why) {
     std::string missing;
-    if (!BindCryptoFunctions(handle, fns, &missing)) {
-      tried += "\n  " + name + ": it has no " + missing + " (not OpenSSL's libcrypto 1.1.1 or 3.x)";
-      dlclose(handle);
-      continue;
-    }
+    if (BindCryptoFunctions(handle, fns, &missing)) return true;
+    *why = "it has no " + missing + " (not OpenSSL's libcrypto 1.1.1 or 3.x)";
+    return false;
+  };
+  std::string tried;
+  void* handle =
+      OpenRuntimeLibrary(candidates, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND, binds, &tried);
+  if (handle != nullptr) {
     const char* version = fns->OpenSSL_version(kOpensslVersionText);
-    *description = FileOf(handle, reinterpret_cast<void*>(fns->HMAC)) + " (" +
+    *description = LibraryFileOf(reinterpret_cast<void*>(fns->HMAC)) + " (" +
                    (version != nullptr ? version : "OpenSSL, version unknown") + ")";
     return Status();
   }

@@ -1,13 +1,13 @@
 #include "cc/common/gpu/gpu_libraries.h"
 
 #include <dlfcn.h>
-#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
 #include "cc/common/gpu/cuda_symbols.h"
+#include "cc/common/runtime_library.h"
 
 namespace tfhvd {
 namespace {
@@ -29,77 +29,20 @@ State& state() {
   return *s;
 }
 
-bool IsFile(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
 // One library by any of its sonames: a copy already in the process (TensorFlow's, or a
 // test program's), else the search dirs, else the loader's path. *tried lists each failure.
-void* Open(const std::vector<std::string>& sonames, const std::vector<std::string>& dirs,
-           std::string* tried) {
-  for (const std::string& so : sonames) {
-    void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_NOLOAD);
-    if (h != nullptr) return h;
-  }
-  std::vector<std::string> candidates;
-  for (const std::string& so : sonames) {
-    for (const std::string& d : dirs) {
-      if (IsFile(d + "/" + so)) candidates.push_back(d + "/" + so);
-    }
-  }
-  candidates.insert(candidates.end(), sonames.begin(), sonames.end());
-  for (const std::string& c : candidates) {
-    dlerror();
-    void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h != nullptr) return h;
-    const char* e = dlerror();
-    *tried += "\n  " + c + ": " + (e != nullptr ? e : "dlopen failed");
-  }
-  return nullptr;
+void* OpenOne(const std::vector<std::string>& sonames, const std::vector<std::string>& dirs,
+              std::string* tried) {
+  std::string not_loaded;  // RTLD_NOLOAD failing only says it is not in the process yet
+  void* h = OpenRuntimeLibrary(sonames, RTLD_NOW | RTLD_NOLOAD, nullptr, &not_loaded);
+  if (h != nullptr) return h;
+  return OpenRuntimeLibrary(RuntimeLibraryCandidates(sonames, dirs), RTLD_NOW | RTLD_LOCAL,
+                            nullptr, tried);
 }
 
 template <typename Fn>
 Fn Lookup(void* handle, const char* name) {
   return reinterpret_cast<Fn>(dlsym(handle, name));
-}
-
-Status LoadLocked(State& s) {
-  const std::string fix =
-      "\nGPU tensors need the CUDA runtime and NCCL, which tf_hvd loads when the first one "
-      "arrives: install them with `pip install \"tensorflow[and-cuda]\"` (the "
-      "nvidia-cuda-runtime-cu12 and nvidia-nccl-cu12 wheels), or put the folders holding "
-      "libcudart.so.12 and libnccl.so.2 on LD_LIBRARY_PATH. CPU tensors need neither.";
-  std::string tried;
-  s.cudart = Open({"libcudart.so.12", "libcudart.so.13"}, s.dirs, &tried);
-  if (s.cudart == nullptr) {
-    return Status::Precondition("the CUDA runtime (libcudart.so.12) could not be loaded. "
-                                "Tried:" + tried + fix);
-  }
-  for (const char* name : CudaFunctionNames()) {
-    if (dlsym(s.cudart, name) == nullptr) {
-      return Status::Precondition(std::string("the CUDA runtime that was loaded has no ") +
-                                  name + " (tf_hvd needs CUDA >= 12.5)" + fix);
-    }
-  }
-  int version = 0;
-  Lookup<cudaError_t (*)(int*)>(s.cudart, "cudaRuntimeGetVersion")(&version);
-  if (version < kMinCudaRuntime) {
-    return Status::Precondition("the CUDA runtime that was loaded is version " +
-                                std::to_string(version) + "; tf_hvd needs 12.5 or later" + fix);
-  }
-  tried.clear();
-  s.nccl = Open({"libnccl.so.2"}, s.dirs, &tried);
-  if (s.nccl == nullptr) {
-    return Status::Precondition("NCCL (libnccl.so.2) could not be loaded. Tried:" + tried + fix);
-  }
-  auto get_version = Lookup<int (*)(int*)>(s.nccl, "ncclGetVersion");
-  int nccl = 0;
-  if (get_version == nullptr || get_version(&nccl) != 0 || nccl < kMinNccl) {
-    return Status::Precondition("the NCCL that was loaded is version " + std::to_string(nccl) +
-                                "; tf_hvd needs 2.18 or later" + fix);
-  }
-  return Status();
 }
 
 void* SymbolOrAbort(void* State::*which, const char* name) {
@@ -125,9 +68,53 @@ Status GpuLibraries::Load() {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.tried) {
     s.tried = true;
-    s.status = LoadLocked(s);
+    s.status = Open(s.dirs, &s.cudart, &s.nccl);
   }
   return s.status;
+}
+
+Status GpuLibraries::Open(const std::vector<std::string>& dirs, void** cudart, void** nccl) {
+  const std::string fix =
+      "\nGPU tensors need the CUDA runtime and NCCL, which tf_hvd loads when the first one "
+      "arrives: install them with `pip install \"tensorflow[and-cuda]\"` (the "
+      "nvidia-cuda-runtime-cu12 and nvidia-nccl-cu12 wheels), or put the folders holding "
+      "libcudart.so.12 and libnccl.so.2 on LD_LIBRARY_PATH. CPU tensors need neither.";
+  *cudart = *nccl = nullptr;
+  std::string tried;
+  void* runtime = OpenOne({"libcudart.so.12", "libcudart.so.13"}, dirs, &tried);
+  if (runtime == nullptr) {
+    return Status::Precondition("the CUDA runtime (libcudart.so.12) could not be loaded. "
+                                "Tried:" + tried + fix);
+  }
+  // The version first: a runtime older than 12.5 is named as such, not by a missing call.
+  auto get_runtime_version = Lookup<cudaError_t (*)(int*)>(runtime, "cudaRuntimeGetVersion");
+  const std::string where = LibraryPath(runtime);
+  int version = 0;
+  if (get_runtime_version != nullptr) get_runtime_version(&version);
+  const char* missing = FirstMissingSymbol(runtime, CudaFunctionNames());
+  if (get_runtime_version != nullptr && version < kMinCudaRuntime) {
+    return Status::Precondition("the CUDA runtime that was loaded (" + where + ") is version " +
+                                std::to_string(version) + "; tf_hvd needs 12.5 or later" + fix);
+  }
+  if (missing != nullptr) {
+    return Status::Precondition("the CUDA runtime that was loaded (" + where + ") has no " +
+                                missing + " (tf_hvd needs CUDA >= 12.5)" + fix);
+  }
+  tried.clear();
+  void* collectives = OpenOne({"libnccl.so.2"}, dirs, &tried);
+  if (collectives == nullptr) {
+    return Status::Precondition("NCCL (libnccl.so.2) could not be loaded. Tried:" + tried + fix);
+  }
+  auto get_version = Lookup<int (*)(int*)>(collectives, "ncclGetVersion");
+  int nccl_version = 0;
+  if (get_version == nullptr || get_version(&nccl_version) != 0 || nccl_version < kMinNccl) {
+    return Status::Precondition("the NCCL that was loaded is version " +
+                                std::to_string(nccl_version) + "; tf_hvd needs 2.18 or later" +
+                                fix);
+  }
+  *cudart = runtime;
+  *nccl = collectives;
+  return Status();
 }
 
 void* GpuLibraries::CudaSymbol(const char* name) { return SymbolOrAbort(&State::cudart, name); }

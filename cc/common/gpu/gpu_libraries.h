@@ -28,6 +28,12 @@ class GpuLibraries {
   // cleanly call Load first: every GPU tensor passes RecordReadyEvent).
   static void* CudaSymbol(const char* name);
   static void* NcclSymbol(const char* name);
+
+  // Load's search, without its once-per-process memory: the CUDA runtime and NCCL from
+  // `dirs` (or already in the process, or on the loader's path) into *cudart and *nccl;
+  // else a Precondition saying what was tried, which library was refused and why (a
+  // missing file, a runtime older than 12.5, an NCCL older than 2.18) and what to install.
+  static Status Open(const std::vector<std::string>& dirs, void** cudart, void** nccl);
 };
 
 }  // namespace tfhvd

@@ -1,7 +1,6 @@
 #include "cc/common/mpi/mpi_library.h"
 
 #include <dlfcn.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -9,6 +8,7 @@
 #include <mutex>
 
 #include "cc/common/mpi/mpi_symbols.h"
+#include "cc/common/runtime_library.h"
 
 namespace tfhvd {
 namespace {
@@ -27,45 +27,23 @@ State& state() {
   return *s;
 }
 
-bool IsFile(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-// Opens `candidate`; on success checks it speaks the MPICH ABI and has every
-// function the backend calls. Returns the handle, or null with *why set.
-void* TryOpen(const std::string& candidate, std::string* why) {
-  dlerror();
-  // RTLD_GLOBAL: an MPI's own plugins (fabrics, PMI) may look up its symbols.
-  void* h = dlopen(candidate.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  if (h == nullptr) {
-    const char* e = dlerror();
-    *why = e != nullptr ? e : "dlopen failed";
-    return nullptr;
-  }
-  if (dlsym(h, "ompi_mpi_comm_world") != nullptr) {
+// Whether the opened library speaks the MPICH ABI and has every function the backend calls.
+bool IsMpich(void* handle, std::string* why) {
+  if (dlsym(handle, "ompi_mpi_comm_world") != nullptr) {
     *why = "this is Open MPI, whose ABI differs from MPICH's (tf_hvd's MPI backend needs an "
            "MPICH-ABI library: MPICH, Intel MPI, MVAPICH or Cray MPICH)";
-    dlclose(h);
-    return nullptr;
+    return false;
   }
-  for (const char* name : MpiFunctionNames()) {
-    if (dlsym(h, name) == nullptr) {
-      *why = std::string("it has no ") + name + " (not an MPICH-ABI MPI library)";
-      dlclose(h);
-      return nullptr;
-    }
+  const char* missing = FirstMissingSymbol(handle, MpiFunctionNames());
+  if (missing != nullptr) {
+    *why = std::string("it has no ") + missing + " (not an MPICH-ABI MPI library)";
+    return false;
   }
-  return h;
+  return true;
 }
 
 std::string DescribeLibrary(void* handle) {
-  std::string where = "?";
-  Dl_info info;
-  void* init = dlsym(handle, "MPI_Init_thread");
-  if (init != nullptr && dladdr(init, &info) != 0 && info.dli_fname != nullptr) {
-    where = info.dli_fname;
-  }
+  const std::string where = LibraryPath(handle);
   std::string version;
   using VersionFn = int (*)(char*, int*);
   auto get_version = reinterpret_cast<VersionFn>(dlsym(handle, "MPI_Get_library_version"));
@@ -93,38 +71,27 @@ Status MpiLibrary::Load(const std::string& explicit_path) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.tried) return s.status;
   s.tried = true;
-  std::vector<std::string> candidates;
-  if (!explicit_path.empty()) {
-    candidates.push_back(explicit_path);
-  } else {
-    for (const std::string& dir : s.dirs) {
-      for (const char* file : {"libmpi.so.12", "libmpich.so.12"}) {
-        if (IsFile(dir + "/" + file)) candidates.push_back(dir + "/" + file);
-      }
-    }
-    candidates.push_back("libmpi.so.12");
-    candidates.push_back("libmpich.so.12");
-  }
+  const std::vector<std::string> candidates =
+      explicit_path.empty()
+          ? RuntimeLibraryCandidates({"libmpi.so.12", "libmpich.so.12"}, s.dirs)
+          : std::vector<std::string>{explicit_path};
+  s.status = Open(candidates, !explicit_path.empty(), &s.handle);
+  if (s.status.ok()) s.description = DescribeLibrary(s.handle);
+  return s.status;
+}
+
+Status MpiLibrary::Open(const std::vector<std::string>& candidates, bool given, void** handle) {
   std::string tried;
-  for (const std::string& c : candidates) {
-    std::string why;
-    void* h = TryOpen(c, &why);
-    if (h != nullptr) {
-      s.handle = h;
-      s.description = DescribeLibrary(h);
-      s.status = Status();
-      return s.status;
-    }
-    tried += "\n  " + c + ": " + why;
-  }
-  s.status = Status::Precondition(
+  // RTLD_GLOBAL: an MPI's own plugins (fabrics, PMI) may look up its symbols.
+  *handle = OpenRuntimeLibrary(candidates, RTLD_NOW | RTLD_GLOBAL, IsMpich, &tried);
+  if (*handle != nullptr) return Status();
+  return Status::Precondition(
       "MPI was asked for, but no MPICH-ABI MPI library could be loaded. Tried" +
-      std::string(explicit_path.empty() ? "" : " (HOROVOD_MPI_LIBRARY)") + ":" + tried +
+      std::string(given ? " (HOROVOD_MPI_LIBRARY)" : "") + ":" + tried +
       "\nInstall one into this Python environment (`pip install mpich`), load your site's "
       "MPICH, Intel MPI, MVAPICH or Cray MPICH module (so that libmpi.so.12 is on "
       "LD_LIBRARY_PATH), or set HOROVOD_MPI_LIBRARY to its libmpi.so.12. Gloo needs no MPI: "
       "start the job with tfhvdrun without --mpi.");
-  return s.status;
 }
 
 bool MpiLibrary::Loaded() {

@@ -42,6 +42,12 @@ class MpiLibrary {
   // The address of `name` in the loaded library; aborts with a message when
   // called before a successful Load (a bug: every MPI caller loads first).
   static void* Symbol(const char* name);
+
+  // Load's search, without its once-per-process memory: the first of `candidates` (paths
+  // or file names) that is an MPICH-ABI MPI with every function the backend calls, in
+  // *handle; else a Precondition naming each candidate and why it was refused (Open MPI,
+  // a missing function, dlopen's error). `given`: the candidates are HOROVOD_MPI_LIBRARY.
+  static Status Open(const std::vector<std::string>& candidates, bool given, void** handle);
 };
 
 }  // namespace tfhvd
