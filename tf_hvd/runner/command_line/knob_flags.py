@@ -3,7 +3,7 @@
 Same names as Horovod's, so a setting means the same thing to a Horovod user; only
 the flags that were given are written (the core's defaults stand for the rest).
 
-    >>> from tf_hvd.runner import args as cli
+    >>> from tf_hvd.runner.command_line import parser as cli
     >>> knob_env(cli.parse(["-np", "2", "--cycle-time-ms", "2.5", "python", "t.py"]))
     {'HOROVOD_CYCLE_TIME': '2.5'}
 """
