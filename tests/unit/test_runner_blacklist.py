@@ -11,6 +11,7 @@ from tf_hvd.runner.command_line import parser as cli
 from tf_hvd.runner.command_line.launch_config import ElasticSettings, LaunchConfig
 from tf_hvd.runner.elastic.blacklist import Blacklist, check_cooldown_range
 from tf_hvd.runner.elastic.elastic_hosts import ElasticHosts
+from tf_hvd.runner.modes.gloo_run import GlooJob
 from tf_hvd.runner.agent import agent
 from tf_hvd.runner.processes.output import log_line
 
@@ -136,8 +137,9 @@ def _joiner(cooldown_range, clock, loopback_only=True, group=None, max_np=3):
         rank_process=lambda slot, rank, secret, cwd: (
             ["ssh", slot.hostname, "HOROVOD_RANK=%s" % rank.to_environ()["HOROVOD_RANK"]],
             {}, (secret + "\n").encode()))
-    server = argparse.Namespace(port=1, secret="s3cret", store=FakeStore())
-    joiner = ElasticHosts(plan, server, group.view,
+    job = GlooJob(plan)  # as its prepare() leaves it
+    job.server, job.secret = argparse.Namespace(port=1, store=FakeStore()), "s3cret"
+    joiner = ElasticHosts(job, group.view,
                           blacklist=Blacklist(cooldown_range, clock=clock,
                                               uniform=lambda lo, hi: 0.0))
     joiner.discovery = argparse.Namespace(poll=lambda: [("localhost", 3)])
@@ -152,7 +154,7 @@ def test_the_joiner_skips_a_blacklisted_host_until_its_cooldown_ends(cooldown_ra
     sup = FakeGroup(3, hosts=["127.0.0.1", "localhost", "localhost"])
     joiner = _joiner(cooldown_range, clock, group=sup)
     joiner.discovery = argparse.Namespace(poll=lambda: [("localhost", 2), ("127.0.0.1", 1)])
-    joiner.plan.is_local = lambda h: h in ("localhost", "127.0.0.1")
+    joiner.job.plan.is_local = lambda h: h in ("localhost", "127.0.0.1")
     sup.procs[1].returncode = -9
     for line in sup.run(joiner.rank_lost(sup.procs[1])):
         log_line(line)

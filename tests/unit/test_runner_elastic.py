@@ -14,7 +14,8 @@ from tf_hvd.runner.command_line import launch_config
 from tf_hvd.job import slurm_allocation as slurm
 from tf_hvd.runner.elastic.discovery import HostDiscovery, wait_for_slots
 from tf_hvd.job.rank_env import RankEnv
-from tf_hvd.runner.elastic.elastic_hosts import ElasticHosts, elastic_fields
+from tf_hvd.runner.elastic.elastic_hosts import ElasticHosts
+from tf_hvd.runner.modes.gloo_run import GlooJob, elastic_fields
 from tf_hvd.job.host_spec import HostSpecError
 from tf_hvd.runner.command_line.plan import Plan
 from tf_hvd.job.rendezvous import RendezvousServer
@@ -107,8 +108,8 @@ class _Job(object):
 
     launcher = start_timeout = server = None
 
-    def __init__(self, starts):
-        self._starts, self.size = starts, len(starts)
+    def __init__(self, starts, config):
+        self._starts, self.size, self.config = starts, len(starts), config
 
     def prepare(self, restart):
         return None
@@ -152,12 +153,12 @@ class _Hosts(object):
 def _elastic_run(min_np, ranks, stop_host):
     """Run ``ranks`` ((rank, host, shell code)) under the elastic policy: (RunOutcome,
     the ranks' return codes, the lines logged)."""
-    plan = argparse.Namespace(config=launch_config.LaunchConfig(
-        elastic=launch_config.ElasticSettings(min_np, timeout=600)))
+    config = launch_config.LaunchConfig(
+        elastic=launch_config.ElasticSettings(min_np, timeout=600))
     starts = [agent.Start(r, h, ["sh", "-c", code], {"PATH": "/usr/bin:/bin"}, None, None,
                           None, None) for r, h, code in ranks]
     logged = []
-    policy = ElasticPolicy(_Job(starts), plan, grace=2.0, log=logged.append)
+    policy = ElasticPolicy(_Job(starts, config), grace=2.0, log=logged.append)
     policy._prepared = lambda: setattr(policy, "hosts", _Hosts(policy, stop_host))
     group = RankGroup(argparse.Namespace(pop_all=lambda: [], pending=lambda: False), 2.0)
     outcome = agent.run(None, group, policy)
@@ -211,7 +212,9 @@ def test_a_newcomer_inside_a_slurm_allocation_is_started_by_srun_with_its_enviro
         start=lambda rank, host, argv, env, cwd, out, stdin_data=None, redact=None:
         spawned.append((rank, host, argv, env, stdin_data)) or rank)
     view = argparse.Namespace(ranks=[], retired=set())
-    assert agent.carry_out(group, ElasticHosts(plan, server, view)._start(2, "h2"))
+    job = GlooJob(plan)
+    job.server, job.secret = server, server.secret  # as its prepare() leaves them
+    assert agent.carry_out(group, ElasticHosts(job, view)._start(2, "h2"))
     ((rank, host, argv, env, stdin_data),) = spawned
     assert (rank, host, stdin_data) == (2, "h2", None)
     assert argv[:4] == ["/usr/bin/srun", "--nodes=1", "--ntasks=1", "--nodelist=h2"]

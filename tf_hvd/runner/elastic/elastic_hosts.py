@@ -27,17 +27,13 @@ hosts, as in Horovod.
 Its methods that act are generators of the agent's actions (runner/agent/agent.py:
 Start, Stop); it reads the ranks its policy (elastic_policy.py) started and stopped.
 
-    hosts = ElasticHosts(plan, server, policy)
+    hosts = ElasticHosts(job, policy)
     lines = yield from hosts.rank_lost(rank)    # inside the policy's answer
     lost = yield from hosts.tick()
 """
 
-import argparse
-import os
-
 from ...job.elastic_state import IDS_KEY, StateHolders, id_list
-from ...job.rank_env import RankEnv
-from ..agent.agent import Start, Stop
+from ..agent.agent import Stop
 from ..processes import failures
 from ..processes.output import log_line
 from .blacklist import Blacklist
@@ -49,36 +45,28 @@ from .discovery import HostDiscovery
 FLAP_SECONDS = 10.0
 
 
-def elastic_fields(timeout, min_np):
-    """The RankEnv fields every rank of an elastic job gets (HOROVOD_ELASTIC=1 as under
-    horovodrun, and how long the ranks may take to re-form).
-
-        >>> RankEnv(**elastic_fields(30, 2)).to_environ()["TF_HVD_ELASTIC_MIN_NP"]
-        '2'
-    """
-    return {"elastic": True, "elastic_timeout": timeout, "elastic_min_np": min_np}
-
-
 def _ranks(procs):
     return ", ".join(str(p.rank) for p in procs)
 
 
 class ElasticHosts(object):
-    def __init__(self, plan, server, policy, blacklist=None):
-        """``policy``: its ``ranks`` (every Rank started) and ``retired`` (the ranks it
+    def __init__(self, job, policy, blacklist=None):
+        """``job``: the mode's side of the run (its ``server``, ``config``, ``size``,
+        ``can_join(host)`` and ``new_rank(id, host)``, the Start of a rank it adds);
+        ``policy``: its ``ranks`` (every Rank started) and ``retired`` (the ranks it
         stopped: their exit is no failure)."""
-        self.plan, self.server, self.policy = plan, server, policy
-        self.elastic = plan.config.elastic  # launch_config.ElasticSettings
+        self.job, self.server, self.policy = job, job.server, policy
+        self.elastic = job.config.elastic  # launch_config.ElasticSettings
         self.discovery = None
         if self.elastic.discovery_script:
             self.discovery = HostDiscovery(self.elastic.discovery_script,
                                            self.elastic.slots_per_host, log=log_line)
         self.blacklist = blacklist or Blacklist(self.elastic.cooldown_range)
-        self.ids = [s.rank for s in plan.slots]
+        self.ids = list(range(job.size))
         self.warned = set()
         self._published = None
         self.publish(",".join(str(i) for i in self.ids))
-        self.holders = StateHolders(server.store, self.ids)
+        self.holders = StateHolders(self.server.store, self.ids)
         self._lost_holders = []  # holders lost since the state last reached new ranks
         self._dropped = {}       # host -> when its ranks were stopped (no longer listed)
         self._listed_since = {}  # host -> since when it is listed without a break
@@ -294,7 +282,7 @@ class ElasticHosts(object):
         for host, slots in hosts:
             if self.blacklist.is_blacklisted(host) or self._flapping(host):
                 continue
-            if self.plan.loopback_only and not self.plan.is_local(host):
+            if not self.job.can_join(host):
                 if host not in self.warned:
                     self.warned.add(host)
                     log_line("host discovery: %s is not this machine, but this job's ranks "
@@ -305,27 +293,10 @@ class ElasticHosts(object):
             offered.append((host, slots))
         return offered
 
-    def _rank_env(self, new_id, host):
-        """The joining rank's RankEnv: the job's (rank 0's), with its own rank and host."""
-        plan, addr = self.plan, self.plan.launcher_address
-        bind = addr if plan.is_local(host) else host
-        name = host.split("@", 1)[-1]
-        return plan.rank_envs(addr, self.server.port)[0].replace(
-            rank=new_id, elastic_id=new_id, elastic_join=True, restart_count=0,
-            hostname=bind.split("@", 1)[-1], slot_hostname=name, elastic_host=name,
-            **elastic_fields(self.elastic.timeout, self.elastic.min_np))
-
     def _start(self, new_id, host):
         """Start rank ``new_id`` on ``host``: False when the launcher is being stopped;
         OSError if it cannot be started."""
-        secret = self.server.secret
-        slot = argparse.Namespace(hostname=host)
-        # this machine: the command itself; inside a Slurm allocation: srun, which carries
-        # the process environment to the node (tf_hvd/job/slurm_allocation.py); else ssh, the secret on stdin
-        argv, child_env, stdin_data = self.plan.rank_process(
-            slot, self._rank_env(new_id, host), secret, os.getcwd())
-        rank = yield Start(new_id, host, argv, child_env, os.getcwd(),
-                           self.plan.config.output_filename, stdin_data, secret)
+        rank = yield self.job.new_rank(new_id, host)
         if rank is not None:
             self.policy.ranks.append(rank)
         return rank is not None

@@ -9,7 +9,7 @@ the final line says which commit was lost). Signals and the report of a failure 
 ends the job are the static policy's (runner/agent/static_policy.py). This policy only
 answers with actions: the agent starts and stops the processes.
 
-    policy = ElasticPolicy(GlooJob(plan), plan)
+    policy = ElasticPolicy(GlooJob(plan))
     outcome = agent.run(plan, RankGroup(signals), policy)
 """
 
@@ -23,9 +23,12 @@ from .elastic_hosts import ElasticHosts
 
 
 class ElasticPolicy(StaticPolicy):
-    def __init__(self, job, plan, grace=3.0, settle=0.5, log=None):
+    def __init__(self, job, grace=3.0, settle=0.5, log=None):
+        """``job``: the mode's side of the run (static_policy.py), with its ``config``
+        (whose ``elastic`` settings this policy follows), ``can_join(host)`` and
+        ``new_rank(id, host)`` (elastic_hosts.py)."""
         super(ElasticPolicy, self).__init__(job, 0, grace, settle, log)
-        self.plan, elastic = plan, plan.config.elastic
+        elastic = job.config.elastic
         self.min_np, self.timeout = elastic.min_np, elastic.timeout
         self.reset_limit = elastic.reset_limit  # None: no limit
         self.hosts = None
@@ -37,7 +40,7 @@ class ElasticPolicy(StaticPolicy):
         self.none_left = False    # the job ends: every rank failed
 
     def _prepared(self):
-        self.hosts = ElasticHosts(self.plan, self.job.server, self)
+        self.hosts = ElasticHosts(self.job, self)
 
     def _ignored(self, rank):
         return rank in self.retired or self.lost_report is not None

@@ -6,6 +6,7 @@ remote ranks read it from ssh's stdin. It is never printed: the launcher's own l
 and the ranks' output have it masked.
 """
 
+import argparse
 import errno
 import os
 import shlex
@@ -16,7 +17,6 @@ from ...job.rendezvous import RendezvousServer
 from ..agent import agent
 from ..agent.outcome import RunOutcome
 from ..agent.static_policy import StaticPolicy
-from ..elastic.elastic_hosts import elastic_fields
 from ..elastic.elastic_policy import ElasticPolicy
 from ..processes import failures
 from ..processes.output import log_line
@@ -67,6 +67,16 @@ def fault_records(store):
     return records
 
 
+def elastic_fields(timeout, min_np):
+    """The RankEnv fields every rank of an elastic job gets (HOROVOD_ELASTIC=1 as under
+    horovodrun, and how long the ranks may take to re-form).
+
+        >>> elastic_fields(30, 2)
+        {'elastic': True, 'elastic_timeout': 30, 'elastic_min_np': 2}
+    """
+    return {"elastic": True, "elastic_timeout": timeout, "elastic_min_np": min_np}
+
+
 def _rank_list(ranks):
     return "[" + ",".join(str(r) for r in ranks) + "]"
 
@@ -77,7 +87,7 @@ def run(plan):
     with SignalCatcher() as signals:
         job = GlooJob(plan)
         if plan.config.elastic is not None:
-            policy = ElasticPolicy(job, plan)
+            policy = ElasticPolicy(job)
         else:
             policy = StaticPolicy(job, max_restarts=plan.config.max_restarts)
         return agent.run(plan, RankGroup(signals), policy)
@@ -139,6 +149,29 @@ class GlooJob(object):
                             " ".join(shlex.quote(a) for a in argv)))
             yield agent.Start(slot.rank, slot.hostname, argv, child_env, cwd,
                               self.config.output_filename, stdin_data, self.secret)
+
+    def can_join(self, host):
+        """Whether a rank on ``host`` can join (not on a job that listens on loopback
+        only, unless the host is this machine)."""
+        return not self.plan.loopback_only or self.plan.is_local(host)
+
+    def new_rank(self, new_id, host):
+        """The Start of rank ``new_id``, which an elastic job adds on ``host``: rank 0's
+        variables with its own rank and host, started as the others are (this machine:
+        the command itself; inside a Slurm allocation: srun, which carries the process
+        environment; else ssh, the secret on its stdin)."""
+        plan, addr, cwd = self.plan, self.plan.launcher_address, os.getcwd()
+        bind = addr if plan.is_local(host) else host
+        name = host.split("@", 1)[-1]
+        elastic = self.config.elastic
+        rank = plan.rank_envs(addr, self.server.port)[0].replace(
+            rank=new_id, elastic_id=new_id, elastic_join=True, restart_count=0,
+            hostname=bind.split("@", 1)[-1], slot_hostname=name, elastic_host=name,
+            **elastic_fields(elastic.timeout, elastic.min_np))
+        argv, child_env, stdin_data = plan.rank_process(argparse.Namespace(hostname=host),
+                                                        rank, self.secret, cwd)
+        return agent.Start(new_id, host, argv, child_env, cwd, self.config.output_filename,
+                           stdin_data, self.secret)
 
     @staticmethod
     def cannot_start(start, error):
