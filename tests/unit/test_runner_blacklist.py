@@ -9,7 +9,8 @@ import pytest
 from tf_hvd.job.rank_env import RankEnv
 from tf_hvd.runner.command_line import parser as cli
 from tf_hvd.runner.command_line.launch_config import ElasticSettings, LaunchConfig
-from tf_hvd.runner.elastic.blacklist import Blacklist, check_cooldown_range
+from tf_hvd.runner.command_line.parser import check_cooldown_range
+from tf_hvd.runner.elastic.blacklist import Blacklist
 from tf_hvd.runner.elastic.elastic_hosts import ElasticHosts
 from tf_hvd.runner.modes.gloo_run import GlooJob
 from tf_hvd.runner.agent import agent

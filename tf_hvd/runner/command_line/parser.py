@@ -14,7 +14,6 @@ import sys
 from ... import __version__
 from ...job import knob_rules
 from . import config_file
-from ..elastic.blacklist import check_cooldown_range
 from ...job import lsf_hosts
 from . import parity
 from .usage import PROG, UsageError
@@ -293,6 +292,18 @@ def _elastic_defaults(args):
     if args.elastic_timeout is None:
         args.elastic_timeout = _knob_seconds(os.environ, ELASTIC_TIMEOUT_ENV,
                                              ELASTIC_TIMEOUT_DEFAULT)
+
+
+COOLDOWN_LIMITS = (1, 3600)  # the range MIN may start from and MAX may reach (Horovod's)
+
+
+def check_cooldown_range(cooldown_range):
+    """An error message for a bad --blacklist-cooldown-range, else None."""
+    low, high = cooldown_range
+    if low < COOLDOWN_LIMITS[0] or high > COOLDOWN_LIMITS[1] or low > high:
+        return ("--blacklist-cooldown-range MIN MAX needs %d <= MIN <= MAX <= %d (seconds), "
+                "got %s %s" % (COOLDOWN_LIMITS[0], COOLDOWN_LIMITS[1], low, high))
+    return None
 
 
 def _check_fault_tolerance(args):

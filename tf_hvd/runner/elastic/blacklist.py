@@ -15,17 +15,6 @@ does not start a new period.
 import random
 import time
 
-COOLDOWN_LIMITS = (1, 3600)  # the range MIN may start from and MAX may reach (Horovod's)
-
-
-def check_cooldown_range(cooldown_range):
-    """An error message for a bad --blacklist-cooldown-range, else None."""
-    low, high = cooldown_range
-    if low < COOLDOWN_LIMITS[0] or high > COOLDOWN_LIMITS[1] or low > high:
-        return ("--blacklist-cooldown-range MIN MAX needs %d <= MIN <= MAX <= %d (seconds), "
-                "got %s %s" % (COOLDOWN_LIMITS[0], COOLDOWN_LIMITS[1], low, high))
-    return None
-
 
 class Blacklist(object):
     """Which hosts are blacklisted now; ``clock`` and ``uniform`` are injectable for
