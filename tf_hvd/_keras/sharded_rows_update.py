@@ -12,7 +12,7 @@ counts the step::
     apply(optimizer, base_class, grads, variables)
 """
 
-from tf_hvd._keras.embedding.errors import ShardingError
+from tf_hvd.exceptions import ShardingError
 from tf_hvd.sharded_rows import sharded_rows_owner
 from tf_hvd.tape import REDUCED_MARK
 

@@ -35,7 +35,7 @@ import tensorflow as tf  # noqa: E402
 
 import tf_hvd as hvd  # noqa: E402
 import tf_hvd.keras as hk  # noqa: E402
-from tf_hvd._keras.embedding.errors import ShardingError  # noqa: E402
+from tf_hvd.exceptions import ShardingError  # noqa: E402
 from tf_hvd.keras.layers import (DistributedEmbedding, FeatureConfig, TableConfig,  # noqa: E402
                                  load_embedding_shards, save_embedding_shards)
 import embedding_lib as lib  # noqa: E402
@@ -185,6 +185,10 @@ def section_bad_input():
         dist = hk.DistributedOptimizer(opt)
         C.raises("%s refused" % type(opt).__name__,
                  lambda: dist.build(model.trainable_variables), ShardingError, words)
+    zero = hk.DistributedOptimizer(keras.optimizers.Adam(0.1), sharded=True)
+    C.raises("the sharded optimizer refuses sharded tables",
+             lambda: zero.build(model.trainable_variables), ShardingError,
+             ["sharded=True", "emb/users", "emb/items"])
     own = TableConfig("own", 10, 2, optimizer=keras.optimizers.Nadam())
     bad_own = DistributedEmbedding(FeatureConfig("f", own, (None,), (None, 2)), name="own")
     C.raises("a table's own optimizer refused", lambda: bad_own.build(None), ShardingError,

@@ -26,7 +26,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tf_hvd._keras.embedding.errors import ShardingError
+from tf_hvd.exceptions import ShardingError
 
 
 def _rank_size():

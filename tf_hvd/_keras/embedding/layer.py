@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_hvd._keras.embedding import checkpoint, config as config_lib
-from tf_hvd._keras.embedding.errors import ShardingError
+from tf_hvd.exceptions import ShardingError
 from tf_hvd._keras.embedding.exchange import LookupContext, TableIds, lookup_group
 from tf_hvd._keras.embedding.row_layout import RowLayout
 from tf_hvd._keras.embedding.sparse_rules import rule_for

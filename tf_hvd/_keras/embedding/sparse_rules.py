@@ -16,7 +16,7 @@ ShardingError naming it::
 
 import tensorflow as tf
 
-from tf_hvd._keras.embedding.errors import ShardingError
+from tf_hvd.exceptions import ShardingError
 
 SUPPORTED = ("SGD", "Adagrad", "Adam", "Ftrl")
 

@@ -30,6 +30,7 @@ from tf_hvd.gradient_aggregation import (LocalGradientAggregationHelper,
                                          LocalGradientAggregationHelperEager)
 from tf_hvd.process_sets import _process_set_id, _set_rank_size
 from tf_hvd.reduce_ops import REDUCE_OP_NAMES, Average, Sum
+from tf_hvd.sharded_rows import is_sharded_rows
 
 
 class ShardedState(object):
@@ -76,6 +77,12 @@ class ShardedState(object):
         every rank has the same ones, and make the shard variables."""
         import keras
         check_no_weight_decay_exclusions(optimizer)
+        tables = [getattr(v, "path", None) or v.name for v in variables if is_sharded_rows(v)]
+        if tables:  # each rank holds other rows of them: nothing to flatten and slice
+            raise ShardingError(
+                "DistributedOptimizer(sharded=True) cannot shard the state of the sharded "
+                "embedding tables %s (a DistributedEmbedding keeps its rows' optimizer "
+                "state on their ranks already); use sharded=False" % ", ".join(tables))
         self.rank, self.size = _set_rank_size(self.set_id)
         described = []
         for v in variables:
