@@ -8,7 +8,9 @@
 #   3. pip install -r tools/requirements.txt -- only if a pinned requirement is not satisfied
 #   3a. pip install -r tools/requirements-docs.txt (MkDocs + mkdocstrings: the docs site, which
 #      tests/unit/test_docs_site.py builds) -- only if a pinned requirement is not satisfied
-#   3b. pip install -r tools/requirements-cuda.txt (NCCL + CUDA runtime wheels, ~330 MiB download,
+#   3b. pip install -r tools/requirements-spark.txt (pyspark for tf_hvd.spark; with step 1's
+#      openjdk-17-jre-headless, what tests/parallel/test_spark*.py run) -- only if a pin is unmet
+#   3c. pip install -r tools/requirements-cuda.txt (NCCL + CUDA runtime wheels, ~330 MiB download,
 #      ~475 MiB installed, ~30 s; tests/unit/test_cuda_build.py builds the CUDA variant)
 #   4. Bazel build of //:_hvd.so, copied to tf_hvd/_hvd.so (cached: ~2 s when unchanged);
 #      with --cuda (or TF_HVD_CUDA=1) the CUDA variant: NCCL for GPU tensors
@@ -69,6 +71,8 @@ command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || pkgs+=(iproute
 [[ -x /usr/sbin/slurmd && -x /usr/sbin/slurmctld ]] && command -v srun >/dev/null 2>&1 || \
   pkgs+=(slurmd slurmctld slurm-client)
 [[ -x /usr/sbin/munged ]] && command -v munge >/dev/null 2>&1 || pkgs+=(munge)
+# Java 17 for Spark 4 (tf_hvd.spark; tests/parallel/test_spark*.py).
+command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
 if [[ ! -x "${PY}" ]]; then
   command -v python3.11 >/dev/null 2>&1 || pkgs+=(python3.11 python3.11-venv)
 fi
@@ -116,6 +120,10 @@ fi
 if requirements_missing "${ROOT}/tools/requirements-docs.txt"; then
   log "pip install -r tools/requirements-docs.txt"
   "${PY}" -m pip install -q -r "${ROOT}/tools/requirements-docs.txt"
+fi
+if requirements_missing "${ROOT}/tools/requirements-spark.txt"; then
+  log "pip install -r tools/requirements-spark.txt"
+  "${PY}" -m pip install -q -r "${ROOT}/tools/requirements-spark.txt"
 fi
 # The CUDA variant's wheels (headers and libraries only: no GPU needed); always, so that
 # tests/unit/test_cuda_build.py can build that variant.

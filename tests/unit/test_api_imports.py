@@ -60,7 +60,7 @@ LAYERS = [
     ("elastic", ["tf_hvd.elastic"]),
     ("init", ["tf_hvd.basics", "tf_hvd.mpi_ops"]),
     ("keras", ["tf_hvd.keras"]),
-    ("integrations", ["tf_hvd.ray", "tf_hvd.data"]),
+    ("integrations", ["tf_hvd.ray", "tf_hvd.data", "tf_hvd.spark"]),
     ("facade", ["tf_hvd"]),
 ]
 

@@ -1,0 +1,185 @@
+"""tf_hvd.spark on Spark's local-cluster mode (``local-cluster[2,1,1024]``: a master and
+two executors of one core each, real JVM processes, started the way Spark's own tests
+start them), one session for the module.
+
+* tf_hvd.spark.run: num_proc defaults to the cluster's 2 task slots; results come back in
+  rank order with a real allreduce and the ranks' lines on the driver's streams; a rank
+  that raises gives the same exception type on the driver, naming the rank and its
+  executor, and leaves no rank process behind.
+* Bad input, each a clear error on the driver before anything runs: num_proc above the
+  slots, a function that does not pickle, MPI; the estimator's missing and non-numeric
+  columns and a store that cannot be written.
+* KerasEstimator on the digits DataFrame at num_proc=2 (python/examples/spark): the test
+  accuracy of KerasModel.transform's predictions within 0.02 of keras_digits.py's at
+  np=2; the model saved and loaded with Spark ML persistence predicts the same.
+"""
+
+import io
+import os
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from spark_support import EXAMPLES, rank_processes, session_conf, spark_unavailable
+
+pytestmark = pytest.mark.timeout(600)
+# keras_digits.py at np=2 with its defaults (tfhvdrun -np 2, 15 epochs): 0.9694; the
+# estimator runs the same model, data, batch size and learning-rate schedule.
+EXAMPLE_ACCURACY = 0.9694
+
+
+@pytest.fixture(scope="module")
+def spark():
+    reason = spark_unavailable()
+    if reason:
+        pytest.skip(reason)
+    from pyspark.sql import SparkSession
+    builder = SparkSession.builder.master("local-cluster[2,1,1024]").appName("test_spark")
+    # the ranks' functions are this module's: the executors import it
+    for key, value in session_conf([os.path.dirname(os.path.abspath(__file__))]).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    from tf_hvd.spark import slots
+    deadline = time.monotonic() + 180
+    while slots.task_slots(session.sparkContext) < 2:  # the executors register
+        assert time.monotonic() < deadline, "local-cluster's executors did not register"
+        time.sleep(0.2)
+    yield session
+    session.stop()
+
+
+def _allreduce_rank(scale):
+    import os
+    import tensorflow as tf
+    import tf_hvd as hvd
+    hvd.init()
+    print("rank %d of %d says hello" % (hvd.rank(), hvd.size()))
+    total = hvd.allreduce(tf.constant([1.0, 2.0]) * (hvd.rank() + 1), op=hvd.Sum)
+    ints = hvd.allgather(tf.constant([hvd.rank()], tf.int64))
+    return {"rank": hvd.rank(), "size": hvd.size(), "local": (hvd.local_rank(),
+            hvd.local_size()), "total": total.numpy().tolist(), "ints": ints.numpy().tolist(),
+            "scale": scale, "pid": os.getpid()}
+
+
+def test_run_returns_rank_ordered_results_with_the_ranks_output(spark):
+    import tf_hvd.spark
+    out, err = io.StringIO(), io.StringIO()
+    results = tf_hvd.spark.run(_allreduce_rank, args=(2.5,), stdout=out, stderr=err)
+    assert [r["rank"] for r in results] == [0, 1]  # num_proc: the 2 task slots
+    for r in results:
+        assert r["size"] == 2 and r["scale"] == 2.5
+        assert r["total"] == [3.0, 6.0] and r["ints"] == [0, 1]
+    # both executors run on this machine: one host, local ranks 0 and 1
+    assert sorted(r["local"] for r in results) == [(0, 2), (1, 2)]
+    assert results[0]["pid"] != results[1]["pid"]
+    lines = out.getvalue().splitlines()
+    assert "[0]<stdout>:rank 0 of 2 says hello" in lines, out.getvalue()
+    assert "[1]<stdout>:rank 1 of 2 says hello" in lines, out.getvalue()
+    assert rank_processes() == []
+
+
+def _rank_one_raises():
+    import os
+    import time
+    if os.environ["HOROVOD_RANK"] == "1":
+        raise KeyError("shard 7 is missing")
+    time.sleep(600)  # rank 0 waits: Spark must stop it when rank 1 fails
+
+
+def test_a_failing_rank_raises_its_error_on_the_driver_and_nothing_stays(spark):
+    import tf_hvd.spark
+    t0 = time.monotonic()
+    with pytest.raises(KeyError) as raised:
+        tf_hvd.spark.run(_rank_one_raises, num_proc=2, verbose=0)
+    took = time.monotonic() - t0
+    message = raised.value.args[0]
+    assert message.startswith("rank 1 (executor ") and "KeyError: 'shard 7 is missing'" \
+        in message, message
+    assert "_rank_one_raises" in str(raised.value.__cause__)  # the rank's traceback
+    assert took < 120, took
+    deadline = time.monotonic() + 30
+    while rank_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert rank_processes() == []  # rank 0's process went with its task
+
+
+def test_bad_input_is_refused_on_the_driver_before_anything_runs(spark, tmp_path):
+    import tf_hvd.spark
+    from tf_hvd.spark.keras import KerasEstimator, Store
+    sys.path.insert(0, EXAMPLES)
+    import keras_digits_spark as example
+    jobs_before = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match=r"num_proc=3 but the Spark cluster \(master "
+                       r"local-cluster\[2,1,1024\]\) has 2 task slot\(s\)"):
+        tf_hvd.spark.run(_allreduce_rank, args=(1,), num_proc=3)
+    assert time.monotonic() - t0 < 30
+    lock = threading.Lock()
+    with pytest.raises(TypeError, match=r"cannot be pickled .*cannot pickle '_thread.lock'"):
+        tf_hvd.spark.run(lambda: lock, num_proc=2)
+    with pytest.raises(ValueError, match="MPI inside Spark tasks is not supported"):
+        tf_hvd.spark.run(_allreduce_rank, args=(1,), use_mpi=True)
+
+    train, _ = example.digits_frames(spark)
+    store = Store.create(str(tmp_path / "store"))
+
+    def fit(df, **changes):
+        est = example.estimator(store, epochs=1, verbose=0)
+        est.setParams(**changes)
+        return est.fit(df)
+    with pytest.raises(ValueError, match=r"no column for feature 'pixels', label 'digit'; "
+                       r"its columns are \['features', 'label'\]"):
+        fit(train, feature_cols=["pixels"], label_cols=["digit"])
+    from pyspark.sql import functions as F
+    named = train.withColumn("name", F.concat(F.lit("digit "), F.col("label").cast("string")))
+    with pytest.raises(TypeError, match=r"label 'name' is string: features, labels and "
+                       r"sample weights must be numbers"):
+        fit(named, label_cols=["name"])
+    (tmp_path / "a_file").write_text("not a directory")
+    with pytest.raises(ValueError, match=r"the store's path .*a_file/store cannot be written"):
+        fit(train, store=Store.create(str(tmp_path / "a_file" / "store")))
+    with pytest.raises(ValueError, match="reader_pool_type is not supported"):
+        KerasEstimator(reader_pool_type="process")
+    # nothing ran: no Spark job beyond those that built the DataFrame, no rank
+    assert not (tmp_path / "store").exists() or not any(
+        p.name.startswith("intermediate") for p in (tmp_path / "store").iterdir())
+    assert rank_processes() == []
+    assert len(jobs_before) <= len(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+
+
+def test_estimator_fit_on_digits_matches_the_plain_example(spark, tmp_path):
+    sys.path.insert(0, EXAMPLES)
+    import keras_digits_spark as example
+    from tf_hvd.spark.keras import KerasModel, Store
+    train, test = example.digits_frames(spark)
+    store = Store.create(str(tmp_path / "store"))
+    t0 = time.monotonic()
+    model = example.estimator(store, num_proc=2, epochs=15, verbose=0).fit(train)
+    fit_s = time.monotonic() - t0
+    history = model.getHistory()
+    assert len(history["accuracy"]) == 15
+    run_id = model.getRunId()
+    assert store.exists(store.get_checkpoint_path(run_id))
+    assert len(store.parquet_files(store.get_train_data_path(run_id))) == 2 * 4
+    predictions = model.transform(test)
+    assert predictions.columns == ["features", "label", "label__output"]
+    accuracy = example.accuracy(predictions)
+    sys.stderr.write("estimator: fit %.1f s, test accuracy %.4f (example %.4f)\n"
+                     % (fit_s, accuracy, EXAMPLE_ACCURACY))
+    assert accuracy >= EXAMPLE_ACCURACY - 0.02, accuracy
+    path = os.path.join(tempfile.mkdtemp(dir=str(tmp_path)), "digits_model")
+    model.write().overwrite().save(path)
+    loaded = KerasModel.load(path)
+    assert (loaded.getRunId(), loaded.getFeatureCols(), loaded.getHistory()) == (
+        run_id, ["features"], history)
+    assert loaded.uid == model.uid
+    first = {tuple(r["features"]): r["label__output"] for r in predictions.collect()}
+    again = {tuple(r["features"]): r["label__output"]
+             for r in loaded.transform(test).collect()}
+    assert again == first
+    assert np.isclose(sum(first[next(iter(first))]), 1.0)  # softmax rows
