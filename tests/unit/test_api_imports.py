@@ -15,10 +15,12 @@ output, ssh...), the agent (its loop, the static policy, RunOutcome), elastic
 jsrun/LSF, Slurm, MPI Operator), the command line (parser to Plan), then its
 front door (tf_hvd.runner: tfhvdrun's main and the horovod.run API).
 
-Three checks:
+Four checks:
 * statically (ast), every module-level import of a tf_hvd module goes to the
   same or a lower layer, and the module graph has no cycle;
 * no function imports a tf_hvd module (that is how cycles hide);
+* nothing outside tf_hvd.runner imports the launcher (the facade's lazy
+  tf_hvd.run aside): the library and Ray meet it through tf_hvd.job only;
 * at run time, each module is the first tf_hvd module imported in a process
   of its own (forked from one that has imported only TensorFlow and Keras),
   so an import that works only after another module was imported fails.
