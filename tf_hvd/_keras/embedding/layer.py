@@ -93,7 +93,8 @@ class DistributedEmbedding(keras.layers.Layer):
     weight the ids in the combiner, as keras-rs' ``weights``.
 
     In one process the layer holds whole tables; under tfhvdrun each rank holds
-    1/N of the rows.
+    1/N of the rows, and every rank builds and calls the layer (building checks
+    that all ranks describe the same tables; a call exchanges ids and rows).
 
     Example:
 
