@@ -21,6 +21,8 @@ ckpt_save    3 Adam steps, hvd.save_model (whole tables) to DIR/emb.keras and
 ckpt_resume  at this np: hvd.load_model(DIR/emb.keras) and a fresh model +
              load_embedding_shards(DIR/shards) hold the saved state; 3 more steps
              from the file equal DIR/emb_after.npz
+ckpt_plain   (last) tf_hvd shut down, rank 0 alone: keras.models.load_model reads
+             DIR/emb.keras, whole tables equal to the saved ones
 """
 
 import os
@@ -264,9 +266,26 @@ def section_ckpt_resume():
                     [saved["slot:%s:%s" % (name, s)]])
 
 
+def section_ckpt_plain():
+    """Last: tf_hvd shut down, rank 0 is one plain process: Keras' own load_model
+    reads DIR/emb.keras with whole tables."""
+    hk.shutdown()
+    if R != 0:
+        return
+    model = keras.models.load_model(os.path.join(DIR, "emb.keras"), compile=False)
+    saved = np.load(os.path.join(DIR, "emb_state.npz"))
+    emb = model.get_layer("emb")
+    C.equal("plain load: whole tables", [tuple(w.shape) for w in emb.trainable_weights],
+            [(37, 4), (29, 4)])
+    for name, weight in zip(emb.table_names(), emb.trainable_weights):
+        C.close("plain load: table %s" % name, [weight.numpy()], [saved["table:" + name]],
+                rtol=0, atol=0)
+
+
 C.section("fit", section_fit)
 C.section("loop", section_loop)
 C.section("bad_input", section_bad_input)
 C.section("ckpt_save", section_ckpt_save)
 C.section("ckpt_resume", section_ckpt_resume)
+C.section("ckpt_plain", section_ckpt_plain)
 sys.exit(C.finish())
