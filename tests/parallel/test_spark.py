@@ -16,6 +16,7 @@ start them), one session for the module.
 
 import io
 import os
+import secrets
 import sys
 import tempfile
 import threading
@@ -42,6 +43,9 @@ def spark():
     # the ranks' functions are this module's: the executors import it
     for key, value in session_conf([os.path.dirname(os.path.abspath(__file__))]).items():
         builder = builder.config(key, value)
+    # the secret of the TF_CONFIG job (MirroredStrategyRunner's tasks), as a user gives it
+    builder = builder.config("spark.executorEnv.HOROVOD_GLOO_RENDEZVOUS_SECRET",
+                             secrets.token_hex(32))
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     from tf_hvd.spark import slots
@@ -183,3 +187,32 @@ def test_estimator_fit_on_digits_matches_the_plain_example(spark, tmp_path):
              for r in loaded.transform(test).collect()}
     assert again == first
     assert np.isclose(sum(first[next(iter(first))]), 1.0)  # softmax rows
+
+
+def _tf_config_script():
+    """A tf_hvd script as MirroredStrategyRunner(use_custom_strategy=True) runs it: in the
+    task's own Python, with the TF_CONFIG the runner set."""
+    import json
+    import os
+    import tensorflow as tf
+    import tf_hvd as hvd
+    hvd.init()
+    total = hvd.allreduce(tf.constant([float(hvd.rank() + 1)]), op=hvd.Sum)
+    seen = hvd.allgather_object((hvd.rank(), json.loads(os.environ["TF_CONFIG"])["task"]))
+    size = hvd.size()
+    hvd.shutdown()
+    return {"size": size, "total": total.numpy().tolist(), "seen": seen}
+
+
+def test_spark_tensorflow_distributor_runs_a_tf_hvd_script(spark):
+    """spark-tensorflow-distributor's MirroredStrategyRunner (PyPI, 1.0.0) with
+    use_custom_strategy=True sets TF_CONFIG in its barrier tasks; hvd.init() there forms
+    one job (rank = the task's index). The runner returns partition 0's result. It runs
+    the function in Spark's reused Python worker, so this test comes last in the module."""
+    distributor = pytest.importorskip("spark_tensorflow_distributor")
+    runner = distributor.MirroredStrategyRunner(num_slots=2, use_gpu=False,
+                                                use_custom_strategy=True)
+    result = runner.run(_tf_config_script)
+    assert (result["size"], result["total"]) == (2, [3.0])
+    assert [tuple(s) for s in result["seen"]] == [(0, {"type": "worker", "index": 0}),
+                                                   (1, {"type": "worker", "index": 1})]

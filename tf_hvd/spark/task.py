@@ -141,8 +141,10 @@ def run_rank(spec, ctx):
         rank_vars["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     extra = dict(quiet_env(not spec.quiet, os.environ), **spec.env)
     extra.update(rank_vars)
-    env = process_env({k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")},
-                      extra)
+    # The worker's own job variables (a reused Python worker may have run another job's
+    # TF_CONFIG task) are not this rank's.
+    env = process_env({k: v for k, v in os.environ.items()
+                       if not k.startswith("HOROVOD_") and k != "TF_CONFIG"}, extra)
     workdir = tempfile.mkdtemp(prefix="tf_hvd-spark-")
     output = _Output(client, spec, slot.rank)
     proc = None

@@ -38,6 +38,10 @@ _UNSUPPORTED = {
     "val_reader_num_workers": "the ranks read Parquet with pyarrow, not Petastorm",
     "transformation_fn": "transform the DataFrame with Spark before fit",
     "train_minibatch_fn": "Keras 3's fit runs the steps",
+    "transformation_edit_fields": "transform the DataFrame with Spark before fit",
+    "transformation_removed_fields": "transform the DataFrame with Spark before fit",
+    "mp_start_method": "the ranks read Parquet with pyarrow, not Petastorm's process pool",
+    "label_shapes": "a label keeps its column's shape (a number, or a fixed-length array)",
 }
 
 _PARAMS = {
@@ -62,6 +66,10 @@ _PARAMS = {
     "verbose": ("fit's verbosity on rank 0", 1),
     "random_seed": ("seed of the split, the shuffle and the ranks' Keras", None),
     "shuffle": ("whether each rank shuffles its rows every epoch", True),
+    "shuffle_buffer_size": ("rows in a rank's shuffle buffer (default: all of its share)",
+                            None),
+    "inmemory_cache_all": ("accepted: a rank always holds its share in memory", True),
+    "checkpoint_callback": ("a Keras callback that rank 0 adds (e.g. ModelCheckpoint)", None),
     "partitions_per_process": ("Parquet files written per rank", 4),
     "run_id": ("the run's name in the store (default keras_<time>)", None),
     "train_steps_per_epoch": ("steps per epoch (default: the rows / batch / ranks)", None),
@@ -162,7 +170,8 @@ class KerasEstimator(Estimator):
             label_cols=list(p["label_cols"]), sample_weight_col=p["sample_weight_col"],
             batch_size=p["batch_size"], val_batch_size=p["val_batch_size"],
             epochs=p["epochs"], verbose=p["verbose"], random_seed=p["random_seed"],
-            shuffle=p["shuffle"], train_steps_per_epoch=p["train_steps_per_epoch"],
+            shuffle=p["shuffle"], shuffle_buffer_size=p["shuffle_buffer_size"],
+            checkpoint_callback=p["checkpoint_callback"], train_steps_per_epoch=p["train_steps_per_epoch"],
             validation_steps_per_epoch=p["validation_steps_per_epoch"], store=store,
             run_id=run_id, train_files=train_files, train_rows=train_rows,
             val_files=val_files, val_rows=val_rows)

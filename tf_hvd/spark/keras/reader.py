@@ -54,7 +54,7 @@ def _structure(arrays, cols):
 
 
 def dataset(arrays, feature_cols, label_cols, batch_size, shuffle, seed,
-            sample_weight_col=None, repeat=True):
+            sample_weight_col=None, repeat=True, shuffle_buffer_size=None):
     """A batched tf.data.Dataset of (features, labels[, sample weights])."""
     import tensorflow as tf
     parts = [_structure(arrays, feature_cols), _structure(arrays, label_cols)]
@@ -62,8 +62,9 @@ def dataset(arrays, feature_cols, label_cols, batch_size, shuffle, seed,
         parts.append(arrays[sample_weight_col])
     ds = tf.data.Dataset.from_tensor_slices(tuple(parts))
     rows = len(arrays[feature_cols[0]])
-    if shuffle and rows:
-        ds = ds.shuffle(rows, seed=seed, reshuffle_each_iteration=True)
+    if shuffle and rows and shuffle_buffer_size != 0:
+        ds = ds.shuffle(min(rows, shuffle_buffer_size or rows), seed=seed,
+                        reshuffle_each_iteration=True)
     if repeat:
         ds = ds.repeat()
     return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)

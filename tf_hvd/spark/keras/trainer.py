@@ -72,7 +72,8 @@ def train(spec):
         1, spec.train_rows // (spec.batch_size * hvd.size()))
     train_ds = reader.dataset(train_arrays, spec.feature_cols, spec.label_cols,
                               spec.batch_size, spec.shuffle, spec.random_seed,
-                              spec.sample_weight_col)
+                              spec.sample_weight_col,
+                              shuffle_buffer_size=spec.shuffle_buffer_size)
     val_ds, val_steps = None, None
     if spec.val_files:
         val_arrays = reader.load_arrays(spec.val_files, hvd.rank(), hvd.size(), columns, fs)
@@ -93,6 +94,8 @@ def train(spec):
                  hvd.callbacks.MetricAverageCallback()] + list(spec.callbacks or [])
     if hvd.rank() == 0:
         callbacks.append(_checkpoint_callback(spec.store, spec.run_id))
+        if spec.checkpoint_callback is not None:
+            callbacks.append(spec.checkpoint_callback)
     history = model.fit(train_ds, steps_per_epoch=steps, epochs=spec.epochs,
                         validation_data=val_ds, validation_steps=val_steps,
                         callbacks=callbacks, verbose=spec.verbose if hvd.rank() == 0 else 0)
