@@ -8,6 +8,7 @@ importing nothing else of tf_hvd.
 * knob_rules: the knob table's rules for the few knobs read outside the core;
 * rendezvous, auth, secret: the key-value store where ranks meet, its signed requests,
   and the secret of a job no launcher started;
+* job_server: that store served by a driver for the ranks it starts (Ray, Spark);
 * network, placement, slurm_hostlist: which host is this one and how to reach others,
   which rank goes where, Slurm's host lists.
 

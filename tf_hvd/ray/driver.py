@@ -5,8 +5,7 @@ import sys
 
 import ray
 
-from tf_hvd.job import auth
-from tf_hvd.job.rendezvous import RendezvousServer
+from tf_hvd.job.job_server import start_job_server
 from tf_hvd.ray.errors import worker_error
 from tf_hvd.ray.worker import RankWorker
 
@@ -29,16 +28,7 @@ def start_rendezvous():
     """A fresh secret and an authenticated rendezvous server on this node's address
     (the ranks reach the driver there); returns (server, address)."""
     address = ray.util.get_node_ip_address()
-    secret = auth.new_secret()
-
-    def on_refusal(client_address, code, reason, first):
-        if first:
-            log(auth.mask("the rendezvous server refused a request from %s (HTTP %d: %s)"
-                          % (client_address[0] if client_address else "?", code, reason),
-                          secret))
-    server = RendezvousServer(address, secret=secret, on_refusal=on_refusal)
-    server.start()
-    return server, address
+    return start_job_server(address, log), address
 
 
 def knobs(nics=None, extra_env_vars=None):

@@ -26,7 +26,7 @@ import time
 import uuid
 
 from tf_hvd.job import auth
-from tf_hvd.job.rendezvous import RendezvousServer
+from tf_hvd.job.job_server import start_job_server
 import cloudpickle
 from tf_hvd.spark import errors, keys, output, slots
 from tf_hvd.spark.task import TaskSpec, barrier_task
@@ -98,16 +98,7 @@ def _rank_env(env, nics):
 def _start_rendezvous(sc):
     """The job's store on the address the executors reach the driver at."""
     address = sc.getConf().get("spark.driver.host")
-    secret = auth.new_secret()
-
-    def on_refusal(client_address, code, reason, first):
-        if first:
-            log(auth.mask("the rendezvous server refused a request from %s (HTTP %d: %s)"
-                          % (client_address[0] if client_address else "?", code, reason),
-                          secret))
-    server = RendezvousServer(address, secret=secret, on_refusal=on_refusal)
-    server.start()
-    return server, address
+    return start_job_server(address, log), address
 
 
 class _Stage(object):
