@@ -35,6 +35,7 @@ def session_conf(extra_pythonpath=()):
     """Spark settings for a test session: {key: value}."""
     return {
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.executorEnv.PYTHONPATH": os.pathsep.join([REPO] + list(extra_pythonpath)),

@@ -1,0 +1,81 @@
+"""tf_hvd.spark's driver-side rules without a Spark cluster: which task is which rank, which
+GPUs a rank sees, which error the driver raises from what the tasks left in its store, and
+that ``import tf_hvd.spark`` does not need pyspark."""
+
+import json
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from tf_hvd.exceptions import HorovodInternalError
+from tf_hvd.job.rendezvous import KVStore
+from tf_hvd.spark import errors, keys
+from tf_hvd.spark.placement import TaskPlace, host_gpus, ranks_of
+
+
+def test_tasks_on_one_address_get_consecutive_ranks():
+    tasks = [TaskPlace(0, "10.0.0.3", "h2", "1", ("0",)), TaskPlace(1, "10.0.0.2", "h1", "0", ("1",)),
+             TaskPlace(2, "10.0.0.3", "h2", "1", ("1",)), TaskPlace(3, "10.0.0.2", "h1", "0", ("0",))]
+    slots = ranks_of(tasks)
+    # h2 holds partition 0, so its tasks come first
+    assert [(s.rank, s.local_rank, s.local_size, s.cross_rank, s.cross_size) for s in slots] \
+        == [(0, 0, 2, 0, 2), (2, 0, 2, 1, 2), (1, 1, 2, 0, 2), (3, 1, 2, 1, 2)]
+    assert {s.hostname for s in slots} == {"10.0.0.2", "10.0.0.3"}
+    # every rank sees its host's GPUs ordered by local rank: gpus[local_rank] is its own
+    assert host_gpus(tasks, slots, 0) == ["0", "1"]
+    assert host_gpus(tasks, slots, 1) == ["1", "0"]
+    assert host_gpus(tasks, slots, 3)[slots[3].local_rank] == "0"
+
+
+def _store(tasks, records):
+    store = KVStore()
+    for partition, where in tasks.items():
+        store.put(keys.task_key("j", partition), json.dumps(where).encode())
+    for rank, record in records.items():
+        store.put(keys.error_key("j", rank), pickle.dumps(record))
+    return store
+
+
+TASKS = {0: {"rank": 0, "executor": "0", "hostname": "h1"},
+         1: {"rank": 1, "executor": "1", "hostname": "h2"}}
+SPARK = ("Could not recover from a failed barrier ResultStage. Most recent failure reason: "
+         "Stage failed because barrier task ResultTask(3, %d) finished unsuccessfully.\n%s")
+
+
+def test_the_rank_that_raised_first_is_named_with_its_exception_type():
+    peer = (None, "AbortedError", "rank 1 (on h2) left the job (its process is exiting)", "")
+    own = (pickle.dumps(KeyError("x")), "KeyError", "'shard 7'", "Traceback: ...")
+    # Spark names rank 0's task (its peer-loss error came first); the driver names rank 1
+    error = errors.job_error(_store(TASKS, {0: peer, 1: own}), "j", 2,
+                             RuntimeError(SPARK % (0, "PythonException")))
+    assert type(error) is KeyError
+    assert error.args[0] == "rank 1 (executor 1 on h2): KeyError: 'shard 7'"
+    assert "Traceback: ..." in str(error.__cause__)
+
+
+def test_a_lost_executor_names_its_rank():
+    reason = ("ExecutorLostFailure (executor 1 exited caused by one of the running tasks) "
+              "Reason: Command exited with code 137")
+    error = errors.job_error(_store(TASKS, {}), "j", 2, RuntimeError(SPARK % (1, reason)))
+    assert isinstance(error, HorovodInternalError)
+    assert str(error) == ("tf_hvd.spark.run: rank 1 (executor 1 on h2) was lost before its "
+                          "function returned: " + reason)
+
+
+def test_a_job_that_failed_before_its_ranks_started_says_so():
+    error = errors.job_error(_store({0: TASKS[0]}, {}), "j", 2,
+                             RuntimeError("Job aborted: something else"))
+    assert str(error) == ("tf_hvd.spark.run: the Spark job failed before every rank started "
+                          "(rank(s) [1] did not): Job aborted: something else")
+
+
+def test_importing_tf_hvd_spark_needs_no_pyspark():
+    code = ("import sys; sys.modules['pyspark'] = None; import tf_hvd.spark\n"
+            "try:\n    tf_hvd.spark.run(print)\nexcept ImportError as e:\n    print(e)")
+    out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()
+    assert out.stdout.decode().strip() == ("tf_hvd.spark needs pyspark: pip install pyspark "
+                                           "(tools/requirements-spark.txt) and a Java 17 runtime")
