@@ -106,3 +106,13 @@ def test_a_partition_seen_from_both_sides_names_the_side_away_from_the_launcher(
     assert root.rank == 1 and consequences == [0]
     assert failures.describe_blame(root, consequences, first_exit, records).startswith(
         "rank 1 (on h2) stopped answering (its core sent no liveness proof for 20 s)")
+
+
+def test_one_way_loss_is_named_as_such():
+    rec = _silent(1, "rank 1 (on h2) stopped answering: it has received no liveness proof "
+                     "from this rank for 20 s (HOROVOD_PEER_TIMEOUT_SECONDS) although its own "
+                     "arrive: the network drops what goes from this host to its host "
+                     "(one-way loss)")
+    assert silent_ranks.describe(1, -9, rec) == (
+        "rank 1 (on h2) stopped answering (it received no liveness proof from the others for "
+        "20 s: one-way loss) and was killed (SIGKILL)")

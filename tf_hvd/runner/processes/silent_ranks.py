@@ -23,6 +23,7 @@ import socket
 
 KIND = "silent"
 _PROOF = re.compile(r"no liveness proof for (\S+ s)")
+_DEAF = re.compile(r"received no liveness proof from this rank for (\S+ s)")
 
 # As failures.FaultRecord (kept apart so that this module imports nothing of the launcher).
 FaultRecord = collections.namedtuple("FaultRecord", ["culprit", "kind", "message"])
@@ -76,10 +77,15 @@ def describe(rank, returncode, record):
     head = record.message.split(" stopped answering", 1)[0]
     if head.startswith(who):
         who = head  # with its host, as the peers' cores name it
-    proof = _PROOF.search(record.message)
-    text = "%s stopped answering (%s)" % (
-        who, "its core sent no liveness proof for " + proof.group(1) if proof
-        else "no liveness proof came from its core")
+    proof, deaf = _PROOF.search(record.message), _DEAF.search(record.message)
+    if proof:
+        why = "its core sent no liveness proof for " + proof.group(1)
+    elif deaf:  # its proofs arrived, the others' did not reach it
+        why = "it received no liveness proof from the others for %s: one-way loss" % \
+            deaf.group(1)
+    else:
+        why = "no liveness proof came from its core"
+    text = "%s stopped answering (%s)" % (who, why)
     if returncode == -9:
         text += " and was killed (SIGKILL)"
     return text
