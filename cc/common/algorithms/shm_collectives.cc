@@ -144,21 +144,19 @@ Status ShmCollectives::Allreduce(const std::vector<Segment>& segments, DataType 
   static const size_t streaming_bytes = StreamingThreshold();
   const bool streaming = span.bytes() >= streaming_bytes;
   const size_t n = static_cast<size_t>(size_);
-  BlockChunks chunks{std::vector<size_t>(n), std::vector<size_t>(n), std::vector<size_t>(n)};
-  for (size_t done = 0; done < span.bytes();) {
-    const size_t bytes = std::min(per_block, span.bytes() - done);
+  const size_t total = span.bytes();
+  auto chunks_of = [&](uint64_t i, BlockChunks* chunks) {
+    const size_t done = static_cast<size_t>(i) * per_block;
+    const size_t count = std::min(per_block, total - done) / elem;
     // Chunk c of the block: its c-th n-th, at the same offset in the slots.
-    const size_t count = bytes / elem;
     for (size_t c = 0; c < n; ++c) {
-      chunks.slot_at[c] = count * c / n * elem;
-      chunks.from[c] = done + chunks.slot_at[c];
-      chunks.bytes[c] = count * (c + 1) / n * elem - chunks.slot_at[c];
+      chunks->slot_at[c] = count * c / n * elem;
+      chunks->from[c] = done + chunks->slot_at[c];
+      chunks->bytes[c] = count * (c + 1) / n * elem - chunks->slot_at[c];
     }
-    Status s = Block(span, chunks, Mode::kAllreduce, dtype, op, postscale, streaming);
-    if (!s.ok()) return s;
-    done += bytes;
-  }
-  return Status();
+  };
+  const BlockRun run{span, Mode::kAllreduce, dtype, op, postscale, streaming};
+  return RunBlocks(run, (total + per_block - 1) / per_block, chunks_of);
 }
 
 // Rank c's slice [first[c], first[c] + counts[c]) (elements of elem bytes)
@@ -173,19 +171,18 @@ Status ShmCollectives::Slices(const Span& span, const std::vector<int64_t>& firs
   const int64_t longest = *std::max_element(counts.begin(), counts.end());
   static const size_t streaming_bytes = StreamingThreshold();
   const bool streaming = span.bytes() >= streaming_bytes;
-  BlockChunks chunks{std::vector<size_t>(n), std::vector<size_t>(n), std::vector<size_t>(n)};
-  for (size_t at = 0; at < static_cast<size_t>(longest); at += step) {
+  auto chunks_of = [&](uint64_t i, BlockChunks* chunks) {
+    const size_t at = static_cast<size_t>(i) * step;
     for (size_t c = 0; c < n; ++c) {
       const size_t count = static_cast<size_t>(counts[c]);
       const size_t lo = std::min(at, count), hi = std::min(at + step, count);
-      chunks.from[c] = (static_cast<size_t>(first[c]) + lo) * elem;
-      chunks.bytes[c] = (hi - lo) * elem;
-      chunks.slot_at[c] = c * step * elem;
+      chunks->from[c] = (static_cast<size_t>(first[c]) + lo) * elem;
+      chunks->bytes[c] = (hi - lo) * elem;
+      chunks->slot_at[c] = c * step * elem;
     }
-    Status s = Block(span, chunks, mode, dtype, op, postscale, streaming);
-    if (!s.ok()) return s;
-  }
-  return Status();
+  };
+  const BlockRun run{span, mode, dtype, op, postscale, streaming};
+  return RunBlocks(run, (static_cast<size_t>(longest) + step - 1) / step, chunks_of);
 }
 
 Status ShmCollectives::ReduceScatter(const void* input, void* output,

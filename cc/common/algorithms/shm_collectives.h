@@ -6,16 +6,19 @@
 //
 // Over loopback TCP a rank's data is copied into the kernel and out again,
 // and the socket caps a small host's bandwidth. Here every rank maps every
-// other rank's region: two small slots used in turn and a header of progress
-// counters (shm_layout.h). Slots are small (HOROVOD_SHM_SLOT_BYTES) so that a
-// rank's two and the two it reads from a peer stay in a core's L2: on a
-// shared host, lines left alone for a few milliseconds (between training
-// steps) leave the caches, and a copy into them runs several times slower
-// (docs/performance.md, "Figures behind the core's defaults"); a call then
-// finds only its first two blocks' slots cold.
+// other rank's region: a few small slots used in turn and a header of
+// progress counters (shm_layout.h). Slots are small (HOROVOD_SHM_SLOT_BYTES)
+// so that the ones in use stay in a core's L2: on a shared host, lines left
+// alone for a few milliseconds (between training steps) leave the caches, and
+// a copy into them runs several times slower (docs/performance.md, "Figures
+// behind the core's defaults"). Every call starts at the first slot, so a
+// small call finds the slots the last calls used.
 //
-// Per block (at most slot_bytes per rank), rank r owns chunk r
-// (shm_block.cc):
+// Per block (at most slot_bytes per rank), rank r owns chunk r; the blocks
+// of a call run as a pipeline (shm_block.cc): a rank takes whichever step of
+// whichever block its peers allow and sleeps only when none is possible, so
+// ranks that take turns on a busy host's CPUs hand over once per turn, not
+// once per block:
 //   1. wait until every peer has finished the block that last used this slot;
 //      copy the chunks other ranks own from the input into r's slot;
 //      publish "staged";
@@ -163,8 +166,27 @@ class ShmCollectives {
   struct BlockChunks {
     std::vector<size_t> from, bytes, slot_at;
   };
-  Status Block(const Span& span, const BlockChunks& chunks, Mode mode, DataType dtype,
-               ReduceOp op, double postscale, bool streaming);
+  // What every block of one call shares.
+  struct BlockRun {
+    const Span& span;
+    Mode mode;
+    DataType dtype;
+    ReduceOp op;
+    double postscale;
+    bool streaming;
+  };
+  // Fills the chunks of the call's i-th block.
+  using ChunksOf = std::function<void(uint64_t i, BlockChunks* chunks)>;
+  // Runs a call's blocks as a pipeline over the slots (shm_block.cc): a rank
+  // takes whichever step of whichever block its peers allow, and waits only
+  // when none is possible.
+  Status RunBlocks(const BlockRun& run, uint64_t blocks, const ChunksOf& chunks_of);
+  // A block's steps (global block number, its chunks).
+  void Stage(const BlockRun& run, uint64_t block, const BlockChunks& chunks);
+  void Reduce(const BlockRun& run, uint64_t block, const BlockChunks& chunks, bool flush);
+  void Consume(const BlockRun& run, uint64_t block, const BlockChunks& chunks, bool flush);
+  // Whether counter `which` of every other rank is at least target.
+  bool PeersReached(int which, uint64_t target) const;
   // Runs per-rank slices (reduce-scatter, allgather) block by block.
   Status Slices(const Span& span, const std::vector<int64_t>& first,
                 const std::vector<int64_t>& counts, size_t elem, Mode mode, DataType dtype,
@@ -172,7 +194,10 @@ class ShmCollectives {
   // Waits until counter `which` of rank `peer` (of every other rank when
   // peer is -1) is at least target.
   // stall_limit: fail when the peer makes no progress for a minute.
-  Status WaitFor(int which, uint64_t target, int peer = -1, bool stall_limit = true);
+  // any_event: return as soon as the peer publishes anything (the target
+  // reached or not), so that the caller can take another step of its pipeline.
+  Status WaitFor(int which, uint64_t target, int peer = -1, bool stall_limit = true,
+                 bool any_event = false);
   // Stores counter `which` of this rank and wakes the peers asleep on it.
   void Publish(int which, uint64_t value);
   ShmHeader* header(size_t r) const;

@@ -2,7 +2,7 @@
 // the collectives' files alone: a header page of progress counters, the
 // negotiation's two word buffers, then the rank's slots.
 //
-//   region: [ShmHeader | pad to kHeaderBytes][OrWords buffer 0][buffer 1][slot 0][slot 1]
+//   region: [ShmHeader | pad to kHeaderBytes][OrWords buffer 0][buffer 1][slot 0]...[slot kSlots-1]
 #ifndef TFHVD_COMMON_ALGORITHMS_SHM_LAYOUT_H_
 #define TFHVD_COMMON_ALGORITHMS_SHM_LAYOUT_H_
 
@@ -15,7 +15,11 @@
 namespace tfhvd {
 namespace shm {
 
-constexpr size_t kSlots = 2;              // per rank, used in turn
+// Slots per rank, used in turn: a rank stages up to kSlots blocks ahead of
+// what its peers have consumed. Two made the ranks hand the CPU to each other
+// at every block on a busy host; more leave more slots cold between calls
+// (experiments/single-op-time/).
+constexpr size_t kSlots = 4;
 constexpr size_t kHeaderBytes = 4096;     // keeps the slots page-aligned
 // The negotiation's words, two buffers used in turn (OrWords).
 constexpr size_t kOrBufferBytes = 4096;

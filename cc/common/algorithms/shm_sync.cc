@@ -42,12 +42,19 @@ inline void CpuRelax() {
 
 }  // namespace
 
-Status ShmCollectives::WaitFor(int which, uint64_t target, int peer, bool stall_limit) {
+Status ShmCollectives::WaitFor(int which, uint64_t target, int peer, bool stall_limit,
+                               bool any_event) {
   for (size_t r = 0; r < static_cast<size_t>(size_); ++r) {
     if (static_cast<int>(r) == rank_ || (peer >= 0 && static_cast<int>(r) != peer)) continue;
     ShmHeader* h = header(r);
+    const uint32_t seen_events = h->events.load(std::memory_order_seq_cst);
     auto reached = [&] {
       return h->counters[which].value.load(std::memory_order_acquire) >= target;
+    };
+    // With any_event, any publish of the peer ends the wait: the caller has
+    // other steps that it may now take.
+    auto moved = [&] {
+      return any_event && h->events.load(std::memory_order_acquire) != seen_events;
     };
     if (reached()) continue;
     // Spin briefly (the peer is usually a few microseconds behind), then
@@ -55,21 +62,23 @@ Status ShmCollectives::WaitFor(int which, uint64_t target, int peer, bool stall_
     // preempts whatever else runs on its core at once.
     const auto start = Clock::now();
     const auto spin_until = start + spin_;
-    while (!reached() && Clock::now() < spin_until) {
+    while (!reached() && !moved() && Clock::now() < spin_until) {
       for (int i = 0; i < 64; ++i) CpuRelax();
     }
+    if (moved()) return Status();
     uint64_t last_seen = h->counters[which].value.load(std::memory_order_relaxed);
     auto last_progress = start;
     while (!reached()) {
       h->sleepers.fetch_add(1, std::memory_order_seq_cst);
       const uint32_t event = h->events.load(std::memory_order_seq_cst);
-      if (!reached()) {
+      if (!reached() && !(any_event && event != seen_events)) {
         // Woken by the peer's next publish, or after 100 ms to check on it.
         struct timespec nap = {0, 100 * 1000 * 1000};
         syscall(SYS_futex, &h->events, FUTEX_WAIT, event, &nap, nullptr, 0);
       }
       h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
       if (reached()) break;
+      if (moved()) return Status();
       const auto now = Clock::now();
       const int32_t pid = h->pid;
       if (kill(pid, 0) != 0 && errno == ESRCH) {

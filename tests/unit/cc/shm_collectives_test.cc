@@ -281,6 +281,33 @@ TEST(ShmCollectives, ReduceScatterAndAllgatherOfUnevenSlices) {
   }
 }
 
+// Calls of 1 to 9 blocks in a row, one rank late by turns: the blocks run as a
+// pipeline over the slots (a rank stages ahead while its peers catch up), and
+// every call starts at the first slot whatever the last one ended at.
+TEST(ShmCollectives, CallsOfEveryLengthInARowWithARankLate) {
+  for (int size : {2, 3}) {
+    RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
+      const int32_t rank_sum = size * (size - 1) / 2;
+      int call = 0;
+      for (size_t blocks : {1, 2, 3, 0, 5, 9, 1, 0, 4, 7, 2, 8}) {
+        // 4 KiB slots: 1024 int32 a block (0: an empty call between the others)
+        const size_t n = blocks == 0 ? 0 : blocks * 1024 - (call % 3);
+        if (call++ % size == r) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        std::vector<int32_t> in(n), out(n, -1);
+        for (size_t i = 0; i < n; ++i) in[i] = static_cast<int32_t>((i + call) % 29) + r;
+        Status s = shm.Allreduce(in.data(), out.data(), static_cast<int64_t>(n),
+                                 DataType::INT32, ReduceOp::SUM);
+        EXPECT_TRUE(s.ok()) << s.message();
+        int bad = 0;
+        for (size_t i = 0; i < n; ++i)
+          bad += out[i] != static_cast<int32_t>((i + call) % 29) * size + rank_sum;
+        EXPECT_EQ(bad, 0) << size << " ranks, call " << call << " of " << n
+                          << " elements, rank " << r;
+      }
+    });
+  }
+}
+
 TEST(ShmCollectives, PostscaleInsideEqualsSumThenScale) {
   TestPostscale<float>(DataType::FLOAT32, 1.0 / 3.0);
   TestPostscale<float>(DataType::FLOAT32, 0.5);
