@@ -58,6 +58,19 @@ GOALS = collections.OrderedDict((g.key, g) for g in _ROWS)
 # Goals of the other drivers, judged the same way (every round must clear them).
 CONTENTION_GOAL = 0.8   # contention.py: (busy fit / bound) / (quiet fit / bound): one busy process costs at most 20%
 WHEEL_GOAL = 0.97       # wheel_vs_source.py: source build time / wheel time
+# single_op_bench.py: what one allreduce per call adds over TensorFlow's floor / mpi4py's
+# in-place time: at most MPI's own time from 64 KiB, at most 5x below (where MPI's few
+# microseconds are near the hardware's).
+SINGLE_OP_GOAL, SINGLE_OP_SMALL_GOAL, SINGLE_OP_SMALL_BELOW = 1.0, 5.0, 64 * 1024
+
+
+def single_op_goal(nbytes):
+    """The goal of added / mpi4py at one size.
+
+    >>> single_op_goal(4096), single_op_goal(65536)
+    (5.0, 1.0)
+    """
+    return SINGLE_OP_SMALL_GOAL if nbytes < SINGLE_OP_SMALL_BELOW else SINGLE_OP_GOAL
 
 
 def check(key, hvd, alternative, hvd_value, alt_value, detail=None, **names):

@@ -27,7 +27,8 @@ if __name__ == "__main__":
 from lib import jsonio, knobs, tables  # noqa: E402
 
 PART_MODULES = {"allreduce": "allreduce_bench", "allgather": "allgather_bench",
-                "fusion": "fusion_bench", "training": "training_bench"}
+                "fusion": "fusion_bench", "training": "training_bench",
+                "single_op": "single_op_bench"}
 
 
 def _watchdog(deadline):
