@@ -227,7 +227,8 @@ class TensorFlowKerasState(TensorFlowState):
         self._tables_state = None   # DistributedEmbedding tables, whole, at the last save
         TensorFlowState.__init__(self, [], **kwargs)
         self._sharded_state = self._gather_sharded()
-        self._tables_state = self._gather_tables()
+        # DistributedEmbedding tables are gathered at the first sync or commit, not here:
+        # a rank that joins a running job builds its state while the others sync.
 
     def _gather_tables(self):
         """The whole tables (and slots) of the model's DistributedEmbedding layers, on

@@ -67,6 +67,7 @@ class _Holder(object):
         self.tables = collections.OrderedDict()
         self.by_variable = {}
         self.pending = None        # gathered whole tables for a save, by key
+        self.checked = False       # the ranks were found to describe the same tables
 
 
 @keras.saving.register_keras_serializable(package="tf_hvd")
@@ -93,8 +94,8 @@ class DistributedEmbedding(keras.layers.Layer):
     weight the ids in the combiner, as keras-rs' ``weights``.
 
     In one process the layer holds whole tables; under tfhvdrun each rank holds
-    1/N of the rows, and every rank builds and calls the layer (building checks
-    that all ranks describe the same tables; a call exchanges ids and rows).
+    1/N of the rows, and every rank calls the layer (the first call checks that
+    all ranks describe the same tables; every call exchanges ids and rows).
 
     Example:
 
@@ -141,7 +142,6 @@ class DistributedEmbedding(keras.layers.Layer):
     def build(self, input_shape=None):
         rank, size = _rank_size()
         holder = self._hvd
-        check_same_tables(self.name, self._table_configs, self._features, size)
         for name, table in self._table_configs.items():
             state = _Table(table, RowLayout(table.vocabulary_size, size,
                                             table.sharding), rank)
@@ -170,6 +170,8 @@ class DistributedEmbedding(keras.layers.Layer):
     # -- the forward pass ----------------------------------------------
     def call(self, inputs, weights=None, training=None):
         rank, size = _rank_size()
+        if not self._hvd.checked:
+            self._check_ranks(size)
         flat_inputs = tf.nest.flatten(inputs, expand_composites=False)
         if len(flat_inputs) != len(self._features):
             raise ValueError(
@@ -199,6 +201,15 @@ class DistributedEmbedding(keras.layers.Layer):
                     outputs[i] = parsed[i].combine(part, state.config.combiner,
                                                    self.compute_dtype)
         return tf.nest.pack_sequence_as(self.feature_configs, outputs)
+
+    def _check_ranks(self, size):
+        """Every rank describes the same tables (a collective, eager even while a
+        call is traced). It runs at the first call and at every re-shard, when all
+        ranks are there, not at build: a rank joining an elastic job builds its
+        model while the others are elsewhere."""
+        with tf.init_scope():
+            check_same_tables(self.name, self._table_configs, self._features, size)
+        self._hvd.checked = True
 
     def _default_row(self, table_name):
         row = self.default_row
@@ -309,7 +320,7 @@ class DistributedEmbedding(keras.layers.Layer):
         elastic job re-formed): new shards and slots for this rank's rows, to
         be filled by ``load_whole`` (tf_hvd's elastic Keras state does both)."""
         rank, size = _rank_size()
-        check_same_tables(self.name, self._table_configs, self._features, size)
+        self._check_ranks(size)
         for state in self._hvd.tables.values():
             if state.layout.n == size and state.rank == rank:
                 continue
