@@ -71,6 +71,13 @@ def test_a_job_that_failed_before_its_ranks_started_says_so():
                           "(rank(s) [1] did not): Job aborted: something else")
 
 
+def test_run_elastic_says_why_it_is_not_supported():
+    import tf_hvd.spark
+    with pytest.raises(NotImplementedError, match="a Spark barrier stage has a fixed number "
+                       "of tasks"):
+        tf_hvd.spark.run_elastic(print, num_proc=2)
+
+
 def test_importing_tf_hvd_spark_needs_no_pyspark():
     code = ("import sys; sys.modules['pyspark'] = None; import tf_hvd.spark\n"
             "try:\n    tf_hvd.spark.run(print)\nexcept ImportError as e:\n    print(e)")

@@ -13,6 +13,6 @@ docs/spark.md.
     results = tf_hvd.spark.run(train, num_proc=2)
 """
 
-from tf_hvd.spark.runner import run
+from tf_hvd.spark.runner import run, run_elastic
 
-__all__ = ["run"]
+__all__ = ["run", "run_elastic"]

@@ -200,3 +200,13 @@ def run(fn, args=(), kwargs={}, num_proc=None, start_timeout=None, use_mpi=None,
     finally:
         printer.stop()
         server.stop()
+
+
+def run_elastic(fn, *args, **kwargs):
+    """Horovod's ``horovod.spark.run_elastic`` is not supported: a barrier stage has a fixed
+    number of tasks, and Spark refuses barrier stages under dynamic allocation. Raises
+    NotImplementedError saying so; use :func:`run` (or ``tfhvdrun --min-np`` on hosts)."""
+    raise NotImplementedError(
+        "tf_hvd.spark.run_elastic is not supported: a Spark barrier stage has a fixed number "
+        "of tasks (and Spark refuses barrier stages under dynamic allocation); use "
+        "tf_hvd.spark.run, or an elastic tfhvdrun job (--min-np) on the hosts")
