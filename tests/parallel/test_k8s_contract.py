@@ -27,10 +27,9 @@ import shutil
 
 import pytest
 
+import k8s_examples
 from jobrunner import PYTHON, REPO, base_env, run
 from namespace_hosts import namespace_cluster, netns_cluster
-
-import k8s_examples  # noqa: E402 (tools/, which namespace_hosts puts on sys.path)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

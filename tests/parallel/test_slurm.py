@@ -21,7 +21,7 @@ import pytest
 from jobrunner import PYTHON, REPO, base_env, run
 from namespace_hosts import namespace_cluster
 
-import slurm_cluster  # noqa: E402 (tools/, which namespace_hosts puts on sys.path)
+import slurm_cluster  # noqa: E402 (namespace_hosts puts its folder on sys.path)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
