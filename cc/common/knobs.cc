@@ -55,6 +55,14 @@ const std::vector<KnobSpec>& Table() {
        "Turns such a stall into an error on every rank after this long (10 minutes; unlike "
        "Horovod, where it is off), so that a job never hangs without an end; the same bound "
        "ends an MPI transfer that makes no progress. 0: never (the stall check must be on)."},
+      {"HOROVOD_PEER_TIMEOUT_SECONDS", T::SECONDS, &P::peer_timeout_s, "20", 0, kMaxSeconds,
+       "", kUser, "",
+       "A rank whose core sends no liveness proof (one a second, apart from the collectives) "
+       "for this long is declared lost: every pending op on the other ranks fails naming it "
+       "and its host, and the launcher ends the job (an elastic job goes on without it). "
+       "Catches ranks that are frozen (SIGSTOP, a hung VM) or cut off by the network; a "
+       "rank whose Python is only slow keeps proving it is alive. At least 2 (two proofs); "
+       "0: off."},
       {"HOROVOD_CONTROLLER", T::ENUM, &P::controller, "(auto)", 0, 0, "gloo,mpi", kUser, "",
        "The transport; by default MPI under mpirun/mpiexec, Gloo under tfhvdrun "
        "(HOROVOD_RANK set), else a job of one process. tfhvdrun sets it."},

@@ -14,6 +14,15 @@
 
 namespace tfhvd {
 
+// Each rank's core proves it is alive to its peers this often
+// (core/liveness_monitor.h); HOROVOD_PEER_TIMEOUT_SECONDS must allow at least
+// kMinPeerTimeoutProofs proofs to be missed in a row.
+constexpr double kLivenessProofPeriodS = 1.0;
+constexpr double kMinPeerTimeoutProofs = 2;
+// Short enough that a frozen or cut-off rank ends the job within 30 s of the
+// moment it stopped answering (the bound, one period, the launcher's teardown).
+constexpr double kDefaultPeerTimeoutS = 20.0;
+
 struct Parameters {
   // --- the core ---
   int64_t fusion_threshold_bytes = 64 * 1024 * 1024;  // HOROVOD_FUSION_THRESHOLD; 0 = off
@@ -23,6 +32,7 @@ struct Parameters {
   bool stall_check = true;                             // = !stall_check_disable
   double stall_warning_s = 60.0;                       // HOROVOD_STALL_CHECK_TIME_SECONDS
   double stall_shutdown_s = 600.0;                     // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
+  double peer_timeout_s = kDefaultPeerTimeoutS;        // HOROVOD_PEER_TIMEOUT_SECONDS; 0 = off
   bool malloc_reuse = true;                            // HOROVOD_MALLOC_REUSE (malloc_tuning.h)
   std::string timeline_path;                           // HOROVOD_TIMELINE; "" = off
   bool timeline_mark_cycles = false;                   // HOROVOD_TIMELINE_MARK_CYCLES

@@ -5,12 +5,14 @@
 // per process, and the failure scenario stops it):
 //
 //   ./core_gpu_test             # every scenario, prints PASS/FAIL per scenario
-//   ./core_gpu_test nccl        # one of: nccl, ordering, staging, failure
+//   ./core_gpu_test nccl        # one of: nccl, ordering, staging, failure, peerlost
 //   ./core_gpu_test bench       # figures: per-op time against a device copy (not a check)
 //   ./core_gpu_test compile     # no GPU needed: NVRTC compiles the batched-copy kernel
 //   mpiexec -n 2 ./core_gpu_test_mpi np2       # built with MPI=1: host staging at np=2 over MPI
 //   mpiexec -n 2 ./core_gpu_test_mpi np2nccl   # NCCL at np=2 on one GPU: exact, or refused cleanly
+//   mpiexec -n 2 ./core_gpu_test_mpi np2freeze # two GPUs: rank 1 SIGSTOPs itself mid-allreduce
 #include <cuda_runtime.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +29,7 @@
 
 #include "cc/common/gpu_backend.h"
 #include "cc/common/operations.h"
+#include "cc/common/transport/peer_loss.h"
 // A baseline of python/benchmarks/gpu_core_bench.sh may predate the batched copy.
 #if __has_include("cc/common/gpu/batched_copy.h")
 #include "cc/common/gpu/batched_copy.h"
@@ -51,6 +54,7 @@ namespace {
 #define CUDA(call) CHECK((call) == cudaSuccess, "%s", cudaGetErrorString(cudaGetLastError()))
 
 cudaStream_t g_stream;  // the "framework's" stream
+int32_t g_peer_pid = 0;  // np2freeze: rank 1's process, which rank 0 ends
 
 // A device array filled from host values (on the framework's stream).
 template <typename T>
@@ -296,6 +300,94 @@ void ScenarioFailure() {
   std::printf("failed as expected: %s\n", s.message().c_str());
   s = Run(GpuEntry("after", OpType::ALLREDUCE, DataType::FLOAT32, {4}, in, out));
   CHECK(!s.ok(), "an op after the abort succeeded");
+}
+
+// A peer declared lost by the liveness monitor (what core/liveness_monitor.h does when a
+// rank stops answering; declared here by hand, as np=1 has no peer) while an NCCL op waits
+// on a stalled stream: the op fails within a moment, not at HOROVOD_NCCL_TIMEOUT_SECONDS
+// (300 s) nor after the 10 s stall, naming the lost rank and its host; the communicator is
+// aborted and the next op fails at once instead of hanging.
+void ScenarioPeerLost() {
+  float* in = ToDevice(std::vector<float>(4, 1));
+  float* out = ToDevice(std::vector<float>(4, 0));
+  CUDA(cudaStreamSynchronize(g_stream));
+  auto e = GpuEntry("warm", OpType::ALLREDUCE, DataType::FLOAT32, {4}, in, out);
+  CHECK(Run(std::move(e)).ok(), "warm-up");
+  CUDA(cudaLaunchHostFunc(g_stream, [](void*) {
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+  }, nullptr));
+  const auto start = std::chrono::steady_clock::now();
+  std::thread monitor([] {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    DeclarePeerLost(1, "rank 1 (on gpu-host-2) stopped answering: its core sent no liveness "
+                       "proof for 20 s (HOROVOD_PEER_TIMEOUT_SECONDS=20)");
+  });
+  Status s = Run(GpuEntry("pending", OpType::ALLREDUCE, DataType::FLOAT32, {4}, in, out));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  monitor.join();
+  CHECK(!s.ok(), "the pending NCCL op succeeded after its peer was lost");
+  CHECK(s.message().find("rank 1 (on gpu-host-2) stopped answering") != std::string::npos,
+        "the error does not name the lost rank: %s", s.message().c_str());
+  CHECK(s.message().find("NCCL communicator was aborted") != std::string::npos,
+        "the communicator was not aborted: %s", s.message().c_str());
+  CHECK(took < 3.0, "the pending op failed only after %.1f s", took);
+  std::printf("failed as expected after %.2f s: %s\n", took, s.message().c_str());
+  s = Run(GpuEntry("after", OpType::ALLREDUCE, DataType::FLOAT32, {4}, in, out));
+  CHECK(!s.ok(), "an op after the loss succeeded");
+  CHECK(s.message().find("rank 1 (on gpu-host-2)") != std::string::npos,
+        "the next op's error does not name the lost rank: %s", s.message().c_str());
+  CUDA(cudaStreamSynchronize(g_stream));
+}
+
+// np=2 under `mpiexec -n 2` on two GPUs (device = rank), NCCL, HOROVOD_PEER_TIMEOUT_SECONDS=5:
+// after a few exact allreduces rank 1 stops itself (SIGSTOP) while rank 0 enters the next
+// one. Rank 0's op must fail within the bound plus a few seconds (not at the NCCL timeout),
+// naming rank 1 and saying the communicator was aborted; its next op fails at once. The
+// stopped rank is then killed by rank 0 (mpiexec would wait for it forever).
+void ScenarioTwoRanksFreeze() {
+  const Topology t = GetTopology();
+  CHECK(t.size == 2, "np2freeze needs two ranks (mpiexec -n 2), got %d", t.size);
+  // Every rank's pid (rank r's at index r of a Sum), so that rank 0 can end the stopped one.
+  std::vector<int32_t> mine(2, 0);
+  mine[static_cast<size_t>(t.rank)] = static_cast<int32_t>(getpid());
+  int32_t* pin = ToDevice(mine);
+  int32_t* pout = ToDevice(std::vector<int32_t>(2, 0));
+  auto p = GpuEntry("pids", OpType::ALLREDUCE, DataType::INT32, {2}, pin, pout);
+  p.request.reduce_op = ReduceOp::SUM;
+  CHECK(Run(std::move(p)).ok(), "pids");
+  g_peer_pid = ToHost<int32_t>(pout, 2)[1];
+  float* in = ToDevice(std::vector<float>(1024, static_cast<float>(t.rank + 1)));
+  float* out = ToDevice(std::vector<float>(1024, 0));
+  for (int i = 0; i < 5; ++i) {
+    auto e = GpuEntry("step" + std::to_string(i), OpType::ALLREDUCE, DataType::FLOAT32, {1024},
+                      in, out);
+    e.request.reduce_op = ReduceOp::SUM;
+    CHECK(Run(std::move(e)).ok(), "step %d", i);
+    ExpectNear(ToHost<float>(out, 1024), std::vector<float>(1024, 3), "np2 NCCL sum");
+  }
+  if (t.rank == 1) {
+    std::printf("rank 1: stopping itself (pid %d)\n", static_cast<int>(getpid()));
+    std::fflush(stdout);
+    raise(SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::seconds(600));  // killed by rank 0 meanwhile
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto e = GpuEntry("pending", OpType::ALLREDUCE, DataType::FLOAT32, {1024}, in, out);
+  e.request.reduce_op = ReduceOp::SUM;
+  Status s = Run(std::move(e));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(!s.ok(), "rank 0's op succeeded without rank 1");
+  CHECK(s.message().find("rank 1") != std::string::npos &&
+            s.message().find("stopped answering") != std::string::npos,
+        "the error does not name rank 1 as silent: %s", s.message().c_str());
+  CHECK(took < 5 + 4, "rank 0's op failed only after %.1f s", took);
+  std::printf("rank 0: failed as expected after %.1f s: %s\n", took, s.message().c_str());
+  s = Run(GpuEntry("after", OpType::ALLREDUCE, DataType::FLOAT32, {1024}, in, out));
+  CHECK(!s.ok(), "an op after the loss succeeded");
+  std::fflush(stdout);
 }
 
 // np=2 under `mpiexec -n 2` (a build with MPI=1 tests/gpu/build.sh): both ranks' tensors on
@@ -553,6 +645,14 @@ int RunScenario(const std::string& name) {
   if (name == "staging") setenv("HOROVOD_GPU_OPERATIONS", "gloo", 1);
   if (name == "failure") setenv("HOROVOD_NCCL_TIMEOUT_SECONDS", "1", 1);
   if (name == "np2") setenv("HOROVOD_GPU_OPERATIONS", "mpi", 1);
+  if (name == "np2freeze") {
+    int devices = 0;
+    CUDA(cudaGetDeviceCount(&devices));
+    const char* rank = std::getenv("PMI_RANK");
+    CHECK(devices >= 2, "np2freeze needs two GPUs, this machine has %d", devices);
+    CUDA(cudaSetDevice(rank ? std::atoi(rank) % devices : 0));
+    setenv("HOROVOD_PEER_TIMEOUT_SECONDS", "5", 1);
+  }
   Status s = Initialize();
   CHECK(s.ok(), "init: %s", s.message().c_str());
   if (name == "nccl" || name == "staging") ScenarioCollectives();
@@ -561,7 +661,15 @@ int RunScenario(const std::string& name) {
   else if (name == "bench") ScenarioBench();
   else if (name == "np2") ScenarioTwoRanks();
   else if (name == "np2nccl") ScenarioTwoRanksNccl();
+  else if (name == "peerlost") ScenarioPeerLost();
+  else if (name == "np2freeze") ScenarioTwoRanksFreeze();
   else CHECK(false, "unknown scenario %s", name.c_str());
+  if (name == "np2freeze" && GetTopology().rank == 0) {
+    // the stopped peer never ends by itself, and MPI_Finalize would wait for it
+    std::fflush(stdout);
+    if (g_peer_pid > 0) kill(g_peer_pid, SIGKILL);
+    _exit(0);
+  }
   Shutdown();
   return 0;
 }
@@ -575,7 +683,7 @@ int main(int argc, char** argv) {
   }
   if (argc > 1) return RunScenario(argv[1]);
   int failed = 0;
-  for (const char* name : {"nccl", "ordering", "staging", "failure"}) {
+  for (const char* name : {"nccl", "ordering", "staging", "failure", "peerlost"}) {
     pid_t pid = fork();
     if (pid == 0) {
       execl(argv[0], argv[0], name, static_cast<char*>(nullptr));

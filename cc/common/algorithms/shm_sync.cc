@@ -16,6 +16,7 @@
 
 #include "cc/common/algorithms/shm_collectives.h"
 #include "cc/common/algorithms/shm_layout.h"
+#include "cc/common/transport/peer_loss.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -79,6 +80,7 @@ Status ShmCollectives::WaitFor(int which, uint64_t target, int peer, bool stall_
       h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
       if (reached()) break;
       if (moved()) return Status();
+      if (PeerLost()) return PeerLostError();  // a stopped peer passes the kill(pid, 0) below
       const auto now = Clock::now();
       const int32_t pid = h->pid;
       if (kill(pid, 0) != 0 && errno == ESRCH) {

@@ -3,10 +3,12 @@
 #include <chrono>
 
 #include "cc/common/core/host_names.h"
+#include "cc/common/core/liveness_monitor.h"
 #include "cc/common/host/cpu_binding.h"
 #include "cc/common/logging.h"
 #include "cc/common/host/thread_affinity.h"
 #include "cc/common/timeline/timeline.h"
+#include "cc/common/transport/peer_loss.h"
 
 namespace tfhvd {
 
@@ -75,6 +77,7 @@ BackgroundLoop::~BackgroundLoop() = default;
 
 Status BackgroundLoop::Start() {
   const Parameters& params = parts_.params;
+  ClearPeerLoss();  // the last job's, if a peer was lost there
   Status s = parts_.transport->Init(&topology_);
   if (s.ok()) SetLogRank(topology_.rank);
   if (s.ok()) {
@@ -87,10 +90,11 @@ Status BackgroundLoop::Start() {
   }
   std::vector<std::string> hosts;
   if (s.ok()) s = ExchangeHosts(parts_.transport, ThisHost(params), &hosts);
-  faults_.reset(new FaultReporter(topology_.rank, std::move(hosts),
+  faults_.reset(new FaultReporter(topology_.rank, hosts,
                                   s.ok() && parts_.fault_channels
                                       ? parts_.fault_channels(topology_)
                                       : std::vector<std::unique_ptr<FaultChannel>>()));
+  if (s.ok()) s = StartLiveness(hosts);
   // The GPU backend (CUDA variant only; the global set's GPU tensors); its NCCL
   // communicators start at first use.
   gpu_ = CreateGpuBackend();
@@ -110,6 +114,7 @@ Status BackgroundLoop::Start() {
     }
   }
   if (!s.ok()) {
+    if (liveness_) liveness_->Stop();  // its verdicts would reach the next init's queue
     for (auto& kv : parts_.sets->Snapshot()) kv.second->Close();
     parts_.sets->Clear();
     if (gpu_) gpu_->Close();
@@ -118,6 +123,28 @@ Status BackgroundLoop::Start() {
   wait_.reset(new IdleBackoff(CycleTime(params.cycle_time_ms)));
   StartTuning(*global);
   return Status();
+}
+
+Status BackgroundLoop::StartLiveness(const std::vector<std::string>& hosts) {
+  if (parts_.params.peer_timeout_s <= 0 || topology_.size < 2) return Status();
+  LivenessMonitor::Config config;
+  config.rank = topology_.rank;
+  config.size = topology_.size;
+  config.hosts = hosts;
+  config.params = parts_.params;
+  config.timeout_s = parts_.params.peer_timeout_s;
+  FaultReporter* faults = faults_.get();
+  TensorQueue* queue = parts_.queue;
+  return LivenessMonitor::Start(
+      parts_.transport, config,
+      [faults, queue](int rank, const std::string& message) {
+        DeclarePeerLost(rank, message);
+        // Now, not when the background thread gets out of its wait: a wait in
+        // one of Gloo's own collectives ends only at its op timeout.
+        faults->Publish(FaultRecord{rank, "silent", message});
+        queue->Notify();
+      },
+      &liveness_);
 }
 
 void BackgroundLoop::StartTuning(const ProcessSet& global) {
@@ -159,6 +186,12 @@ bool BackgroundLoop::RunCycle() {
   GlobalCpuBinding().Tick();  // gives HOROVOD_CPU_BIND's binding up while others need the CPUs
   GlobalTimeline().MarkCycle();
   bool progress = false, stop = false;
+  if (PeerLost()) {
+    failed_ = true;
+    final_status_ = faults_->Failed(PeerLostError());
+    TFHVD_LOG(ERROR) << "stopping: " << final_status_.message();
+    return false;
+  }
   for (const auto& set : sets) {
     if (set->removed) continue;  // removed in this cycle's global round
     ResponseList list;
@@ -166,7 +199,9 @@ bool BackgroundLoop::RunCycle() {
                                       : Controller::Leaving::NO;
     Status s = RunSetRound(*set, leaving, &list);
     if (!s.ok()) {
-      final_status_ = faults_->Failed(s);
+      // After a peer was declared lost, whatever broke next is its consequence.
+      failed_ = true;
+      final_status_ = faults_->Failed(PeerLost() ? PeerLostError() : s);
       TFHVD_LOG(ERROR) << "negotiation or collective failed, stopping: "
                        << final_status_.message();
       stop = true;
@@ -188,6 +223,9 @@ bool BackgroundLoop::RunCycle() {
 }
 
 void BackgroundLoop::Stop() {
+  // After a shutdown the peers learn this rank leaves (it is not lost); after a failure it
+  // just falls silent: a peer still waiting on it must not take it for a clean farewell.
+  if (liveness_) liveness_->Stop(/*announce=*/!failed_);
   GlobalTimeline().Stop();
   // The table stays (closed) until the next init: a peer's shutdown can end
   // this loop while this rank's hvd.init() still reads it.

@@ -28,6 +28,8 @@
 
 namespace tfhvd {
 
+class LivenessMonitor;  // core/liveness_monitor.h
+
 // Autotune (HOROVOD_AUTOTUNE): the values this rank switched to, one record
 // per switch, with the global negotiation round (counted from 1, the same on
 // every rank) whose end it switched at.
@@ -71,6 +73,10 @@ class BackgroundLoop {
 
  private:
   void StartTuning(const ProcessSet& global);
+  // Starts the liveness monitor (collective); a peer it declares lost fails
+  // every wait on the peers at once (transport/peer_loss.h), is reported to
+  // the launcher at once, and wakes this loop.
+  Status StartLiveness(const std::vector<std::string>& hosts);
   // The global round's autotune steps: switch to what it carries, or sample.
   void Tune(ProcessSet& global, const ResponseList& list);
 
@@ -78,10 +84,12 @@ class BackgroundLoop {
   Topology topology_;
   std::unique_ptr<GpuBackend> gpu_;
   std::unique_ptr<FaultReporter> faults_;
+  std::unique_ptr<LivenessMonitor> liveness_;  // HOROVOD_PEER_TIMEOUT_SECONDS > 0, several ranks
   std::unique_ptr<IdleBackoff> wait_;
   std::unique_ptr<ParameterManager> tuner_;  // rank 0 with HOROVOD_AUTOTUNE
   int64_t global_rounds_ = 0;
   Status final_status_;
+  bool failed_ = false;  // the loop ended on an error (not a shutdown): no farewell to peers
   std::atomic<int> pinned_cpu_{-1};  // as the thread's affinity mask says; -1: not one CPU
   mutable std::mutex history_mutex_;
   std::vector<AutotuneRecord> history_;

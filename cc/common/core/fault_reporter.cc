@@ -2,7 +2,11 @@
 
 #include <cstdio>
 
+#include <atomic>
+
 #include <unistd.h>  // getpid
+
+#include "cc/common/transport/peer_loss.h"
 
 namespace tfhvd {
 
@@ -33,10 +37,19 @@ Status FaultReporter::Failed(const Status& error) {
   if (peer >= 0 && peer != rank_) {
     mine.kind = "lost";
     mine.culprit = peer;
-    std::string text = s.message() + " (" + RankAt(peer) + ")";
+    std::string text = s.message();
+    // The liveness monitor's message names the rank already.
+    if (PeerLost() && PeerLostError().peer() == peer && text == PeerLostError().message()) {
+      mine.kind = "silent";
+    } else {
+      text += " (" + RankAt(peer) + ")";
+    }
     std::string published;
     FaultRecord theirs;
+    // A silent rank's own report, if any reached the launcher, is its view
+    // from behind the fault (it may blame a healthy rank): not followed.
     for (auto& channel : channels_) {
+      if (mine.kind == "silent") break;
       if (!channel->Read(peer, &published)) continue;
       if (FaultRecord::Parse(published, &theirs) && theirs.culprit >= 0 &&
           theirs.culprit != rank_) {
@@ -75,7 +88,10 @@ Status FaultReporter::LeftByOthers(const ResponseList& list) {
 
 void FaultFileChannel::Publish(const std::string& text) {
   if (path_.empty()) return;
-  const std::string tmp = path_ + ".tmp." + std::to_string(getpid());
+  // Two threads may publish (the liveness monitor's and the background one).
+  static std::atomic<int> count{0};
+  const std::string tmp =
+      path_ + ".tmp." + std::to_string(getpid()) + "." + std::to_string(count++);
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return;
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();

@@ -11,10 +11,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 
 #include "cc/common/gloo/signing.h"
+#include "cc/common/transport/peer_loss.h"
 #include "gloo/rendezvous/store.h"
 
 namespace tfhvd {
@@ -323,7 +325,10 @@ Status TcpMesh::Drive(bool all) {
           " s (HOROVOD_GLOO_OP_TIMEOUT_SECONDS): that rank is stalled, dead or unreachable")
           .WithPeer(peer);
     }
-    int rc = ::poll(p, n, static_cast<int>(left.count()));
+    // A peer the liveness monitor declared lost will not answer: stop now.
+    if (PeerLost()) return PeerLostError();
+    // Woken at least every 200 ms to look at the liveness monitor's verdict.
+    int rc = ::poll(p, n, static_cast<int>(std::min<int64_t>(left.count(), 200)));
     if (rc < 0 && errno != EINTR) return Status::Unavailable(Errno("TCP mesh poll"));
   }
 }

@@ -7,6 +7,8 @@
 #include <climits>
 #include <thread>
 
+#include "cc/common/transport/peer_loss.h"
+
 namespace tfhvd {
 
 namespace {
@@ -52,6 +54,7 @@ Status MpiWait(MPI_Request* requests, int n, int64_t spin_us, const std::string&
     int done = 0;
     Status s = MpiCheck(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE), what);
     if (!s.ok() || done) return s;
+    if (PeerLost()) return PeerLostError();  // that rank will not answer
     if (limit_s > 0 && Clock::now() - start > std::chrono::duration<double>(limit_s)) {
       return Status::DeadlineExceeded(
           "MPI " + what + " made no progress for " + std::to_string(static_cast<int>(limit_s)) +

@@ -8,6 +8,7 @@
 #include "cc/common/mpi/mpi_library.h"
 #include "cc/common/mpi/mpi_link_set.h"
 #include "cc/common/kernels/reduce_kernels.h"
+#include "cc/common/transport/peer_loss.h"
 
 namespace tfhvd {
 
@@ -91,7 +92,8 @@ Status MpiTransport::Init(Topology* topology) {
     std::atexit([] {
       int finalized = 0;
       MPI_Finalized(&finalized);
-      if (!finalized) MPI_Finalize();
+      // MPI_Finalize waits for every peer, and a lost one never comes.
+      if (!finalized && !PeerLost()) MPI_Finalize();
     });
   }
   if (has_base_) {

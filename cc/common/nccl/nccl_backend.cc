@@ -8,6 +8,7 @@
 #include "cc/common/half.h"
 #include "cc/common/logging.h"
 #include "cc/common/timeline/timeline.h"
+#include "cc/common/transport/peer_loss.h"
 
 namespace tfhvd {
 
@@ -141,6 +142,9 @@ Status NcclBackend::AllocateOutput(TensorTableEntry& e, const Shape& shape, void
 
 Status NcclBackend::Finish(const std::string& what) {
   Status s = ctx_->Finish(params_.nccl_timeout_s, [this, &what] {
+    // A peer the liveness monitor declared lost never joins this collective:
+    // abort the communicator now rather than at HOROVOD_NCCL_TIMEOUT_SECONDS.
+    if (PeerLost()) return PeerLostError();
     Status e = comm_->AsyncError(what);
     return e.ok() ? self_->AsyncError(what) : e;
   }, what);

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <thread>
 
+#include "cc/common/transport/peer_loss.h"
+
 namespace tfhvd {
 
 NcclCommunicator::~NcclCommunicator() {
@@ -56,6 +58,10 @@ Status NcclCommunicator::Settle(ncclResult_t result, const std::string& what) {
     if (r != ncclSuccess) return Failure(r, what);
     if (state == ncclSuccess) return Status();
     if (state != ncclInProgress) return Failure(state, what);
+    if (PeerLost()) {  // that rank never joins: abort now, not at the timeout
+      Abort();
+      return PeerLostError();
+    }
     double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_s_) {

@@ -10,7 +10,9 @@ the ranks of the moment; the gradient is averaged, so the weights do not depend 
 number of ranks and every (epoch, batch) step applied exactly once gives the weights the
 test computes with numpy. ``--fail-host H``: at the start of epoch --fail-epoch the
 process with local rank 0 on host H (every process with --fail-all) raises, or SIGKILLs
-itself. ``--mark-epochs``: rank 0 creates DIR/epoch<N>.done after epoch N (the test's
+itself, or cuts its host off the network (``cut``: iptables DROP of everything through
+eth0, inside the host's namespace) and trains on, as a host whose link failed would.
+``--mark-epochs``: rank 0 creates DIR/epoch<N>.done after epoch N (the test's
 discovery script reads them); ``--want-size E:S``: epoch E starts once the job has S
 ranks (committing while it waits, which picks up joining ranks). Every process appends
 JSON events to DIR/rank<id>.events (id: the rank the launcher started it as).
@@ -20,6 +22,7 @@ import argparse
 import os
 import signal
 import socket
+import subprocess
 import time
 
 from events import append_event
@@ -30,7 +33,7 @@ parser.add_argument("--epochs", type=int, default=3)
 parser.add_argument("--batches", type=int, default=3)
 parser.add_argument("--fail-host", default=None)
 parser.add_argument("--fail-epoch", type=int, default=1)
-parser.add_argument("--fail-how", choices=["raise", "kill"], default="raise")
+parser.add_argument("--fail-how", choices=["raise", "kill", "cut"], default="raise")
 parser.add_argument("--fail-all", action="store_true")
 parser.add_argument("--mark-epochs", action="store_true")
 parser.add_argument("--want-size", action="append", default=[], metavar="EPOCH:SIZE")
@@ -88,6 +91,10 @@ def maybe_fail(state):
     emit("failing", epoch=state.epoch, how=ARGS.fail_how)
     if ARGS.fail_how == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if ARGS.fail_how == "cut":
+        for chain, flag in (("INPUT", "-i"), ("OUTPUT", "-o")):
+            subprocess.run(["iptables", "-A", chain, flag, "eth0", "-j", "DROP"], check=True)
+        return
     raise RuntimeError("rank %d on %s fails at epoch %d on purpose" % (hvd.rank(), HOST,
                                                                       state.epoch))
 
