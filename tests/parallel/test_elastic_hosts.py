@@ -27,27 +27,12 @@ import time
 import numpy as np
 import pytest
 
+from elastic_tf2_weights import BATCHES, EPOCHS, expected_weights
 from jobrunner import PYTHON, REPO, job_env, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 WORKER = os.path.join(HERE, "fault_workers", "elastic_tf2_epochs.py")
-EPOCHS, BATCHES, GLOBAL_BATCH, LR = 3, 3, 8, 0.1
-
-
-def expected_weights():
-    """The worker's linear model after every step once, full-batch gradient (numpy)."""
-    w, b = np.zeros((4, 1)), 0.0
-    for epoch in range(EPOCHS):
-        for batch in range(BATCHES):
-            rows = (epoch * 100 + batch * 10 + np.arange(GLOBAL_BATCH))[:, None] * 4 + \
-                np.arange(4)
-            x = np.sin(0.1 * rows).astype(np.float32).astype(np.float64)
-            y = x @ np.array([[1.0], [-2.0], [0.5], [3.0]]) + 0.5
-            err = x @ w + b - y
-            w -= LR * 2.0 * x.T @ err / GLOBAL_BATCH
-            b -= LR * 2.0 * err.mean()
-    return list(w.ravel()) + [b]
 
 
 def _job(cluster, tmp_path, script, flags, worker_args=(), timeout=150):

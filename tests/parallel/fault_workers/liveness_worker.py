@@ -11,6 +11,7 @@ allreduce (Sum) of float32 and int64 tensors whose exact result every rank check
 
 freeze   the victim stops itself with SIGSTOP at step --at (``victim_acts`` first, with
          the wall time); the others go on until their collective fails
+exit     the same, but the victim calls sys.exit(3); kill: SIGKILLs itself
 run      every rank reduces until its collective fails or --max-seconds pass (the test
          cuts a host off from outside once DIR/steady exists: every rank reached --at)
 slow     the victim sleeps --sleep seconds after step --at while the others wait in
@@ -26,7 +27,8 @@ import time
 from events import append_event
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--scenario", required=True, choices=("freeze", "run", "slow"))
+parser.add_argument("--scenario", required=True,
+                    choices=("freeze", "run", "slow", "exit", "kill"))
 parser.add_argument("--result-dir", required=True)
 parser.add_argument("--victim", type=int, default=1)
 parser.add_argument("--at", type=int, default=20)
@@ -72,6 +74,11 @@ def main():
         if ARGS.scenario == "freeze" and RANK == ARGS.victim and i == ARGS.at:
             emit("victim_acts", step=i)
             os.kill(os.getpid(), signal.SIGSTOP)
+        if ARGS.scenario in ("exit", "kill") and RANK == ARGS.victim and i == ARGS.at:
+            emit("victim_acts", step=i)
+            if ARGS.scenario == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            sys.exit(3)
         if ARGS.scenario == "run" and i == ARGS.at:
             emit("steady", step=i)
             open(os.path.join(DIR, "steady.%d" % RANK), "w").close()
