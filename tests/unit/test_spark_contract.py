@@ -16,8 +16,10 @@ from tf_hvd.spark.placement import TaskPlace, host_gpus, ranks_of
 
 
 def test_tasks_on_one_address_get_consecutive_ranks():
-    tasks = [TaskPlace(0, "10.0.0.3", "h2", "1", ("0",)), TaskPlace(1, "10.0.0.2", "h1", "0", ("1",)),
-             TaskPlace(2, "10.0.0.3", "h2", "1", ("1",)), TaskPlace(3, "10.0.0.2", "h1", "0", ("0",))]
+    tasks = [TaskPlace(0, "10.0.0.3", "h2", "1", ("0",)),
+             TaskPlace(1, "10.0.0.2", "h1", "0", ("1",)),
+             TaskPlace(2, "10.0.0.3", "h2", "1", ("1",)),
+             TaskPlace(3, "10.0.0.2", "h1", "0", ("0",))]
     slots = ranks_of(tasks)
     # h2 holds partition 0, so its tasks come first
     assert [(s.rank, s.local_rank, s.local_size, s.cross_rank, s.cross_size) for s in slots] \

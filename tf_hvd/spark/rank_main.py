@@ -1,11 +1,13 @@
-"""One rank's process, started by its Spark task: ``python -m tf_hvd.spark.rank_main DIR PPID``.
+"""One rank's process, started by its Spark task:
+``python -m tf_hvd.spark.rank_main DIR PPID``.
 
 Runs ``fn(*args, **kwargs)`` from ``DIR/payload.pkl`` (written by the driver, carried in
 the task) and writes its pickled return value to ``DIR/ok.pkl``, or, when it raises,
 ``DIR/error.pkl``: a pickled tuple (the pickled exception or None, its type's name, its
-message, the traceback's text) that the task reads without unpickling the exception. A process of its own per rank, as Horovod's
-Spark ranks are: a fresh TensorFlow and ``hvd.init()`` on every run, whatever the Python
-worker ran before, and the rank's variables only in its own environment.
+message, the traceback's text) that the task reads without unpickling the exception.
+A process of its own per rank, as Horovod's Spark ranks are: a fresh TensorFlow and
+``hvd.init()`` on every run, whatever the Python worker ran before, and the rank's
+variables only in its own environment.
 
 The rank dies with its task: it asks the kernel for SIGKILL when the task's process goes
 (Spark kills the Python worker of a task it cancels, e.g. when another rank of the

@@ -171,7 +171,8 @@ class KerasEstimator(Estimator):
             batch_size=p["batch_size"], val_batch_size=p["val_batch_size"],
             epochs=p["epochs"], verbose=p["verbose"], random_seed=p["random_seed"],
             shuffle=p["shuffle"], shuffle_buffer_size=p["shuffle_buffer_size"],
-            checkpoint_callback=p["checkpoint_callback"], train_steps_per_epoch=p["train_steps_per_epoch"],
+            checkpoint_callback=p["checkpoint_callback"],
+            train_steps_per_epoch=p["train_steps_per_epoch"],
             validation_steps_per_epoch=p["validation_steps_per_epoch"], store=store,
             run_id=run_id, train_files=train_files, train_rows=train_rows,
             val_files=val_files, val_rows=val_rows)
