@@ -12,6 +12,7 @@ counts the step::
     apply(optimizer, base_class, grads, variables)
 """
 
+from tf_hvd._keras.state import build_on_first_apply
 from tf_hvd.exceptions import ShardingError
 from tf_hvd.sharded_rows import sharded_rows_owner
 from tf_hvd.tape import REDUCED_MARK
@@ -43,7 +44,6 @@ def _pre_reduced(grads):
 def apply(optimizer, base, grads, variables):
     """One step of ``optimizer`` (a DistributedOptimizer of Keras class ``base``)
     with some variables holding sharded rows."""
-    from tf_hvd._keras.state import build_on_first_apply
     state = optimizer._hvd
     if state.agg_helper is not None:
         raise ShardingError(

@@ -26,11 +26,13 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from tf_hvd import functions, ops, topology
+from tf_hvd._keras.state import var_key
 from tf_hvd.exceptions import ShardingError
+from tf_hvd.sharded_rows import mark_sharded_rows, sharded_rows_layers
 
 
 def _rank_size():
-    from tf_hvd import topology
     if not topology.is_initialized():
         return 0, 1
     return topology.rank(), topology.size()
@@ -53,7 +55,6 @@ def rows_of(full, layout, rank, table_name):
 def gather_rows(variable, layout, root_rank, name):
     """The whole table from every rank's rows (a collective): on ``root_rank``
     (None: on every rank) a numpy array in global row order, None elsewhere."""
-    from tf_hvd import ops
     rank, size = _rank_size()
     value = tf.convert_to_tensor(variable)
     if size == 1:
@@ -162,7 +163,6 @@ def replace_shard(layer, state):
     """A new shard variable of this rank's size in the new layout (elastic
     re-sharding), put where the old one was in the layer's weights."""
     import keras
-    from tf_hvd.sharded_rows import mark_sharded_rows
     old = state.shard
     with tf.init_scope():
         new = keras.Variable(np.zeros(state.local_shape(), dtype=old.dtype),
@@ -174,23 +174,19 @@ def replace_shard(layer, state):
             tracked[i] = new
     holder = layer._hvd
     holder.by_variable = dict((k, s) for k, s in holder.by_variable.items() if s is not state)
-    from tf_hvd._keras.embedding.layer import _key
-    holder.by_variable[_key(new)] = state
+    holder.by_variable[var_key(new)] = state
     state.shard = new
 
 
 # -- each rank writes its rows ------------------------------------------------
 def _layers(model):
-    from tf_hvd._keras.embedding.layer import DistributedEmbedding
-    return [l for l in model._flatten_layers(include_self=True)
-            if isinstance(l, DistributedEmbedding)]
+    return sharded_rows_layers(model)
 
 
 def save_shards(model, directory):
     """Every rank writes the rows it holds of every DistributedEmbedding table of
     ``model`` (and their slots) under ``directory``; nothing is gathered. Call on
     every rank (rank 0 writes the manifest after all have written)."""
-    from tf_hvd import functions
     rank, size = _rank_size()
     manifest = {"size": size, "layers": {}}
     for layer in _layers(model):

@@ -16,6 +16,8 @@ then updated by its own Adam, as keras-rs does on TPU)::
 import dataclasses
 from typing import Any, Optional, Sequence
 
+from tf_hvd._keras.embedding.row_layout import MODES
+
 COMBINERS = ("sum", "mean", "sqrtn")
 
 
@@ -125,7 +127,6 @@ def as_table_config(table, sharding=None):
 
 def check_table(table):
     """ValueError naming the table if a field is out of range."""
-    from tf_hvd._keras.embedding.row_layout import MODES
     if not table.name:
         raise ValueError("TableConfig needs a name")
     if int(table.vocabulary_size) < 1 or int(table.embedding_dim) < 1:

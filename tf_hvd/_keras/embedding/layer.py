@@ -21,16 +21,18 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tf_hvd import topology
 from tf_hvd._keras.embedding import checkpoint, config as config_lib
-from tf_hvd.exceptions import ShardingError
 from tf_hvd._keras.embedding.exchange import LookupContext, TableIds, lookup_group
 from tf_hvd._keras.embedding.row_layout import RowLayout
 from tf_hvd._keras.embedding.sparse_rules import rule_for
+from tf_hvd._keras.state import var_key
+from tf_hvd.exceptions import ShardingError
+from tf_hvd.functions import allgather_object
 from tf_hvd.sharded_rows import mark_sharded_rows, sharded_rows_owner
 
 
 def _rank_size():
-    from tf_hvd import topology
     if not topology.is_initialized():
         return 0, 1
     return topology.rank(), topology.size()
@@ -155,7 +157,7 @@ class DistributedEmbedding(keras.layers.Layer):
                 state.own_optimizer = own.__class__.from_config(own.get_config())
                 state.rule = rule_for(state.own_optimizer, name)
             holder.tables[name] = state
-            holder.by_variable[_key(state.shard)] = state
+            holder.by_variable[var_key(state.shard)] = state
         self.built = True
 
     def compute_output_shape(self, input_shape):
@@ -226,7 +228,7 @@ class DistributedEmbedding(keras.layers.Layer):
 
     # -- the optimizer's side ------------------------------------------
     def table_for(self, variable):
-        return self._hvd.by_variable.get(_key(variable))
+        return self._hvd.by_variable.get(var_key(variable))
 
     def prepare_sparse_update(self, variable, optimizer):
         """Make ``optimizer``'s slots for the rows of ``variable`` (once per
@@ -400,11 +402,6 @@ def _flatten_shapes(input_shape, count):
     return out
 
 
-def _key(variable):
-    inner = getattr(variable, "_value", None)
-    return id(inner) if isinstance(inner, tf.Variable) else id(variable)
-
-
 def _signature(table):
     opt = table.optimizer
     opt_name = None if opt is None else (opt if isinstance(opt, str) else type(opt).__name__)
@@ -419,7 +416,6 @@ def check_same_tables(layer_name, tables, features, size):
             "features": [(f.name, t) for f, t in features]}
     if size == 1:
         return
-    from tf_hvd.functions import allgather_object
     everyone = allgather_object(mine, name="DistributedEmbedding.%s.tables" % layer_name)
     message = tables_mismatch(layer_name, everyone)
     if message:
