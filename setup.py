@@ -1,4 +1,5 @@
-"""pip-installable tf_hvd: `pip install .` builds tf_hvd/_hvd.so with Bazel (tools/build_lib.sh).
+"""pip-installable tf_hvd: `pip install .` builds tf_hvd/_hvd.so with Bazel
+(tools/build/build_lib.sh).
 
 The library is built against the TensorFlow of the Python running pip (PYTHON_BIN_PATH
 overrides) and records that version; importing it with another TensorFlow fails naming
@@ -7,7 +8,7 @@ version's local label (0.1.0+tf2.21) and in its extras, which pin that minor for
 TensorFlow distribution the user has: tf_hvd[tensorflow], tf_hvd[tensorflow-cpu],
 tf_hvd[and-cuda] (tensorflow[and-cuda]). A plain requirement on `tensorflow` would install a
 second TensorFlow beside a user's tensorflow-cpu, so the pin lives in the extras.
-Release wheels (every Python and TensorFlow, auditwheel-repaired): tools/build_wheels.sh. Extra Bazel flags: TF_HVD_BAZEL_FLAGS="--config=cuda" pip install .
+Release wheels (every Python and TensorFlow, auditwheel-repaired): tools/release/build_wheels.sh. Extra Bazel flags: TF_HVD_BAZEL_FLAGS="--config=cuda" pip install .
 The CUDA variant (NCCL for GPU tensors; needs `pip install -r tools/requirements-cuda.txt`
 first, no GPU): TF_HVD_BAZEL_FLAGS=--config=cuda pip install .  (or TF_HVD_CUDA=1)
 
@@ -35,7 +36,7 @@ class BazelBuildExt(build_ext):
     def build_extension(self, ext):
         env = dict(os.environ)
         # Build against the TensorFlow of the Python running this. (Left unset for the
-        # default venv, so the Bazel cache is shared with tools/build_lib.sh.)
+        # default venv, so the Bazel cache is shared with tools/build/build_lib.sh.)
         default_venv = env.get("TF_HVD_VENV") or os.path.expanduser("~/.venvs/tf_hvd")
         if not env.get("PYTHON_BIN_PATH") and (
                 os.path.realpath(sys.prefix) != os.path.realpath(default_venv)):
@@ -45,9 +46,9 @@ class BazelBuildExt(build_ext):
         # tf_hvd/_hvd.so (an editable install's library) alone.
         dest = os.path.abspath(self.get_ext_fullpath(ext.name))
         env["TF_HVD_LIB_DEST"] = dest
-        subprocess.check_call([os.path.join(ROOT, "tools", "build_lib.sh")] + flags,
+        subprocess.check_call([os.path.join(ROOT, "tools", "build", "build_lib.sh")] + flags,
                               cwd=ROOT, env=env)
-        # A release build (tools/build_wheel.sh) records the glibc its toolchain targets, so
+        # A release build (tools/release/build_wheel.sh) records the glibc its toolchain targets, so
         # that `import tf_hvd` on an older system says so instead of failing in the loader.
         floor = env.get("TF_HVD_GLIBC_FLOOR")
         if floor:

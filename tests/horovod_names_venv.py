@@ -1,6 +1,6 @@
 """A venv with the opt-in tf-hvd-horovod wheel installed by pip, as a user has it.
 
-The wheel is built from horovod_names/ (as tools/build_wheels.sh builds it) and
+The wheel is built from horovod_names/ (as tools/release/build_wheels.sh builds it) and
 installed with ``pip --python`` into a fresh venv stacked on the test venv (a .pth line
 adds the test venv's site-packages, so TensorFlow is not installed twice). Its python
 and its ``horovodrun`` are what a user of Horovod's import names runs.

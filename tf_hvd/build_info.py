@@ -81,7 +81,8 @@ def check_library(path, running=None):
         "tf_hvd's native library %s was built against TensorFlow %s (C++11 ABI %s), but "
         "this process imported TensorFlow %s (C++11 ABI %s, from %s). Install the tf_hvd "
         "wheel for TensorFlow %s (%s), or rebuild tf_hvd against this TensorFlow "
-        "(`pip install .` or tools/build_lib.sh in the source tree), or use TensorFlow %s." % (
+        "(`pip install .` or tools/build/build_lib.sh in the source tree), or use "
+        "TensorFlow %s." % (
             path, info["tensorflow"], built_abi or "?", version, abi or "?", where,
             _minor(version), wheel_for(version), _minor(info["tensorflow"])))
 

@@ -51,18 +51,18 @@ apt_install() {  # apt_install pkg...: apt-get update only when a package has no
 pkgs=()
 command -v bazel >/dev/null 2>&1 || pkgs+=(bazel-bootstrap)
 [[ -f /usr/include/gloo/config.h && -e /usr/lib/libgloo.so ]] || pkgs+=(libgloo-dev)
-# GoogleTest for the C++ unit tests (bazel test //...; @local_gtest in tools/local_deps.bzl).
+# GoogleTest for the C++ unit tests (bazel test //...; @local_gtest in tools/build/local_deps.bzl).
 [[ -f /usr/include/gtest/gtest.h ]] && compgen -G "/usr/lib/*/libgtest.a" >/dev/null || pkgs+=(libgtest-dev)
 # Boost's headers: Beast + Asio, header-only, are the rendezvous client (@local_boost).
 [[ -f /usr/include/boost/beast.hpp ]] || pkgs+=(libboost-dev)
 # OpenSSL's libcrypto (signing, nonces) is not built against: _hvd.so loads the system's
 # libcrypto.so.3 at run time (cc/common/gloo/crypto_library.h). Debian has it already.
 compgen -G "/usr/lib/*/libcrypto.so.3" >/dev/null || pkgs+=(libssl3)
-# The release wheels' floor toolchain (tools/floor/: clang on a debootstrapped Debian 11
+# The release wheels' floor toolchain (tools/release/floor/: clang on a debootstrapped Debian 11
 # sysroot; tests/parallel/test_wheel.py builds one) and the roots the wheels are tried in.
 command -v clang-19 >/dev/null 2>&1 && command -v ld.lld-19 >/dev/null 2>&1 || pkgs+=(clang-19 lld-19)
 command -v debootstrap >/dev/null 2>&1 || pkgs+=(debootstrap)
-# The multi-host tests' namespace cluster (tools/netns_cluster.py): ip/tc, ssh and sshd.
+# The multi-host tests' namespace cluster (tools/clusters/netns_cluster.py): ip/tc, ssh and sshd.
 command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || pkgs+=(iproute2)
 [[ -x /usr/sbin/sshd ]] && command -v ssh >/dev/null 2>&1 || pkgs+=(openssh-server openssh-client)
 # iptables: the liveness tests cut a namespace host off the network (DROP inside it).
@@ -133,7 +133,7 @@ if requirements_missing "${ROOT}/tools/requirements-cuda.txt"; then
 fi
 
 # 4. Build the library ------------------------------------------------------------------------
-"${ROOT}/tools/build_lib.sh"
+"${ROOT}/tools/build/build_lib.sh"
 
 # 5. Editable install (import tf_hvd from anywhere, tfhvdrun on PATH) -------------------------
 stamp="${VENV}/.tf_hvd_install_stamp"

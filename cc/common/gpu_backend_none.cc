@@ -14,7 +14,7 @@ Status LoadGpuLibraries() {
 
 Status RecordReadyEvent(int, void*, std::shared_ptr<GpuEvent>*) {
   return Status::Precondition(
-      "this tf_hvd build has no CUDA support (build it with tools/build_lib.sh --cuda)");
+      "this tf_hvd build has no CUDA support (build it with tools/build/build_lib.sh --cuda)");
 }
 
 }  // namespace tfhvd

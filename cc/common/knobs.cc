@@ -209,7 +209,7 @@ const std::vector<KnobSpec>& Table() {
       {"HOROVOD_GLOO_IFACE", T::STRING, &P::gloo_iface, "", 0, 0, "", kUser,
        "--network-interface", "Network interface Gloo binds and publishes; empty: "
        "`HOROVOD_HOSTNAME`."},
-      // --- GPU tensors (the CUDA variant: tools/build_lib.sh --cuda) ---
+      // --- GPU tensors (the CUDA variant: tools/build/build_lib.sh --cuda) ---
       {"HOROVOD_GPU_OPERATIONS", T::ENUM, &P::gpu_operations, "nccl", 0, 0, "nccl,mpi,gloo",
        kUser, "",
        "What runs collectives on GPU tensors: NCCL, or host staging through the job's CPU "

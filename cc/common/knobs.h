@@ -2,7 +2,7 @@
 // default, who sets it, meaning, and which Parameters field receives it.
 // Parameters::FromEnvironment parses them all through this list; the Python
 // module exposes it (tf_hvd._hvd.knobs()), and docs/knobs.md's table is
-// generated from it (tools/gen_knob_table.py, checked by tests/unit/test_knobs.py).
+// generated from it (tools/codegen/gen_knob_table.py, checked by tests/unit/test_knobs.py).
 //
 // Example: a new knob is one row in kKnobs (knobs.cc) plus its Parameters field:
 //   {"HOROVOD_FOO_BYTES", KnobType::BYTES, &Parameters::foo_bytes, "4096", 0, kNoMax,

@@ -4,7 +4,7 @@
     python experiments/peer-liveness/measure.py [--cases exit,kill,sigstop,cut,cut-in,cut-out]
         [--timeout-s 20] [--transport gloo|mpi]
 
-A cluster of two namespace hosts (tools/netns_cluster.py); the launcher on h1, one rank on
+A cluster of two namespace hosts (tools/clusters/netns_cluster.py); the launcher on h1, one rank on
 each host, tests/parallel/fault_workers/liveness_worker.py reducing exactly every ~20 ms.
 At step 20, rank 1 (on h2) exits with code 3, SIGKILLs itself or SIGSTOPs itself; or, once
 both ranks are steady, h2 is cut off by iptables DROP inside its namespace: both ways
@@ -23,7 +23,7 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path[:0] = [os.path.join(REPO, "tools"), os.path.join(REPO, "tests")]
+sys.path[:0] = [os.path.join(REPO, "tools", "clusters"), os.path.join(REPO, "tests")]
 
 import netns_cluster  # noqa: E402
 from jobrunner import PYTHON, Job, job_env  # noqa: E402

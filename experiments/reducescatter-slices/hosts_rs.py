@@ -8,7 +8,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "tools"))
+sys.path.insert(0, os.path.join(REPO, "tools", "clusters"))
 import netns_cluster  # noqa: E402
 
 with netns_cluster.Cluster(2, name="tfsb", rate_mbit=1000) as c:

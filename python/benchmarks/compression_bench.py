@@ -4,7 +4,7 @@ and bfloat16 gradients, with the no-communication bound beside them, in interlea
     sudo python python/benchmarks/compression_bench.py [--rounds 5] [--model mlp]
         [--rate-mbit 1000] [--steps 60] [--tag compression]
 
-Needs root: it makes a namespace cluster of 2 hosts (tools/netns_cluster.py) whose link is
+Needs root: it makes a namespace cluster of 2 hosts (tools/clusters/netns_cluster.py) whose link is
 shaped (tbf rate; netem delay where the kernel has it), runs one rank on each host, and
 tears the cluster down. Contenders, one job each per round, in this order every round:
 
@@ -29,7 +29,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools", "clusters"))
 
 from lib import formats, jsonio, machine, paths, tables  # noqa: E402
 import engine_bench  # noqa: E402

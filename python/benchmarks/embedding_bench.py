@@ -27,7 +27,7 @@ each rank sends per step, computed from the step's ids and the collectives'
 algorithms (alltoall: only what goes to other ranks; allgather and ring allreduce:
 (N-1)/N of the gathered or reduced bytes per rank). Writes
 <results>/embedding.json, or embedding-<K>hosts.json with ``--hosts K`` (root:
-tools/netns_cluster.py hosts, one rank each, links shaped to ``--rate-mbit``).
+tools/clusters/netns_cluster.py hosts, one rank each, links shaped to ``--rate-mbit``).
 """
 
 import argparse
@@ -244,7 +244,7 @@ def main(argv=None):
     link = None
     root = os.path.dirname(os.path.dirname(HERE))
     if args.hosts:
-        sys.path.insert(0, os.path.join(root, "tools"))
+        sys.path.insert(0, os.path.join(root, "tools", "clusters"))
         import netns_cluster
         with netns_cluster.Cluster(args.hosts, name="tfeb", rate_mbit=args.rate_mbit) as c:
             layout = ",".join("%s:1" % h for h in c.hosts)

@@ -5,7 +5,7 @@ Used by multihost_bench.py (``--engines``), on the cluster it made (link shaped)
 
 * tfhvdrun  ``tfhvdrun -np N -H h1:P,h2:P python engine_fit.py`` on h1 (ranks on h2 over ssh)
 * slurm     ``srun -N 2 --ntasks-per-node P python engine_fit.py`` on h1, on a real Slurm
-            (tools/slurm_cluster.py: munged with a fresh key, slurmctld, a slurmd per host)
+            (tools/clusters/slurm_cluster.py: munged with a fresh key, slurmctld, a slurmd per host)
 * ray       engine_ray_driver.py on h1: RayExecutor(num_hosts=2, num_workers_per_host=P)
             on a Ray head on h1 and a worker node on h2 (``ray start``, cluster token)
 

@@ -8,7 +8,7 @@ float32 tensors on /GPU:0 (each rank's visible GPU: pin ranks with CUDA_VISIBLE_
 allreduce (Sum), allgather and broadcast, each call timed on its own until its result is on
 the host side of TensorFlow's stream (a 4-byte read of the output): median, min, max latency,
 algorithm and bus bandwidth (allreduce x 2(n-1)/n, allgather and broadcast x (n-1)/n, as NCCL's
-tests count them). Needs the CUDA variant (tools/build_lib.sh --cuda); without a GPU or that
+tests count them). Needs the CUDA variant (tools/build/build_lib.sh --cuda); without a GPU or that
 variant it says so and writes nothing. Rank 0 writes <results>/gpu.json.
 """
 import argparse
@@ -31,7 +31,8 @@ def main():
     import tensorflow as tf
     import tf_hvd as hvd
     if not hvd.cuda_built():
-        print("gpu_bench: skipped: this tf_hvd is the CPU variant (tools/build_lib.sh --cuda)")
+        print("gpu_bench: skipped: this tf_hvd is the CPU variant "
+              "(tools/build/build_lib.sh --cuda)")
         return 0
     if not tf.config.list_physical_devices("GPU"):
         print("gpu_bench: skipped: TensorFlow sees no GPU")

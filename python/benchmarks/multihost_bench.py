@@ -5,7 +5,7 @@ and against MultiWorkerMirroredStrategy, in one run.
     python python/benchmarks/multihost_bench.py [--rate-mbit 1000] [--delay-ms 0.2]
         [--sizes 4K,1M,64M] [--contenders tf_hvd_gloo,tf_hvd_gloo_hier,...]
 
-Needs root: it makes a namespace cluster (tools/netns_cluster.py) of 2 hosts with the
+Needs root: it makes a namespace cluster (tools/clusters/netns_cluster.py) of 2 hosts with the
 link between them shaped (tbf rate; netem delay only where the kernel has netem: the
 JSON's "link" says what was applied), runs every contender with 2 ranks on each host,
 and tears the cluster down. Contenders, one after the other in one run:
@@ -44,7 +44,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools", "clusters"))
 
 import allgather_bench  # noqa: E402
 import allreduce_bench  # noqa: E402

@@ -6,7 +6,7 @@ one rank per host, every link shaped to 1 Gbit/s, and a model fitted to the poin
         [--rate-mbit 1000] [--sizes 1M,16M,64M] [--fit-steps 120]
 
 Needs root. For every host count N it makes a namespace cluster of N hosts
-(tools/netns_cluster.py; tbf on both ends of every veth), and then:
+(tools/clusters/netns_cluster.py; tbf on both ends of every veth), and then:
 
   link          plain TCP through the shaped links (link_stream.py), before and after
                 the rounds: one stream h2 -> h1, and a ring of streams (every host
@@ -42,7 +42,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools", "clusters"))
 
 import allreduce_bench  # noqa: E402
 from lib import formats, jsonio, launch, machine, paths, tables  # noqa: E402

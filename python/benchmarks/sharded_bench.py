@@ -17,7 +17,7 @@ sharded / unsharded is taken per round, so drift between rounds stays out of it;
 the verdict is against 0.95.
 Writes <results>/sharded.json.
 
-With ``--hosts K`` (root) the job runs on K namespace hosts (tools/netns_cluster.py), one
+With ``--hosts K`` (root) the job runs on K namespace hosts (tools/clusters/netns_cluster.py), one
 rank each, their links shaped to ``--rate-mbit`` (default 1000), started from h1; the
 results go to sharded-<K>hosts.json.
 """
@@ -141,7 +141,8 @@ def main(argv=None):
     started = time.time()
     link = None
     if args.hosts:
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools",
+                                        "clusters"))
         import netns_cluster
         args.np = args.hosts
         cmd[4] = str(args.np)

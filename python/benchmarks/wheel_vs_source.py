@@ -3,7 +3,7 @@
     python python/benchmarks/wheel_vs_source.py dist/tf_hvd-...-cp311-...whl [--rounds 5]
 
 The release wheel's library is compiled by another compiler than the source build's (the floor
-toolchain, tools/floor/: clang against a Debian 11 sysroot, Gloo built from source and linked
+toolchain, tools/release/floor/: clang against a Debian 11 sysroot, Gloo built from source and linked
 in statically) and repaired by auditwheel; none of that may cost speed. Each
 round runs allreduce_bench.py's chain mode (dependent Gloo allreduces inside one
 tf.function, time per allreduce = call time / chain length) once with the source build

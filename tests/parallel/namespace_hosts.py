@@ -1,5 +1,5 @@
 """The namespace cluster for multi-host tests: hosts h1..hK that are network namespaces
-with their own sshd (tools/netns_cluster.py), made and torn down once per test module.
+with their own sshd (tools/clusters/netns_cluster.py), made and torn down once per test module.
 
 Most modules take the ``cluster`` fixture (tests/parallel/conftest.py: two hosts, or
 ``CLUSTER_HOSTS = 3`` in the module); a module that builds more on the hosts (Slurm's
@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "tools")
+    os.path.abspath(__file__)))), "tools", "clusters")
 if TOOLS not in sys.path:
     sys.path.insert(0, TOOLS)
 

@@ -1,5 +1,5 @@
 """Elastic jobs placed by their host-discovery script alone, across two hosts: network
-namespaces with their own sshd (tools/netns_cluster.py; skipped, with the reason, unless
+namespaces with their own sshd (tools/clusters/netns_cluster.py; skipped, with the reason, unless
 this runs as root with ip and sshd). One cluster (h1, h2) serves the module and is always
 torn down; the launcher runs on h1 as horovodrun would, with no -H:
 

@@ -2,7 +2,7 @@
 program (fault_workers/horovod_elastic_epochs.py: the interface and epoch records of
 Horovod's elastic_tensorflow2_main.py) and discovery scripts written as Horovod's
 elastic tests write them (the hosts depend on how many epochs rank 0 has recorded), on
-two namespace hosts (tools/netns_cluster.py; one cluster for the module, skipped with the
+two namespace hosts (tools/clusters/netns_cluster.py; one cluster for the module, skipped with the
 reason unless this runs as root with ip and sshd). The launcher runs on h1:
 
     tfhvdrun -np 2 --min-np 2 --max-np 4 --host-discovery-script ./discover.sh python ...

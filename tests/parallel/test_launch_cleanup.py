@@ -5,7 +5,7 @@ Local (both transports): rank 0 starts a helper in a session of its own (setsid:
 reach of the rank's process group), rank 1 fails; once tfhvdrun has exited, no process
 of the job may be left (psutil, by a marker in the command line).
 
-On the namespace cluster (tools/netns_cluster.py, skipped without it), the reported
+On the namespace cluster (tools/clusters/netns_cluster.py, skipped without it), the reported
 case: the launcher's host is given by a name that resolves to the wrong address on the
 other host (127.0.1.1, as Debian's /etc/hosts does), so hydra's proxy there cannot call
 back ("unable to connect ... Connection refused"): the launch fails, in bounded time,

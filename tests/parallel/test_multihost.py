@@ -1,4 +1,4 @@
-"""Jobs across two hosts: network namespaces with their own sshd (tools/netns_cluster.py).
+"""Jobs across two hosts: network namespaces with their own sshd (tools/clusters/netns_cluster.py).
 
 Skipped, with the reason, unless this runs as root with ip, tc, ssh and sshd. One cluster
 (h1, h2) serves the whole module and is always torn down. The launcher runs on h1, as on

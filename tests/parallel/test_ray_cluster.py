@@ -1,5 +1,5 @@
 """tf_hvd.ray on a two-node Ray cluster: a Ray head on namespace host h1 and a worker node
-on h2 (tools/netns_cluster.py), both real ``ray start`` processes with a fresh cluster
+on h2 (tools/clusters/netns_cluster.py), both real ``ray start`` processes with a fresh cluster
 token, started and torn down by this module (one cluster for all its tests).
 
 * RayExecutor, 2 nodes x 2 workers (4 ranks): a Keras fit whose final weights equal one

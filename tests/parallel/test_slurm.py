@@ -1,7 +1,7 @@
 """tf_hvd jobs started by a real Slurm (Debian's slurm-wlm) on the namespace cluster.
 
-One module-wide cluster: hosts h1 and h2 (tools/netns_cluster.py), munged with a fresh
-key, slurmctld on h1 and a slurmd on each host (tools/slurm_cluster.py), all torn down
+One module-wide cluster: hosts h1 and h2 (tools/clusters/netns_cluster.py), munged with a fresh
+key, slurmctld on h1 and a slurmd on each host (tools/clusters/slurm_cluster.py), all torn down
 at the end. ``srun`` runs on h1 like on a login node; no tfhvdrun anywhere: hvd.init()
 reads Slurm's variables (tf_hvd.scheduler) and meets over Gloo with the secret srun
 propagates, or runs on MPI under ``srun --mpi=pmi2``. Skipped, with the reason, where

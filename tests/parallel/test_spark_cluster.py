@@ -1,5 +1,5 @@
 """tf_hvd.spark on a Spark standalone cluster of two hosts: a master on namespace host h1
-and a worker (one core) on each of h1 and h2 (tools/netns_cluster.py), real JVMs started
+and a worker (one core) on each of h1 and h2 (tools/clusters/netns_cluster.py), real JVMs started
 with Spark's own ``spark-class`` as an operator starts them; the driver runs on h1
 (spark_workers/cluster_driver.py, one SparkSession for every check).
 

@@ -1,9 +1,9 @@
 """Packaging end to end, the quick form of the release check, at TensorFlow's floor: the release
-wheel for Python 3.9 and TensorFlow 2.20 (tools/build_wheel.sh: the CUDA variant built with the
-floor toolchain, then auditwheel repair) passes tools/check_wheels.py (every ELF file at or
+wheel for Python 3.9 and TensorFlow 2.20 (tools/release/build_wheel.sh: the CUDA variant built with the
+floor toolchain, then auditwheel repair) passes tools/release/check_wheels.py (every ELF file at or
 below the glibc/libstdc++ floor, auditwheel's tag, nothing needed from the machine beyond glibc,
 the C++ runtime and TensorFlow, no MPI, CUDA or NCCL linked, TensorFlow pinned in its
-metadata), then tools/try_wheel_in_root.sh installs it in a Debian 11 root filesystem (bullseye:
+metadata), then tools/trials/try_wheel_in_root.sh installs it in a Debian 11 root filesystem (bullseye:
 glibc 2.31, GCC 10's libstdc++, its own python3.9; debootstrap minbase, no compiler, no -dev
 package, no Bazel, cached under ~/.cache/tf_hvd/roots) as that root's non-root user, into a
 fresh venv with `pip install tensorflow==2.20.0` from a wheelhouse for the root's tags, checks
@@ -14,8 +14,8 @@ What it proves: a wheel built from this tree installs with pip alone where Tenso
 on an older distribution than this machine's, and trains on both transports there. What it does
 not: the development Python (cp311) and TensorFlow 2.21 as a wheel (no Debian root has
 python3.11; the rest of the suite runs the source build on them), and trixie (Debian 13,
-python3.13, TF 2.21), which `tools/try_wheel_in_root.sh --root trixie` proves by hand with the
-cp313 wheel. The earlier check in a mount namespace of this machine (tools/try_wheel.sh) is
+python3.13, TF 2.21), which `tools/trials/try_wheel_in_root.sh --root trixie` proves by hand with the
+cp313 wheel. The earlier check in a mount namespace of this machine (tools/trials/try_wheel.sh) is
 dropped here: the root holds none of the build's files to begin with, and its glibc is older.
 
 On a machine without a Python 3.9 to build the cp39 wheel with, the same is done with the
@@ -37,14 +37,14 @@ from jobrunner import PYTHON, REPO, clean_env, run
 
 # (suite, its python3, the TensorFlow minor, its glibc line): Debian 11 with the cp39 wheel, the
 # oldest glibc; a machine without a Python 3.9 to build that wheel with tries Debian 13 with
-# the cp313 wheel instead (pyenv's interpreters, as tools/wheel_matrix.sh finds them).
+# the cp313 wheel instead (pyenv's interpreters, as tools/release/wheel_matrix.sh finds them).
 ROOTS = {"3.9": ("bullseye", "3.9", "2.20", "glibc 2.31 (Debian 11 bullseye)"),
          "3.13": ("trixie", "3.13", "2.21", "glibc 2.41 (Debian 13 trixie)")}
 
 
 def _have_python(version):
     return subprocess.run(["bash", "-c", 'source "$1"; find_python "$2"', "_",
-                           os.path.join(REPO, "tools", "wheel_matrix.sh"), version],
+                           os.path.join(REPO, "tools", "release", "wheel_matrix.sh"), version],
                           capture_output=True).returncode == 0
 
 
@@ -52,7 +52,7 @@ def _have_python(version):
 _CHOSEN = {"bullseye": "3.9", "trixie": "3.13"}.get(os.environ.get("TF_HVD_TEST_ROOT", ""))
 ROOT_SUITE, ROOT_PYTHON, ROOT_TF, ROOT_GLIBC = ROOTS[
     _CHOSEN or ("3.9" if _have_python("3.9") else "3.13")]
-# tools/build_wheels.sh's cache: the build venv it keeps for that Python and TensorFlow, and
+# tools/release/build_wheels.sh's cache: the build venv it keeps for that Python and TensorFlow, and
 # the release matrix's Bazel cache (after a matrix build, this wheel's build is a cache hit).
 WHEEL_CACHE = os.environ.get("TF_HVD_WHEEL_CACHE") or os.path.expanduser(
     "~/.cache/tf_hvd/wheel-build")
@@ -79,9 +79,9 @@ def _build_wheel(out, env):
     """The cp39 / TF 2.20 release wheel, built from this tree into OUT."""
     untouched = [os.path.join(REPO, "tf_hvd", "_hvd.so"), os.path.join(REPO, "tf_hvd.egg-info")]
     before = [_digest(p) for p in untouched]
-    _ok(run([os.path.join(REPO, "tools", "build_wheels.sh"), "--venvs-only", "--python",
+    _ok(run([os.path.join(REPO, "tools", "release", "build_wheels.sh"), "--venvs-only", "--python",
              ROOT_PYTHON, "--tf", ROOT_TF], 600, cwd=out, env=env), "build_wheels.sh --venvs-only")
-    _ok(run([os.path.join(REPO, "tools", "build_wheel.sh"), "--python",
+    _ok(run([os.path.join(REPO, "tools", "release", "build_wheel.sh"), "--python",
              os.path.join(BUILD_VENV, "bin", "python"), "--out", out, "--bazel-cache",
              os.path.join(WHEEL_CACHE, "bazel")], 1200, cwd=out, env=env),
         "build_wheel.sh")
@@ -95,7 +95,7 @@ def _build_wheel(out, env):
 # release matrix's Bazel cache warm, 35-100 s; check_wheels 4 s; try_wheel_in_root.sh about
 # 3 minutes (the root's pip installs TensorFlow in 45-85 s, each training job takes 12-20 s,
 # removing the venv 35-55 s). A first run adds the root (debootstrap, ~1 min, once) and the
-# wheelhouse (740 MB, ~45 s, once); a cold floor build is the floor toolchain's (tools/floor/).
+# wheelhouse (740 MB, ~45 s, once); a cold floor build is the floor toolchain's (tools/release/floor/).
 @pytest.mark.timeout(2400)
 @pytest.mark.skipif(os.geteuid() != 0, reason="the root filesystem and its user need root")
 def test_release_wheel_installs_and_trains_in_a_debian_root_as_a_user(tmp_path):
@@ -111,13 +111,13 @@ def test_release_wheel_installs_and_trains_in_a_debian_root_as_a_user(tmp_path):
     assert floor <= 28, "%s: above the glibc 2.28 floor" % name
 
     # 1. Its ELF files at the floor, as auditwheel sees them.
-    res = _ok(run([PYTHON, os.path.join(REPO, "tools", "check_wheels.py"), wheel], 120,
+    res = _ok(run([PYTHON, os.path.join(REPO, "tools", "release", "check_wheels.py"), wheel], 120,
                   env=env), "check_wheels.py")
     assert re.search(r"^%s\s.*\bok\s*$" % re.escape(name), res.output, re.M), res.output
 
     # 2. Installed and trained as a user of that Debian would.
-    res = _ok(run([os.path.join(REPO, "tools", "try_wheel_in_root.sh"), "--root", ROOT_SUITE,
-                   wheel, "--epochs", "15", "--min-accuracy", "0.95"], 1800, cwd=str(tmp_path),
+    res = _ok(run([os.path.join(REPO, "tools", "trials", "try_wheel_in_root.sh"),
+                   "--root", ROOT_SUITE, wheel, "--epochs", "15", "--min-accuracy", "0.95"], 1800, cwd=str(tmp_path),
                   env=env), "try_wheel_in_root.sh")
     out = res.output
     assert "[try_wheel] %s, python3 %s" % (ROOT_GLIBC, ROOT_PYTHON) in out, out[-4000:]

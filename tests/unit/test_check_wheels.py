@@ -1,4 +1,4 @@
-"""tools/check_wheels.py's floor: every ELF file of a wheel requires (.gnu.version_r) no
+"""tools/release/check_wheels.py's floor: every ELF file of a wheel requires (.gnu.version_r) no
 glibc and no libstdc++ version above the floor (default glibc 2.28 with GCC 8's
 GLIBCXX_3.4.25/CXXABI_1.3.11), auditwheel's tag is at or below it and is the file name's
 tag, and the files are built for the file name's architecture. The ELF files are tiny
@@ -15,13 +15,13 @@ import pytest
 
 from jobrunner import PYTHON, REPO, run
 
-sys.path.insert(0, os.path.join(REPO, "tools"))
+sys.path.insert(0, os.path.join(REPO, "tools", "release"))
 import check_wheels  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("g++") is None,
                                 reason="gcc/g++ is not installed")
 
-CHECK = os.path.join(REPO, "tools", "check_wheels.py")
+CHECK = os.path.join(REPO, "tools", "release", "check_wheels.py")
 AUDITWHEEL = os.path.join(os.path.dirname(PYTHON), "auditwheel")
 BUILD_INFO = ('const char tf_hvd_build_info[] __attribute__((used)) = '
               '"tf_hvd-build-info:tensorflow=2.21.0;cxx11_abi=1;compiler=12;end";\n')

@@ -17,7 +17,7 @@ from jobrunner import REPO, clean_env, run
 # pytest-xdist worker (tools/run_tests.sh runs tests/unit with --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("bazel")
 
-# Same interpreter-finding environment as tools/build_lib.sh: the repository rules must
+# Same interpreter-finding environment as tools/build/build_lib.sh: the repository rules must
 # see the real venv, not a test-modified path.
 _DROP = ("PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONHOME", "PYTHONSAFEPATH")
 

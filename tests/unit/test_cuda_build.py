@@ -84,14 +84,14 @@ def test_cuda_variant_builds_imports_and_runs_cpu_collectives(tmp_path):
                     ignore=shutil.ignore_patterns("_hvd.so", "__pycache__", "*.tmp.*"))
     library = package / "tf_hvd" / "_hvd.so"
     env = dict(os.environ, TF_HVD_LIB_DEST=str(library))
-    build = run(["bash", os.path.join(REPO, "tools", "build_lib.sh"), "--cuda"], timeout=1500,
-                env=env, cwd=REPO)
+    build = run(["bash", os.path.join(REPO, "tools", "build", "build_lib.sh"), "--cuda"],
+                timeout=1500, env=env, cwd=REPO)
     assert build.ok, build.describe(text=build.output[-6000:])
     assert library.exists()
 
     # NCCL and the CUDA runtime are loaded at run time (the worker checks that they are
     # found without LD_LIBRARY_PATH), never linked: one library for CPU and GPU machines.
-    checked = run([PYTHON, os.path.join(REPO, "tools", "check_wheels.py"), "--library",
+    checked = run([PYTHON, os.path.join(REPO, "tools", "release", "check_wheels.py"), "--library",
                    str(library)], timeout=120)
     assert checked.ok, checked.describe()
 

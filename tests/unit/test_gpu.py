@@ -1,5 +1,5 @@
 """GPU collectives of the CUDA variant. They run whenever TensorFlow sees a GPU and the
-imported tf_hvd was built with CUDA (tools/build_lib.sh --cuda), and are skipped otherwise,
+imported tf_hvd was built with CUDA (tools/build/build_lib.sh --cuda), and are skipped otherwise,
 saying which. With one GPU, NCCL runs at np=1 and host staging (HOROVOD_GPU_OPERATIONS=gloo)
 at np=2, since NCCL allows one rank per GPU. Every op and dtype (float16 and bfloat16
 included), fusion in device memory, CPU and GPU tensors in one step
@@ -18,7 +18,7 @@ def _skip_reason():
     import tensorflow as tf
     import tf_hvd
     if not tf_hvd.cuda_built():
-        return "the imported tf_hvd is the CPU variant (build with tools/build_lib.sh --cuda)"
+        return "the imported tf_hvd is the CPU variant (build with tools/build/build_lib.sh --cuda)"
     if not tf.config.list_physical_devices("GPU"):
         return "TensorFlow sees no GPU on this machine"
     return None

@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "tools"))
+sys.path.insert(0, os.path.join(REPO, "tools", "codegen"))
 
 import gen_knob_table  # noqa: E402
 
@@ -45,7 +45,7 @@ def test_docs_table_is_generated_from_the_list(lib):
         _, table, _ = gen_knob_table.split_page(f.read())
     assert table == gen_knob_table.render(lib.knobs()), (
         "docs/knobs.md's knob table differs from cc/common/knobs.cc: run "
-        "PYTHONPATH=. python tools/gen_knob_table.py")
+        "PYTHONPATH=. python tools/codegen/gen_knob_table.py")
     rows = [line for line in table.splitlines()[2:]]
     page = {}
     for row in rows:

@@ -8,7 +8,7 @@ from jobrunner import PYTHON, REPO, run, run_python
 
 
 def test_library_links_no_mpi_and_binds_every_mpi_call():
-    res = run([PYTHON, os.path.join(REPO, "tools", "check_wheels.py"), "--library",
+    res = run([PYTHON, os.path.join(REPO, "tools", "release", "check_wheels.py"), "--library",
                os.path.join(REPO, "tf_hvd", "_hvd.so")], 120)
     assert res.ok and res.output.strip().endswith(": ok"), res.describe()
 

@@ -1,7 +1,7 @@
 // The CUDA runtime functions tf_hvd calls, each defined in cuda_symbols.cc to call the
 // same function of the libcudart.so.12 that GpuLibraries loaded (gpu_libraries.h): the
 // GPU code calls cudaSetDevice(...) as written, and the library has no link-time
-// dependency on CUDA. A new CUDA call needs its row here (tools/check_wheels.py's
+// dependency on CUDA. A new CUDA call needs its row here (tools/release/check_wheels.py's
 // --library check finds an unbound one).
 #ifndef TFHVD_COMMON_GPU_CUDA_SYMBOLS_H_
 #define TFHVD_COMMON_GPU_CUDA_SYMBOLS_H_

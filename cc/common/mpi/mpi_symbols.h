@@ -2,7 +2,7 @@
 // the same function of the library MpiLibrary loaded (mpi_library.h): the
 // backend keeps calling MPI_Isend(...) as written, and _hvd.so has no link-time
 // dependency on libmpi. A new MPI call in the backend needs its row below
-// (tools/check_wheels.py --library, run by tests/unit/test_library_links.py, finds
+// (tools/release/check_wheels.py --library, run by tests/unit/test_library_links.py, finds
 // a missing one).
 #ifndef TFHVD_COMMON_MPI_MPI_SYMBOLS_H_
 #define TFHVD_COMMON_MPI_MPI_SYMBOLS_H_

@@ -23,7 +23,7 @@ import griffe
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Folders of the repository published into the site: (repository folder, site folder).
 PUBLISHED = [("python/benchmarks/results", "benchmark-results"),
              ("python/examples", "examples"),

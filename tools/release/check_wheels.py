@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Checks release wheels (tools/build_wheels.sh runs it) or one built library.
+"""Checks release wheels (tools/release/build_wheels.sh runs it) or one built library.
 
-    tools/check_wheels.py dist/tf_hvd-*.whl              # a table; exit 1 if any wheel fails
-    tools/check_wheels.py --floor 2.31 dist/*.whl        # another glibc floor (FLOORS below)
-    tools/check_wheels.py --library tf_hvd/_hvd.so       # a development build: no MPI/CUDA linked
+    tools/release/check_wheels.py dist/tf_hvd-*.whl              # a table; exit 1 if any wheel fails
+    tools/release/check_wheels.py --floor 2.31 dist/*.whl        # another glibc floor (FLOORS below)
+    tools/release/check_wheels.py --library tf_hvd/_hvd.so       # a development build: no MPI/CUDA linked
 
 For each wheel (x86_64 or aarch64):
   - the floor: every ELF file in it (tf_hvd/_hvd.so, tf_hvd.libs/*) requires (.gnu.version_r)

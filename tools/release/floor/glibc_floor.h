@@ -1,7 +1,7 @@
-/* Forced into every C and C++ file of the release wheels (tools/floor/toolchain.sh): what the
+/* Forced into every C and C++ file of the release wheels (tools/release/floor/toolchain.sh): what the
  * bullseye sysroot (glibc 2.31, GCC 10's libstdc++) would otherwise make the library need
  * beyond the floor, glibc 2.28 and GCC 8's libstdc++ (GLIBCXX_3.4.25, CXXABI_1.3.11).
- * tools/check_wheels.py proves the result from the ELF files. */
+ * tools/release/check_wheels.py proves the result from the ELF files. */
 #ifndef TF_HVD_GLIBC_FLOOR_H_
 #define TF_HVD_GLIBC_FLOOR_H_
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Runs HOME/run.sh inside a Debian root (tools/user_root.sh) as its user tfhvd-try (uid 1000),
-# the way tools/try_wheel_in_root.sh and tools/try_wheel_emulated.sh try a wheel: in mount, net,
+# Runs HOME/run.sh inside a Debian root (tools/trials/user_root.sh) as its user tfhvd-try (uid 1000),
+# the way tools/trials/try_wheel_in_root.sh and tools/trials/try_wheel_emulated.sh try a wheel: in mount, net,
 # UTS and PID namespaces that end with the run (network: loopback only; hostname tfhvd-SUITE),
 # with a fresh /proc, /dev bound, a /dev/shm and /tmp of its own, /sys read-only, the
 # wheelhouse HOUSE read-only at /tmp/wheelhouse and HOME at /home/tfhvd-try. Everything
 # mounted is unmounted on the way out, and a mount left under ROOT fails the run.
 #
-#   tools/run_in_root.sh ROOT HOME HOUSE SUITE SECONDS     # exit status: run.sh's
+#   tools/trials/run_in_root.sh ROOT HOME HOUSE SUITE SECONDS     # exit status: run.sh's
 set -euo pipefail
 (( $# == 5 )) || { sed -n '2,8p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 root="$1" home="$2" house="$3" suite="$4" seconds="$5"

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # The C++ unit tests (the root BUILD's cc_test targets) cross-built for aarch64 with the release
-# wheels' floor toolchain (tools/floor/) and run on this x86_64 machine under emulation: in the
-# Debian arm64 root of tools/user_root.sh (its glibc and libstdc++; every program run by
+# wheels' floor toolchain (tools/release/floor/) and run on this x86_64 machine under emulation: in the
+# Debian arm64 root of tools/trials/user_root.sh (its glibc and libstdc++; every program run by
 # qemu-user), in namespaces of their own (mount: /proc, /dev/shm, /tmp; network: loopback only;
 # PID). Shows that the core's portable paths (the reduction kernels, copies and waits that
 # stand in for the x86 ones) give the same results on aarch64. Prints one line per test with
 # its time; exits non-zero when any fails.
 #
-#   tools/test_cc_emulated.sh                      # aarch64, bookworm root, the tests below
-#   tools/test_cc_emulated.sh core_test shm_collectives_test
+#   tools/trials/test_cc_emulated.sh                      # aarch64, bookworm root, the tests below
+#   tools/trials/test_cc_emulated.sh core_test shm_collectives_test
 #
 # GoogleTest for arm64 is bullseye's libgtest-dev (the sysroot's GCC 10), downloaded once into
 # ~/.cache/tf_hvd/floor/gtest-arm64. Bazel's output base is the aarch64 wheels' (under
 # ~/.cache/tf_hvd/wheel-build/bazel/bazel-floor-aarch64), so the libraries compiled for them
-# are reused. Needs root, qemu-user-static and binfmt-support (see tools/user_root.sh).
+# are reused. Needs root, qemu-user-static and binfmt-support (see tools/trials/user_root.sh).
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 ARCH=aarch64 DEB_ARCH=arm64 SUITE="${TF_HVD_EMULATED_SUITE:-bookworm}"
 log() { echo "[test_cc_emulated] $*" >&2; }
 TESTS=("$@")
@@ -30,10 +30,10 @@ FLOOR_CACHE="${TF_HVD_FLOOR_CACHE:-${HOME:-/root}/.cache/tf_hvd/floor}"
 WHEEL_CACHE="${TF_HVD_WHEEL_CACHE:-${HOME:-/root}/.cache/tf_hvd/wheel-build}"
 MIRROR="${TF_HVD_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
-tools="$("${ROOT}/tools/floor/toolchain.sh" "${ARCH}")"
-gloo="$("${ROOT}/tools/floor/gloo.sh" "${ARCH}")"
-sysroot="$("${ROOT}/tools/floor/sysroot.sh" "${ARCH}")"
-root="$("${ROOT}/tools/user_root.sh" "${SUITE}" "${DEB_ARCH}")"
+tools="$("${ROOT}/tools/release/floor/toolchain.sh" "${ARCH}")"
+gloo="$("${ROOT}/tools/release/floor/gloo.sh" "${ARCH}")"
+sysroot="$("${ROOT}/tools/release/floor/sysroot.sh" "${ARCH}")"
+root="$("${ROOT}/tools/trials/user_root.sh" "${SUITE}" "${DEB_ARCH}")"
 
 # GoogleTest built for the sysroot's arm64 (the bullseye package the sysroot's index names).
 gtest="${FLOOR_CACHE}/gtest-${DEB_ARCH}"
@@ -51,12 +51,12 @@ if [[ ! -f "${gtest}/usr/lib/${ARCH}-linux-gnu/libgtest_main.a" ]]; then
   mv "${gtest}.tmp" "${gtest}"
 fi
 
-# Bazel as tools/build_wheel.sh --arch aarch64 runs it (the same repositories and flags), with
+# Bazel as tools/release/build_wheel.sh --arch aarch64 runs it (the same repositories and flags), with
 # GoogleTest added. The tests link no Python and no TensorFlow: any x86_64 build venv serves
 # the repository rules.
 py=""
 for cand in "${WHEEL_CACHE}"/venvs/cp3*-tf*/bin/python; do [[ -x "${cand}" ]] && { py="${cand}"; break; }; done
-[[ -n "${py}" ]] || { log "no build venv under ${WHEEL_CACHE}/venvs (tools/build_wheels.sh --venvs-only)"; exit 2; }
+[[ -n "${py}" ]] || { log "no build venv under ${WHEEL_CACHE}/venvs (tools/release/build_wheels.sh --venvs-only)"; exit 2; }
 out="${WHEEL_CACHE}/bazel/bazel-floor-${ARCH}"
 mkdir -p "${out}/disk"
 t=${SECONDS}

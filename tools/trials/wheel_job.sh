@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The user's side of trying a release wheel (tools/try_wheel.sh, tools/try_wheel_in_root.sh run
+# The user's side of trying a release wheel (tools/trials/try_wheel.sh, tools/trials/try_wheel_in_root.sh run
 # it as a non-root user, in a folder holding keras_digits.py and digits_data.py): a fresh venv
 # of PYTHON, TensorFlow and scikit-learn, then the wheel, from a wheelhouse only (--no-index);
 # the versions and the machine's libcrypto; the CUDA-less message of a GPU build; keras_digits

@@ -2,20 +2,20 @@
 # Builds tf_hvd against another TensorFlow and runs the core tests with it: collectives at
 # np=2 and 3 on Gloo and MPI (tests/parallel/test_collectives.py) and the three ways of
 # training (tests/parallel/test_training.py). It reports; it is no CI gate (the release
-# matrix, tools/build_wheels.sh, builds every supported minor).
+# matrix, tools/release/build_wheels.sh, builds every supported minor).
 #
-#   tools/test_tensorflow.sh tensorflow==2.22.0rc0
-#   tools/test_tensorflow.sh tf-nightly                 # the newest nightly, what changed there
-#   tools/test_tensorflow.sh tensorflow==2.20.0 -k gloo # extra pytest arguments
+#   tools/build/test_tensorflow.sh tensorflow==2.22.0rc0
+#   tools/build/test_tensorflow.sh tf-nightly                 # the newest nightly, what changed there
+#   tools/build/test_tensorflow.sh tensorflow==2.20.0 -k gloo # extra pytest arguments
 #
 # A venv per requirement (Python 3.11) under ${TF_HVD_WHEEL_CACHE}/test-venvs, a Bazel output
 # base of its own; the library goes to that cache and the tests load it via TF_HVD_LIBRARY,
 # so the development build and tf_hvd/_hvd.so are not touched. Exit code: pytest's.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "${ROOT}/tools/wheel_matrix.sh"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "${ROOT}/tools/release/wheel_matrix.sh"
 CACHE="${TF_HVD_WHEEL_CACHE:-${HOME:-/root}/.cache/tf_hvd/wheel-build}"
-SPEC="${1:?usage: tools/test_tensorflow.sh REQUIREMENT [pytest args]}"
+SPEC="${1:?usage: tools/build/test_tensorflow.sh REQUIREMENT [pytest args]}"
 shift
 tag="$(echo "${SPEC}" | tr -c 'A-Za-z0-9.\n' '_')"
 venv="${CACHE}/test-venvs/${tag}"
@@ -36,7 +36,7 @@ log "TensorFlow ${version}"
 lib="${CACHE}/test-libs/${tag}/_hvd.so"
 start=$SECONDS
 TF_HVD_BAZEL_OUTPUT_BASE="${CACHE}/bazel/output_base" PYTHON_BIN_PATH="${venv}/bin/python" \
-  TF_HVD_LIB_DEST="${lib}" "${ROOT}/tools/build_lib.sh" --disk_cache="${CACHE}/bazel/disk"
+  TF_HVD_LIB_DEST="${lib}" "${ROOT}/tools/build/build_lib.sh" --disk_cache="${CACHE}/bazel/disk"
 log "built ${lib} against TensorFlow ${version} in $(( SECONDS - start )) s"
 
 cd "${ROOT}"

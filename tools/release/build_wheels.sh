@@ -1,31 +1,31 @@
 #!/usr/bin/env bash
 # Release wheels: one per Python (cp310-cp313, and cp39 for TF 2.20) for each supported
 # TensorFlow minor, built with Bazel against that TensorFlow by the floor toolchain
-# (tools/floor/: manylinux_2_28), repaired with auditwheel (TensorFlow's own libraries left to
-# the installed TensorFlow) and checked at the floor by tools/check_wheels.py.
+# (tools/release/floor/: manylinux_2_28), repaired with auditwheel (TensorFlow's own libraries left to
+# the installed TensorFlow) and checked at the floor by tools/release/check_wheels.py.
 #
-#   tools/build_wheels.sh                          # the whole matrix into dist/
-#   tools/build_wheels.sh --python 3.11 --tf 2.21  # one wheel
-#   tools/build_wheels.sh --venvs-only             # only prepare the build environments
-#   tools/build_wheels.sh --arch aarch64 [--tf 2.21]   # the cp311 and cp312 wheels for aarch64,
-#                         # cross-built here (tools/build_wheel.sh --arch: TensorFlow's aarch64
+#   tools/release/build_wheels.sh                          # the whole matrix into dist/
+#   tools/release/build_wheels.sh --python 3.11 --tf 2.21  # one wheel
+#   tools/release/build_wheels.sh --venvs-only             # only prepare the build environments
+#   tools/release/build_wheels.sh --arch aarch64 [--tf 2.21]   # the cp311 and cp312 wheels for aarch64,
+#                         # cross-built here (tools/release/build_wheel.sh --arch: TensorFlow's aarch64
 #                         # wheel for its headers and libraries, the x86_64 build venv of the
 #                         # same Python and TensorFlow for the rest)
 #
 # Each (Python, TensorFlow) pair gets a build venv under ${TF_HVD_WHEEL_CACHE} (kept: the second
 # run reuses it), and all builds share one Bazel output base and a disk cache there, so the core
 # (no TensorFlow, no Python headers) compiles once for the whole matrix and a TensorFlow minor's
-# kernels once for its four Pythons. The development build's cache (tools/build_lib.sh) is not
+# kernels once for its four Pythons. The development build's cache (tools/build/build_lib.sh) is not
 # touched. Needs: bazel, clang-19, lld-19 and debootstrap (tools/setup.sh installs them) and the
 # Pythons (pyenv's python3.X or python3.X on PATH).
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CACHE="${TF_HVD_WHEEL_CACHE:-${HOME:-/root}/.cache/tf_hvd/wheel-build}"
 OUT="${ROOT}/dist"
 VENVS_ONLY=0
 TOOLCHAIN_ARGS=()
 ARCH="$(uname -m)"
-source "${ROOT}/tools/wheel_matrix.sh"
+source "${ROOT}/tools/release/wheel_matrix.sh"
 PYTHONS="${WHEEL_PYTHONS}"
 TFS="${WHEEL_TFS}"
 log() { echo "[build_wheels] $*" >&2; }
@@ -86,7 +86,7 @@ for tf in "${tfs[@]}"; do
     python="$(build_venv "${py}" "${tf}")"
     (( VENVS_ONLY )) && continue
     start=$SECONDS
-    "${ROOT}/tools/build_wheel.sh" --python "${python}" --out "${OUT}" \
+    "${ROOT}/tools/release/build_wheel.sh" --python "${python}" --out "${OUT}" \
       --bazel-cache "${CACHE}/bazel" ${TOOLCHAIN_ARGS[@]+"${TOOLCHAIN_ARGS[@]}"} \
       ${ARCH_ARGS[@]+"${ARCH_ARGS[@]}"}
     log "cp${py/./} TensorFlow ${tf}${ARCH_ARGS[@]+ ${ARCH}}: $(( SECONDS - start )) s"
@@ -99,4 +99,4 @@ done
 wheels=("${OUT}"/tf_hvd-*.whl)
 (( ${#ARCH_ARGS[@]} )) && wheels=("${OUT}"/tf_hvd-*_"${ARCH}".whl)
 (( VENVS_ONLY )) || "${TF_HVD_VENV:-${HOME:-/root}/.venvs/tf_hvd}/bin/python" \
-  "${ROOT}/tools/check_wheels.py" "${wheels[@]}"
+  "${ROOT}/tools/release/check_wheels.py" "${wheels[@]}"

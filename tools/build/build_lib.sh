@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # Build the op library / extension module with Bazel and place it at tf_hvd/_hvd.so.
-#   tools/build_lib.sh [--cuda] [extra bazel build flags]
-#   tools/build_lib.sh --cuda      # the CUDA variant (NCCL for GPU tensors): needs the wheels of
+#   tools/build/build_lib.sh [--cuda] [extra bazel build flags]
+#   tools/build/build_lib.sh --cuda      # the CUDA variant (NCCL for GPU tensors): needs the wheels of
 #                                  # tools/requirements-cuda.txt (tools/setup.sh --cuda), no GPU;
-#                                  # same as TF_HVD_CUDA=1 tools/build_lib.sh or --config=cuda
-#   TF_HVD_LIB_DEST=/some/dir/_hvd.so tools/build_lib.sh   # place it there instead (setup.py
+#                                  # same as TF_HVD_CUDA=1 tools/build/build_lib.sh or --config=cuda
+#   TF_HVD_LIB_DEST=/some/dir/_hvd.so tools/build/build_lib.sh   # place it there instead (setup.py
 #                                     # does this for wheels, leaving tf_hvd/_hvd.so alone)
-#   TF_HVD_BAZEL_OUTPUT_BASE=/dir tools/build_lib.sh   # a Bazel output base of its own, and no
+#   TF_HVD_BAZEL_OUTPUT_BASE=/dir tools/build/build_lib.sh   # a Bazel output base of its own, and no
 #                                     # bazel-* links in the tree (release wheels: build_wheel.sh)
 # Python (and so TensorFlow, pybind11, mpich) comes from PYTHON_BIN_PATH, default
 # ${TF_HVD_VENV:-$HOME/.venvs/tf_hvd}/bin/python. Unchanged sources: ~2 s (Bazel cache).
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "${ROOT}"
 # PYTHON_BIN_PATH is only exported when it is needed: the repository rules re-run (and
 # re-glob ~18k TF headers, ~20 s) whenever its value changes between Bazel commands, and
-# tools/local_deps.bzl already defaults to $HOME/.venvs/tf_hvd/bin/python.
+# tools/build/local_deps.bzl already defaults to $HOME/.venvs/tf_hvd/bin/python.
 if [[ -z "${PYTHON_BIN_PATH:-}" && -n "${TF_HVD_VENV:-}" ]]; then
   export PYTHON_BIN_PATH="${TF_HVD_VENV}/bin/python"
 fi

@@ -3,11 +3,11 @@
 # libstdc++), the oldest Debian that Debian's mirror serves, made with debootstrap once per
 # architecture and cached. Prints its path.
 #
-#   tools/floor/sysroot.sh x86_64        # ~/.cache/tf_hvd/floor/sysroot-bullseye-amd64
-#   tools/floor/sysroot.sh aarch64       # the same for arm64 (no emulation needed: only files)
+#   tools/release/floor/sysroot.sh x86_64        # ~/.cache/tf_hvd/floor/sysroot-bullseye-amd64
+#   tools/release/floor/sysroot.sh aarch64       # the same for arm64 (no emulation needed: only files)
 #
 # Only headers, static archives and the libraries to link against are used from it; the
-# compiler is the build machine's clang (tools/floor/toolchain.sh). Needs root and debootstrap.
+# compiler is the build machine's clang (tools/release/floor/toolchain.sh). Needs root and debootstrap.
 set -euo pipefail
 arch="${1:?usage: sysroot.sh x86_64|aarch64}"
 case "${arch}" in

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs a release wheel built for another architecture (tools/build_wheel.sh --arch aarch64) on
+# Runs a release wheel built for another architecture (tools/release/build_wheel.sh --arch aarch64) on
 # this machine, under emulation: in a Debian root filesystem of that architecture
-# (tools/user_root.sh SUITE arm64: debootstrap minbase, cached; no compiler, -dev package or
+# (tools/trials/user_root.sh SUITE arm64: debootstrap minbase, cached; no compiler, -dev package or
 # Bazel) whose every program qemu-user runs (qemu-user-static, binfmt_misc), as its non-root
 # user, with the root's own python3 and glibc:
 #   python3 -m venv venv; pip install tensorflow==<pin> (from a wheelhouse); pip install <wheel>
@@ -10,18 +10,18 @@
 # and int32 tensors on Gloo, each compared exactly with what it must give. Prints [emulated]
 # lines with the time of each step; exits non-zero on any failure.
 #
-#   tools/try_wheel_emulated.sh dist/tf_hvd-0.1.0+tf2.21-cp311-cp311-manylinux_2_28_aarch64.whl
-#   tools/try_wheel_emulated.sh --root bookworm WHEEL
+#   tools/trials/try_wheel_emulated.sh dist/tf_hvd-0.1.0+tf2.21-cp311-cp311-manylinux_2_28_aarch64.whl
+#   tools/trials/try_wheel_emulated.sh --root bookworm WHEEL
 #
 # The root's python3 must be the wheel's Python: bookworm's is 3.11 (the cp311 wheel), and
 # bullseye's 3.9, for which TensorFlow 2.21 ships no wheel. The packages come from a wheelhouse
 # downloaded on this machine for the root's Python, glibc and architecture
 # (~/.cache/tf_hvd/wheelhouse/<tags>, made once) and bind-mounted read-only; the job runs in
 # namespaces of its own (mount, network: loopback only, PID, UTS), as
-# tools/try_wheel_in_root.sh's do. Needs root, and the network only for a new root or wheelhouse.
+# tools/trials/try_wheel_in_root.sh's do. Needs root, and the network only for a new root or wheelhouse.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "${ROOT}/tools/wheel_matrix.sh"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "${ROOT}/tools/release/wheel_matrix.sh"
 log() { echo "[emulated] $*" >&2; }
 usage() { sed -n '2,21p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 WHEEL="" SUITE=bookworm
@@ -44,7 +44,7 @@ T0=${SECONDS}
 
 # 1. The root (its programs emulated), its python3 and glibc.
 t=${SECONDS}
-root="$("${ROOT}/tools/user_root.sh" "${SUITE}" "${deb_arch}")"
+root="$("${ROOT}/tools/trials/user_root.sh" "${SUITE}" "${deb_arch}")"
 log "root ${root}: ready in $((SECONDS - t)) s"
 t=${SECONDS}
 read -r root_machine root_py root_glibc < <(chroot "${root}" /usr/bin/python3 -c \
@@ -58,7 +58,7 @@ fi
 
 # 2. The wheelhouse: TensorFlow and what it needs, for the root's Python, glibc and architecture.
 house="${TF_HVD_ROOT_WHEELHOUSE:-${HOME:-/root}/.cache/tf_hvd/wheelhouse}/cp${py/./}-manylinux_${root_glibc/./_}_${arch}-tensorflow${pin}-emulated"
-"${ROOT}/tools/root_wheelhouse.sh" "${house}" "${py}" "${root_glibc}" "${arch}" \
+"${ROOT}/tools/trials/root_wheelhouse.sh" "${house}" "${py}" "${root_glibc}" "${arch}" \
   "tensorflow==${pin}" cloudpickle pip
 
 # 3. The user's home for this run (the root stays as cached): the wheel and the job.
@@ -135,8 +135,8 @@ echo "[emulated] tfhvdrun --gloo -np 2 python allreduce_check.py: \$((SECONDS - 
 EOF
 chown -R 1000:1000 "${home}"
 
-# 4. The run, in namespaces that end with it (tools/run_in_root.sh).
+# 4. The run, in namespaces that end with it (tools/trials/run_in_root.sh).
 t=${SECONDS}
-"${ROOT}/tools/run_in_root.sh" "${root}" "${home}" "${house}" "${SUITE}" 3000
+"${ROOT}/tools/trials/run_in_root.sh" "${root}" "${home}" "${house}" "${SUITE}" 3000
 log "the job in ${SUITE} ${deb_arch} (emulated): $((SECONDS - t)) s; all: $((SECONDS - T0)) s"
 log "${name}: ok in ${SUITE} ${deb_arch}"

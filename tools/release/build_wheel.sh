@@ -3,28 +3,28 @@
 # variant: GPU kernels and NCCL, whose libraries are loaded at the first GPU tensor), then repaired
 # with auditwheel, which checks that _hvd.so needs nothing beyond glibc, libstdc++/libgcc and
 # TensorFlow's own libraries, and tags it manylinux_2_28. The compiler is the floor toolchain
-# (tools/floor/: clang on a Debian 11 sysroot, glibc 2.28 and GCC 8's libstdc++ as the limits,
+# (tools/release/floor/: clang on a Debian 11 sysroot, glibc 2.28 and GCC 8's libstdc++ as the limits,
 # Gloo built from source and linked in statically); MPI, CUDA and OpenSSL's libcrypto are never
 # linked (found at run time). The source tree is left as it was.
 #
-#   tools/build_wheel.sh --python ~/.venvs/tf_hvd/bin/python [--out dist] [--bazel-cache DIR] [--cpu]
-#   tools/build_wheel.sh ... --toolchain host   # the build machine's compiler and libraries
+#   tools/release/build_wheel.sh --python ~/.venvs/tf_hvd/bin/python [--out dist] [--bazel-cache DIR] [--cpu]
+#   tools/release/build_wheel.sh ... --toolchain host   # the build machine's compiler and libraries
 #                                               # (a wheel for this machine's glibc only)
-#   tools/build_wheel.sh --arch aarch64 --python PY   # cross-built for aarch64 (floor toolchain
+#   tools/release/build_wheel.sh --arch aarch64 --python PY   # cross-built for aarch64 (floor toolchain
 #          # only): PY is an interpreter of this machine with the same CPython version and
 #          # TensorFlow release (setup.py, Python's and pybind11's headers, mpi.h, the CUDA
 #          # headers); TensorFlow's headers and libraries come from its aarch64 wheel
-#          # (tools/floor/tensorflow.sh, TF_HVD_TF_DIR); the wheel is retagged linux_aarch64
+#          # (tools/release/floor/tensorflow.sh, TF_HVD_TF_DIR); the wheel is retagged linux_aarch64
 #          # before auditwheel repairs it (manylinux_2_28_aarch64)
 #
 # PYTHON needs tensorflow, pybind11, mpich (mpi.h), setuptools, wheel and (but with --cpu,
 # which builds the CPU variant) tools/requirements-cuda.txt's headers; the auditwheel that
 # runs is the one next to PYTHON, else the development venv's. --bazel-cache: a Bazel output
-# base of its own under DIR, plus a disk cache there (tools/build_wheels.sh shares them across
+# base of its own under DIR, plus a disk cache there (tools/release/build_wheels.sh shares them across
 # the matrix); without it the floor toolchain's own (under ~/.cache/tf_hvd/floor/), or, with
 # --toolchain host, the development build's.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PY="" OUT="${ROOT}/dist" CACHE="" CUDA=1 TOOLCHAIN=floor ARCH="$(uname -m)"
 GLIBC_FLOOR=2.28  # docs/install.md: TensorFlow's own floor, RHEL 8's glibc
 while (( $# )); do
@@ -60,20 +60,20 @@ if [[ "$(realpath "${PY}")" != "$(realpath "${DEV_VENV}/bin/python" 2>/dev/null)
   env_args+=(PYTHON_BIN_PATH="${PY}")
 fi
 if [[ "${TOOLCHAIN}" == floor ]]; then
-  tools="$("${ROOT}/tools/floor/toolchain.sh" "${ARCH}")"
-  gloo="$("${ROOT}/tools/floor/gloo.sh" "${ARCH}")"
-  sysroot="$("${ROOT}/tools/floor/sysroot.sh" "${ARCH}")"
+  tools="$("${ROOT}/tools/release/floor/toolchain.sh" "${ARCH}")"
+  gloo="$("${ROOT}/tools/release/floor/gloo.sh" "${ARCH}")"
+  sysroot="$("${ROOT}/tools/release/floor/sysroot.sh" "${ARCH}")"
   # CC is what Bazel's C++ auto-configuration takes (a different compiler: an output base of
   # its own, so that the development build's cache is never reconfigured).
   env_args+=(CC="${tools}/cc" GLOO_INCLUDE_DIR="${gloo}/include" GLOO_LIB_DIR="${gloo}/lib"
              BOOST_INCLUDE_DIR="${sysroot}/usr/include" TF_HVD_GLIBC_FLOOR="${GLIBC_FLOOR}")
   if [[ "${ARCH}" != "${HOST_ARCH}" ]]; then
     # PY's CPython version and TensorFlow release (not imported: only its metadata), whose
-    # wheel for ARCH gives the headers and libraries (tools/local_deps.bzl, TF_HVD_TF_DIR).
+    # wheel for ARCH gives the headers and libraries (tools/build/local_deps.bzl, TF_HVD_TF_DIR).
     read -r py_version tf_version < <("${PY}" -c 'import sys
 from importlib import metadata
 print("%d.%d" % sys.version_info[:2], metadata.version("tensorflow"))')
-    env_args+=(TF_HVD_TF_DIR="$(TF_HVD_PIP_PYTHON="${PY}" "${ROOT}/tools/floor/tensorflow.sh" \
+    env_args+=(TF_HVD_TF_DIR="$(TF_HVD_PIP_PYTHON="${PY}" "${ROOT}/tools/release/floor/tensorflow.sh" \
                                  "${ARCH}" "${py_version}" "${tf_version}")")
   fi
   [[ -n "${CACHE}" ]] || CACHE="${TF_HVD_FLOOR_CACHE:-${HOME:-/root}/.cache/tf_hvd/floor}"

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Installs one release wheel on another distribution, as a user there would, and trains with it:
-# in a Debian root filesystem (tools/user_root.sh: debootstrap minbase, cached; no compiler, no
+# in a Debian root filesystem (tools/trials/user_root.sh: debootstrap minbase, cached; no compiler, no
 # -dev package, no Bazel), as its non-root user, with the root's own python3 and glibc:
 #   python3 -m venv venv; pip install --upgrade pip; pip install tensorflow==<pin> scikit-learn
 #   pip install "<wheel>[tensorflow]"
 #   tfhvdrun -np 2 python keras_digits.py; pip install mpich; tfhvdrun --mpi -np 2 ...
-# (tools/wheel_job.sh), checking each job's test accuracy. The wheel's Python must be the root's
+# (tools/trials/wheel_job.sh), checking each job's test accuracy. The wheel's Python must be the root's
 # python3 (bullseye: 3.9, trixie: 3.13).
 #
-#   tools/try_wheel_in_root.sh --root bullseye dist/tf_hvd-0.1.0+tf2.20-cp39-cp39-manylinux_2_28_x86_64.whl
-#   tools/try_wheel_in_root.sh --root trixie WHEEL [--epochs 15] [--min-accuracy 0.95] [--no-mpi] [--tf-dist tensorflow-cpu]
+#   tools/trials/try_wheel_in_root.sh --root bullseye dist/tf_hvd-0.1.0+tf2.20-cp39-cp39-manylinux_2_28_x86_64.whl
+#   tools/trials/try_wheel_in_root.sh --root trixie WHEEL [--epochs 15] [--min-accuracy 0.95] [--no-mpi] [--tf-dist tensorflow-cpu]
 #
 # The packages come from a wheelhouse downloaded on this machine for the root's Python and glibc
 # (~/.cache/tf_hvd/wheelhouse/<tags>, made once) and bind-mounted read-only; the job runs in
@@ -18,8 +18,8 @@
 # outlives it; UTS: hostname tfhvd-<suite>). Needs root; the network only for a new root or
 # wheelhouse. Prints [try_wheel] lines with the times; exits non-zero on any failure.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "${ROOT}/tools/wheel_matrix.sh"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "${ROOT}/tools/release/wheel_matrix.sh"
 log() { echo "[try_wheel] $*" >&2; }
 usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 WHEEL="" SUITE="" EPOCHS=15 MIN_ACC=0.95 MPI=1 DIST=tensorflow
@@ -45,7 +45,7 @@ T0=${SECONDS}
 
 # 1. The root, and what it runs: its python3 and glibc.
 t=${SECONDS}
-root="$("${ROOT}/tools/user_root.sh" "${SUITE}")"
+root="$("${ROOT}/tools/trials/user_root.sh" "${SUITE}")"
 log "root ${root}: ready in $((SECONDS - t)) s"
 read -r root_py root_glibc < <(chroot "${root}" /usr/bin/python3 -c \
   'import os, sys; print("%d.%d" % sys.version_info[:2], os.confstr("CS_GNU_LIBC_VERSION").split()[1])')
@@ -53,7 +53,7 @@ distro="$(. "${root}/etc/os-release" && echo "${NAME%% *} ${VERSION_ID} ${VERSIO
 log "glibc ${root_glibc} (${distro}), python3 ${root_py}"
 if [[ "${py}" != "${root_py}" ]]; then
   log "${name} is for Python ${py}, but ${SUITE}'s python3 is ${root_py}: build the wheel for" \
-      "Python ${root_py} (tools/build_wheels.sh --python ${root_py} --tf ${tf})"
+      "Python ${root_py} (tools/release/build_wheels.sh --python ${root_py} --tf ${tf})"
   exit 2
 fi
 if [[ "${wheel_plat}" =~ manylinux_2_([0-9]+)_ ]] && (( BASH_REMATCH[1] > ${root_glibc#2.} )); then
@@ -63,7 +63,7 @@ fi
 # 2. The wheelhouse: the root's Python and every manylinux tag its glibc admits.
 arch="$(uname -m)"
 house="${TF_HVD_ROOT_WHEELHOUSE:-${HOME:-/root}/.cache/tf_hvd/wheelhouse}/cp${py/./}-manylinux_${root_glibc/./_}_${arch}-${DIST}${pin}"
-"${ROOT}/tools/root_wheelhouse.sh" "${house}" "${py}" "${root_glibc}" "${arch}" \
+"${ROOT}/tools/trials/root_wheelhouse.sh" "${house}" "${py}" "${root_glibc}" "${arch}" \
   "${DIST}==${pin}" scikit-learn cloudpickle mpich==5.0.2 pip
 
 # 3. The user's home for this run (the root stays as cached): the wheel, the example, the job.
@@ -72,7 +72,7 @@ trap 'rm -rf "${work}"' EXIT
 home="${work}/home"
 mkdir -p "${home}"
 cp "${WHEEL}" "${ROOT}/python/examples/keras_digits.py" "${ROOT}/python/examples/digits_data.py" \
-  "${ROOT}/tools/wheel_job.sh" "${home}/"
+  "${ROOT}/tools/trials/wheel_job.sh" "${home}/"
 job_args=(--python /usr/bin/python3 --wheelhouse /tmp/wheelhouse --wheel "/home/tfhvd-try/${name}"
           --dist "${DIST}" --pin "${pin}" --epochs "${EPOCHS}" --min-accuracy "${MIN_ACC}" --upgrade-pip)
 (( MPI )) || job_args+=(--no-mpi)
@@ -89,9 +89,9 @@ bash wheel_job.sh ${job_args[*]}
 EOF
 chown -R 1000:1000 "${home}"
 
-# 4. The run, in namespaces that end with it (tools/run_in_root.sh).
+# 4. The run, in namespaces that end with it (tools/trials/run_in_root.sh).
 t=${SECONDS}
-"${ROOT}/tools/run_in_root.sh" "${root}" "${home}" "${house}" "${SUITE}" 2400
+"${ROOT}/tools/trials/run_in_root.sh" "${root}" "${home}" "${house}" "${SUITE}" 2400
 log "the job in ${SUITE}: $((SECONDS - t)) s"
 t=${SECONDS}
 rm -rf "${work}"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The wheelhouse a Debian root installs from (tools/try_wheel_in_root.sh,
-# tools/try_wheel_emulated.sh): the given packages downloaded on this machine, once, as wheels
+# The wheelhouse a Debian root installs from (tools/trials/try_wheel_in_root.sh,
+# tools/trials/try_wheel_emulated.sh): the given packages downloaded on this machine, once, as wheels
 # for the root's CPython, glibc and architecture, into HOUSE (made aside, then renamed; a
 # second call finds it complete and returns at once).
 #
-#   tools/root_wheelhouse.sh HOUSE 3.9 2.31 x86_64 "tensorflow==2.20.0" scikit-learn ...
+#   tools/trials/root_wheelhouse.sh HOUSE 3.9 2.31 x86_64 "tensorflow==2.20.0" scikit-learn ...
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "${ROOT}/tools/wheel_matrix.sh"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "${ROOT}/tools/release/wheel_matrix.sh"
 (( $# >= 5 )) || { sed -n '2,7p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 house="$1" py="$2" glibc="$3" arch="$4"
 shift 4

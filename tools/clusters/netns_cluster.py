@@ -22,10 +22,10 @@ launcher assumes for real hosts. The launcher runs *on h1*, like on a head node:
 
 Command line (as root)::
 
-    tools/netns_cluster.py up 2 [--rate-mbit 1000 --delay-ms 0.2]   # prints how to use it
-    tools/netns_cluster.py exec h1 -- tfhvdrun -np 4 -H h1:2,h2:2 python train.py
-    tools/netns_cluster.py run 2 -- tfhvdrun -np 4 -H h1:2,h2:2 python train.py
-    tools/netns_cluster.py down            # also cleans up after a crashed run
+    tools/clusters/netns_cluster.py up 2 [--rate-mbit 1000 --delay-ms 0.2]   # prints how to use it
+    tools/clusters/netns_cluster.py exec h1 -- tfhvdrun -np 4 -H h1:2,h2:2 python train.py
+    tools/clusters/netns_cluster.py run 2 -- tfhvdrun -np 4 -H h1:2,h2:2 python train.py
+    tools/clusters/netns_cluster.py down            # also cleans up after a crashed run
 
 From Python (tests)::
 
@@ -182,7 +182,7 @@ class Cluster(object):
         if reason:
             raise RuntimeError("cannot make a namespace cluster: %s" % reason)
         if os.path.exists(self.state_path) or self.netns("h1") in _netns_list():
-            raise RuntimeError("a cluster named %r exists already (tools/netns_cluster.py "
+            raise RuntimeError("a cluster named %r exists already (tools/clusters/netns_cluster.py "
                                "down --name %s removes it)" % (self.name, self.name))
         self._install_handlers()
         try:
@@ -380,7 +380,7 @@ class Cluster(object):
         return [int(p) for p in out.split()]
 
     def usage(self):
-        h1 = "tools/netns_cluster.py exec h1 --"
+        h1 = "tools/clusters/netns_cluster.py exec h1 --"
         return "\n".join([
             "cluster %r: %s (addresses %s)" % (
                 self.name, ", ".join(self.hosts),
@@ -393,7 +393,7 @@ class Cluster(object):
             "  %s tfhvdrun -np 4 -H h1:2,h2:2 -p 2222 -i %s python train.py"
             % (h1, self.client_key),
             "  %s mpiexec -n 4 -hosts h1:2,h2:2 python train.py" % h1,
-            "tear down: tools/netns_cluster.py down%s"
+            "tear down: tools/clusters/netns_cluster.py down%s"
             % ("" if self.name == "tfhc" else " --name %s" % self.name)])
 
     # -- tearing it down ------------------------------------------------------------------

@@ -4,11 +4,11 @@
 # CA certificates, procps; no compiler, no -dev package, no Bazel), plus a non-root user,
 # tfhvd-try (uid 1000, home /home/tfhvd-try). Made once and cached: built into <root>.tmp,
 # then renamed, so an interrupted run leaves no half root and a second run reuses it. Prints
-# the root's path. tools/try_wheel_in_root.sh runs wheels in it.
+# the root's path. tools/trials/try_wheel_in_root.sh runs wheels in it.
 #
-#   tools/user_root.sh bullseye    # ~/.cache/tf_hvd/roots/bullseye-amd64 (glibc 2.31, python3.9)
-#   tools/user_root.sh trixie      # ~/.cache/tf_hvd/roots/trixie-amd64 (glibc 2.41, python3.13)
-#   tools/user_root.sh bookworm arm64   # another architecture's root (glibc 2.36, python3.11),
+#   tools/trials/user_root.sh bullseye    # ~/.cache/tf_hvd/roots/bullseye-amd64 (glibc 2.31, python3.9)
+#   tools/trials/user_root.sh trixie      # ~/.cache/tf_hvd/roots/trixie-amd64 (glibc 2.41, python3.13)
+#   tools/trials/user_root.sh bookworm arm64   # another architecture's root (glibc 2.36, python3.11),
 #                                       # its programs run by qemu-user (qemu-user-static and
 #                                       # binfmt-support: the qemu-aarch64 handler enabled, flag F)
 #

@@ -1,8 +1,8 @@
 // The few libstdc++ symbols that GCC 9 and 10 added (GLIBCXX_3.4.26 and later) and that code
 // compiled against GCC 10's headers calls, defined inside the library itself (hidden), so that
 // it runs on GCC 8's libstdc++ (the floor, GLIBCXX_3.4.25). devtoolset's libstdc++_nonshared.a
-// does the same for RHEL's compilers. tools/floor/toolchain.sh compiles this file and the
-// compiler wrapper links it into every shared library it makes; tools/check_wheels.py fails a
+// does the same for RHEL's compilers. tools/release/floor/toolchain.sh compiles this file and the
+// compiler wrapper links it into every shared library it makes; tools/release/check_wheels.py fails a
 // wheel that still needs a newer symbol, so a new one shows up there and is added here.
 #include <new>
 #include <sstream>

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Gloo for the release wheels: built from source with the floor toolchain
-# (tools/floor/toolchain.sh) as a static, position-independent library with the TCP transport
+# (tools/release/floor/toolchain.sh) as a static, position-independent library with the TCP transport
 # only, so that _hvd.so carries it (symbols hidden) instead of bundling a distribution's
 # libgloo.so.0 built for a newer glibc (and hiredis, ibverbs, libnl with it). Cached; prints
 # the install prefix (include/gloo, lib/libgloo.a): GLOO_INCLUDE_DIR / GLOO_LIB_DIR for Bazel.
 #
-#   tools/floor/gloo.sh x86_64 | aarch64
+#   tools/release/floor/gloo.sh x86_64 | aarch64
 #
 # The source: Debian's mirror serves Gloo only as binaries, so it comes from the one package
 # index reachable everywhere this builds, PyPI: the horovod 0.28.1 source distribution carries

@@ -27,7 +27,7 @@ ROOT = "//:__pkg__"
 PROBES = "//tests/unit/cc/layering:__pkg__"
 
 # The GPU code (cc/common/gpu, cc/common/nccl, cc/tensorflow's GPU kernels) compiles
-# against the CUDA runtime and NCCL headers of the PyPI wheels (tools/local_deps.bzl):
+# against the CUDA runtime and NCCL headers of the PyPI wheels (tools/build/local_deps.bzl):
 # headers as sources with private -isystem flags (not `includes`), so nothing of CUDA
 # reaches other targets; libcudart/libnccl are loaded at run time, not linked.
 CUDA_COPTS = TF_HVD_COPTS + [

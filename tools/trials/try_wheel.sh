@@ -9,20 +9,20 @@
 #   (a GPU build: the CUDA runtime and NCCL are absent, and saying so is checked)
 #   tfhvdrun -np 2 python keras_digits.py               (Gloo; no MPI on the machine)
 #   pip install mpich; tfhvdrun --mpi -np 2 python keras_digits.py
-# and checks each job's test accuracy (the user's side: tools/wheel_job.sh). Another
-# distribution's root instead of this machine: tools/try_wheel_in_root.sh.
+# and checks each job's test accuracy (the user's side: tools/trials/wheel_job.sh). Another
+# distribution's root instead of this machine: tools/trials/try_wheel_in_root.sh.
 #
-#   tools/try_wheel.sh dist/tf_hvd-0.1.0+tf2.21-cp311-cp311-manylinux_2_35_x86_64.whl
-#   tools/try_wheel.sh WHEEL --epochs 5 --min-accuracy 0.9 --no-mpi
-#   tools/try_wheel.sh WHEEL --tf-dist tensorflow-cpu  # with tensorflow-cpu and [tensorflow-cpu]
+#   tools/trials/try_wheel.sh dist/tf_hvd-0.1.0+tf2.21-cp311-cp311-manylinux_2_35_x86_64.whl
+#   tools/trials/try_wheel.sh WHEEL --epochs 5 --min-accuracy 0.9 --no-mpi
+#   tools/trials/try_wheel.sh WHEEL --tf-dist tensorflow-cpu  # with tensorflow-cpu and [tensorflow-cpu]
 #
 # Needs root (the namespace and the user, tfhvd-try, made if missing) and the network once per
 # (Python, TensorFlow): TensorFlow and the rest are downloaded into a wheelhouse under
 # ${TF_HVD_WHEELHOUSE:-/var/cache/tf_hvd/wheelhouse} that later runs reuse; the user's pip
 # installs from there with --no-index. Prints the install times; exits non-zero on any failure.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "${ROOT}/tools/wheel_matrix.sh"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "${ROOT}/tools/release/wheel_matrix.sh"
 log() { echo "[try_wheel] $*" >&2; }
 WHEEL="" EPOCHS=15 MIN_ACC=0.95 MPI=1 DIST=tensorflow
 while (( $# )); do
@@ -67,7 +67,7 @@ trap 'rm -rf "${work}"' EXIT
 mkdir "${work}/python" "${work}/job"
 cp "${WHEEL}" "${work}/"
 cp "${ROOT}/python/examples/keras_digits.py" "${ROOT}/python/examples/digits_data.py" \
-  "${ROOT}/tools/wheel_job.sh" "${work}/job/"
+  "${ROOT}/tools/trials/wheel_job.sh" "${work}/job/"
 mpi_flag=""
 (( MPI )) || mpi_flag=--no-mpi
 chmod 755 "${work}"

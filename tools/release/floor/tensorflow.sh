@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# TensorFlow for a cross-build (tools/build_wheel.sh --arch aarch64): the headers and the two
+# TensorFlow for a cross-build (tools/release/build_wheel.sh --arch aarch64): the headers and the two
 # libraries the op library links (libtensorflow_framework.so.2, libtensorflow_cc.so.2) taken
 # from TensorFlow's own wheel for that architecture and Python, which no Python on the build
 # machine can import. Downloaded once (pip download: TensorFlow's aarch64 wheels are
 # manylinux_2_17 for 2.20, manylinux_2_27 for 2.21 and 2.22) and unpacked, both cached under
 # ~/.cache/tf_hvd/floor/tf-<arch>/. Prints the unpacked tensorflow/ folder: TF_HVD_TF_DIR for
-# tools/local_deps.bzl, holding include/, the libraries and tf_hvd_version.txt
+# tools/build/local_deps.bzl, holding include/, the libraries and tf_hvd_version.txt
 # ("<version>|<git version>", what tf.__version__ and tf.version.GIT_VERSION say there).
 #
-#   tools/floor/tensorflow.sh aarch64 3.11 2.21.0
+#   tools/release/floor/tensorflow.sh aarch64 3.11 2.21.0
 set -euo pipefail
 arch="${1:?usage: tensorflow.sh aarch64 PYTHON_VERSION TF_VERSION}"
 py="${2:?usage: tensorflow.sh aarch64 PYTHON_VERSION TF_VERSION}"

@@ -1,4 +1,4 @@
-# The release matrix, sourced by tools/build_wheels.sh and tools/try_wheel.sh.
+# The release matrix, sourced by tools/release/build_wheels.sh and tools/trials/try_wheel.sh.
 # Pythons: CPython 3.10-3.13 for every TensorFlow minor, and 3.9 for TF 2.20 (the last minor
 # that ships cp39: RHEL 9's and Debian 11's system python3 is 3.9). Each minor is built
 # against one release (2.22: its release candidate until 2.22.0 is out); a wheel serves every
@@ -7,7 +7,7 @@ WHEEL_PYTHONS="3.9,3.10,3.11,3.12,3.13"
 WHEEL_TFS="2.20,2.21,2.22"
 # What a build venv holds besides TensorFlow (tools/requirements.txt's pins). setuptools 65 or
 # newer reads DIST_EXTRA_CONFIG, which keeps build/ and egg-info/ out of the source tree
-# (tools/build_wheel.sh); Python 3.9's venvs start with 58.
+# (tools/release/build_wheel.sh); Python 3.9's venvs start with 58.
 WHEEL_BUILD_PINS=(pybind11==3.1.0 mpich==5.0.2 "setuptools>=65" wheel)
 
 tf_pin() {  # tf_pin 2.21 -> 2.21.0

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A real Slurm on the namespace cluster (tools/netns_cluster.py): for tests and trials.
+"""A real Slurm on the namespace cluster (tools/clusters/netns_cluster.py): for tests and trials.
 
 On a running netns ``Cluster`` (hosts h1..hK), ``SlurmCluster`` starts
 
@@ -15,7 +15,7 @@ configuration through ``SLURM_CONF``: run them with ``env()``.
     with netns_cluster.Cluster(2, name="tfsl") as c, SlurmCluster(c) as slurm:
         subprocess.run(c.exec_argv("h1", ["srun", "-N", "2", "hostname"]), env=slurm.env())
 
-Command line (as root): ``tools/slurm_cluster.py run 2 -- srun -N 2 -n 4 hostname``.
+Command line (as root): ``tools/clusters/slurm_cluster.py run 2 -- srun -N 2 -n 4 hostname``.
 """
 
 import os
