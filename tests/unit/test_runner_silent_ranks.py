@@ -116,3 +116,22 @@ def test_one_way_loss_is_named_as_such():
     assert silent_ranks.describe(1, -9, rec) == (
         "rank 1 (on h2) stopped answering (it received no liveness proof from the others for "
         "20 s: one-way loss) and was killed (SIGKILL)")
+
+
+def test_an_elastic_job_maps_the_cores_ranks_to_its_processes_after_a_re_form():
+    from tf_hvd.runner.elastic.elastic_policy import ElasticPolicy
+    from tf_hvd.job import elastic_state
+
+    class Store(dict):
+        def get(self, key):
+            return dict.get(self, key)
+
+    job = _Job()
+    job.server = type("Server", (), {"store": Store()})()
+    policy = ElasticPolicy.__new__(ElasticPolicy)
+    policy.job = job
+    assert policy._launcher_ranks({1: None}) == {1: 1}  # as started
+    # process 0 was lost: the job re-formed as processes 1 and 2, now core ranks 0 and 1
+    job.server.store[elastic_state.ROUND_KEY] = b"1"
+    job.server.store[elastic_state.round_key(1, "members")] = b"1,2"
+    assert policy._launcher_ranks({1: None, 5: None}) == {1: 2}

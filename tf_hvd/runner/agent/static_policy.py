@@ -74,7 +74,8 @@ class StaticPolicy(object):
         self.stop_at = None      # when the ranks left are stopped after a failure
         self.terminated = 0      # ranks mpiexec stopped without an exit status
         self.report = None       # the line naming the failure, once logged
-        self.silenced = set()    # ranks the others' cores declared silent, killed
+        self.silent_ids = {}     # this launcher's rank -> the record that declared it silent
+        self.silence_seen = set()  # (culprit, message) of the silent records acted on
         self.silence_read = 0.0  # when the fault records were last read for them
 
     # -- starting ------------------------------------------------------------------
@@ -169,19 +170,29 @@ class StaticPolicy(object):
         if now < self.silence_read + SILENCE_POLL_S or self.signalled is not None:
             return
         self.silence_read = now
-        new = set(silent_ranks.silent(self.job.fault_records())) - self.silenced
-        if not new:
+        fresh = {c: rec for c, rec in silent_ranks.silent(self.job.fault_records()).items()
+                 if (c, rec.message) not in self.silence_seen}
+        if not fresh:
             return
-        self.silenced |= new
-        victims = [p for p in self.running() if p.rank in new]
+        self.silence_seen |= {(c, rec.message) for c, rec in fresh.items()}
+        ids = self._launcher_ranks(fresh)
+        for c, rec in fresh.items():
+            if c in ids:
+                self.silent_ids.setdefault(ids[c], rec)
+        victims = [p for p in self.running() if p.rank in set(ids.values())]
         if victims and self.job.launcher is None:
             yield Stop(victims, term_in=NEVER_S, kill_in=0.0)
 
+    def _launcher_ranks(self, core_ranks):
+        """core rank -> this launcher's rank of the same process (the same numbers in a
+        job of fixed size; an elastic job renumbers its ranks when it re-forms)."""
+        return {c: c for c in core_ranks}
+
     def _describe_lost(self, rank):
         """How ``rank`` (a Rank that ended) failed, for a line of the launcher."""
-        silent = silent_ranks.silent(self.job.fault_records())
-        if rank.rank in silent:
-            return silent_ranks.describe(rank.rank, rank.returncode, silent[rank.rank])
+        if rank.rank in self.silent_ids:
+            return silent_ranks.describe(rank.rank, rank.returncode,
+                                         self.silent_ids[rank.rank])
         return failures.describe(rank.outcome())
 
     def _tick(self):

@@ -18,6 +18,7 @@ import time
 from ..agent.agent import Stop
 from ..agent.outcome import RunOutcome
 from ..agent.static_policy import StaticPolicy
+from ...job import elastic_state
 from ..processes import failures
 from .elastic_hosts import ElasticHosts
 
@@ -41,6 +42,17 @@ class ElasticPolicy(StaticPolicy):
 
     def _prepared(self):
         self.hosts = ElasticHosts(self.job, self)
+
+    def _launcher_ranks(self, core_ranks):
+        """After a re-form a core's rank is its process's place among the round's members
+        (tf_hvd/elastic.py); before the first, the rank it was started as."""
+        store = self.job.server.store
+        current = store.get(elastic_state.ROUND_KEY)
+        if not current:
+            return {c: c for c in core_ranks}
+        members = elastic_state.parse_ids(
+            store.get(elastic_state.round_key(int(current), "members")))
+        return {c: members[c] for c in core_ranks if 0 <= c < len(members)}
 
     def _ignored(self, rank):
         return rank in self.retired or self.lost_report is not None

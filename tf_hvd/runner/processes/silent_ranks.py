@@ -23,6 +23,7 @@ import socket
 
 KIND = "silent"
 _PROOF = re.compile(r"no liveness proof for (\S+ s)")
+_HOST = re.compile(r"rank \d+ \(on ([^)]*)\) stopped answering")
 _DEAF = re.compile(r"received no liveness proof from this rank for (\S+ s)")
 
 # As failures.FaultRecord (kept apart so that this module imports nothing of the launcher).
@@ -74,9 +75,9 @@ def describe(rank, returncode, record):
     """'rank 1 (on h2) stopped answering (its core sent no liveness proof for 20 s)', plus
     ' and was killed (SIGKILL)' when the launcher killed it (returncode -9)."""
     who = "rank %d" % rank
-    head = record.message.split(" stopped answering", 1)[0]
-    if head.startswith(who):
-        who = head  # with its host, as the peers' cores name it
+    host = _HOST.match(record.message)
+    if host:  # where it runs, as the peers' cores name it
+        who += " (on %s)" % host.group(1)
     proof, deaf = _PROOF.search(record.message), _DEAF.search(record.message)
     if proof:
         why = "its core sent no liveness proof for " + proof.group(1)
