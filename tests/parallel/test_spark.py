@@ -2,10 +2,11 @@
 two executors of one core each, real JVM processes, started the way Spark's own tests
 start them), one session for the module.
 
-* tf_hvd.spark.run: num_proc defaults to the cluster's 2 task slots; results come back in
-  rank order with a real allreduce and the ranks' lines on the driver's streams; a rank
-  that raises gives the same exception type on the driver, naming the rank and its
-  executor, and leaves no rank process behind.
+* tf_hvd.spark.run: num_proc defaults to the cluster's 2 task slots; the ranks' lines
+  reach the driver's streams; a rank that raises gives the same exception type on the
+  driver, naming the rank and its executor, and leaves no rank process behind (results
+  in rank order with real collectives: the estimator's fit here, and
+  test_spark_cluster.py on two hosts).
 * Bad input, each a clear error on the driver before anything runs: num_proc above the
   slots, a function that does not pickle, MPI; the estimator's missing and non-numeric
   columns and a store that cannot be written.
@@ -57,50 +58,28 @@ def spark():
     session.stop()
 
 
-def _allreduce_rank(scale):
-    import os
-    import tensorflow as tf
-    import tf_hvd as hvd
-    hvd.init()
-    print("rank %d of %d says hello" % (hvd.rank(), hvd.size()))
-    total = hvd.allreduce(tf.constant([1.0, 2.0]) * (hvd.rank() + 1), op=hvd.Sum)
-    ints = hvd.allgather(tf.constant([hvd.rank()], tf.int64))
-    return {"rank": hvd.rank(), "size": hvd.size(), "local": (hvd.local_rank(),
-            hvd.local_size()), "total": total.numpy().tolist(), "ints": ints.numpy().tolist(),
-            "scale": scale, "pid": os.getpid()}
-
-
-def test_run_returns_rank_ordered_results_with_the_ranks_output(spark):
-    import tf_hvd.spark
-    out, err = io.StringIO(), io.StringIO()
-    results = tf_hvd.spark.run(_allreduce_rank, args=(2.5,), stdout=out, stderr=err)
-    assert [r["rank"] for r in results] == [0, 1]  # num_proc: the 2 task slots
-    for r in results:
-        assert r["size"] == 2 and r["scale"] == 2.5
-        assert r["total"] == [3.0, 6.0] and r["ints"] == [0, 1]
-    # both executors run on this machine: one host, local ranks 0 and 1
-    assert sorted(r["local"] for r in results) == [(0, 2), (1, 2)]
-    assert results[0]["pid"] != results[1]["pid"]
-    lines = out.getvalue().splitlines()
-    assert "[0]<stdout>:rank 0 of 2 says hello" in lines, out.getvalue()
-    assert "[1]<stdout>:rank 1 of 2 says hello" in lines, out.getvalue()
-    assert rank_processes() == []
-
-
 def _rank_one_raises():
     import os
     import time
+    print("rank %s of %s on %s" % (os.environ["HOROVOD_RANK"], os.environ["HOROVOD_SIZE"],
+                                   os.environ["HOROVOD_LOCAL_SIZE"]), flush=True)
     if os.environ["HOROVOD_RANK"] == "1":
         raise KeyError("shard 7 is missing")
     time.sleep(600)  # rank 0 waits: Spark must stop it when rank 1 fails
 
 
 def test_a_failing_rank_raises_its_error_on_the_driver_and_nothing_stays(spark):
+    """num_proc left to the cluster (its 2 slots); rank 1 raises, rank 0 waits. Rank order,
+    results and collectives of a run that succeeds: the estimator below, and the
+    standalone cluster's test (test_spark_cluster.py)."""
     import tf_hvd.spark
+    out = io.StringIO()
     t0 = time.monotonic()
     with pytest.raises(KeyError) as raised:
-        tf_hvd.spark.run(_rank_one_raises, num_proc=2, verbose=0)
+        tf_hvd.spark.run(_rank_one_raises, stdout=out)
     took = time.monotonic() - t0
+    # the rank's lines reach the driver's stream; both executors share this host
+    assert "[1]<stdout>:rank 1 of 2 on 2" in out.getvalue().splitlines(), out.getvalue()
     message = raised.value.args[0]
     assert message.startswith("rank 1 (executor ") and "KeyError: 'shard 7 is missing'" \
         in message, message
@@ -122,13 +101,13 @@ def test_bad_input_is_refused_on_the_driver_before_anything_runs(spark, tmp_path
     t0 = time.monotonic()
     with pytest.raises(ValueError, match=r"num_proc=3 but the Spark cluster \(master "
                        r"local-cluster\[2,1,1024\]\) has 2 task slot\(s\)"):
-        tf_hvd.spark.run(_allreduce_rank, args=(1,), num_proc=3)
+        tf_hvd.spark.run(_rank_one_raises, num_proc=3)
     assert time.monotonic() - t0 < 30
     lock = threading.Lock()
     with pytest.raises(TypeError, match=r"cannot be pickled .*cannot pickle '_thread.lock'"):
         tf_hvd.spark.run(lambda: lock, num_proc=2)
     with pytest.raises(ValueError, match="MPI inside Spark tasks is not supported"):
-        tf_hvd.spark.run(_allreduce_rank, args=(1,), use_mpi=True)
+        tf_hvd.spark.run(_rank_one_raises, use_mpi=True)
 
     train, _ = example.digits_frames(spark)
     store = Store.create(str(tmp_path / "store"))
