@@ -52,11 +52,12 @@ ALIASES = {
     "horovod.ray": "tf_hvd.ray",
     "horovod.spark": "tf_hvd.spark",
     "horovod.spark.keras": "tf_hvd.spark.keras",
+    "horovod.spark.common.store": "tf_hvd.spark.store",
 }
 
 # Packages that only hold the aliased modules (``horovod`` itself also carries ``run``
 # and the Horovod release whose API tf_hvd follows).
-NAMESPACES = ("horovod", "horovod.common")
+NAMESPACES = ("horovod", "horovod.common", "horovod.spark.common")
 HOROVOD_API_VERSION = "0.28.1"
 
 _OTHER_FRAMEWORKS = ("torch", "mxnet")
