@@ -32,7 +32,8 @@ def test_bazel_cc_tests_pass():
     passed = re.findall(r"^(//\S+)\s+(?:\(cached\) )?PASSED", res.output, re.M)
     for target in ("//:core_test", "//:shm_collectives_test", "//:algorithms_test",
                    "//:subset_transport_test", "//:autotune_test", "//:entry_checks_test",
-                   "//:fault_reporter_test", "//:process_set_table_test",
+                   "//:fault_reporter_test", "//:liveness_monitor_test",
+                   "//:process_set_table_test",
                    "//:background_loop_test", "//:transport_choice_test",
                    "//:socket_links_test", "//:crypto_library_test",
                    "//:runtime_library_test"):
