@@ -65,8 +65,10 @@ std::vector<Declared> RunRanks(int n, int silent, double quiet_after_s, double r
 }
 
 TEST(LivenessMonitor, ASilentRankIsDeclaredLostByEveryOtherRankNamed) {
+  // The others run long enough that a loaded machine's late wake-ups (the suite runs
+  // tests side by side) still see the declaration; the lower bound is the point.
   const std::vector<Declared> d = RunRanks(3, /*silent=*/1, /*quiet_after_s=*/0.5,
-                                           /*run_s=*/3.0);
+                                           /*run_s=*/5.0);
   for (int r : {0, 2}) {
     EXPECT_EQ(d[static_cast<size_t>(r)].rank, 1) << d[static_cast<size_t>(r)].message;
     EXPECT_EQ(d[static_cast<size_t>(r)].message.rfind(
@@ -76,9 +78,10 @@ TEST(LivenessMonitor, ASilentRankIsDeclaredLostByEveryOtherRankNamed) {
         << d[static_cast<size_t>(r)].message;
     EXPECT_NE(d[static_cast<size_t>(r)].message.find("HOROVOD_PEER_TIMEOUT_SECONDS=1"),
               std::string::npos);
-    // silent from 0.5 s: declared after the bound, within two proof periods more
+    // silent from 0.5 s: never before the bound; soon after it (two proof periods on
+    // an idle machine, with room here for a loaded one's scheduling)
     EXPECT_GT(d[static_cast<size_t>(r)].after_s, 1.4);
-    EXPECT_LT(d[static_cast<size_t>(r)].after_s, 2.2);
+    EXPECT_LT(d[static_cast<size_t>(r)].after_s, 4.0);
   }
   EXPECT_EQ(d[1].rank, -1);  // the silent one saw everybody answer until it stopped
 }
@@ -110,7 +113,19 @@ TEST(LivenessMonitor, AllPeersSilentSaysThisHostMayBeTheOneCutOff) {
                                        },
                                        &monitor)
                     .ok());
-    std::this_thread::sleep_for(std::chrono::duration<double>(me == 0 ? 2.0 : 0.3));
+    if (me == 0) {
+      // until the declaration comes (after the 1 s bound), or long past it
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(8);
+      while (std::chrono::steady_clock::now() < give_up) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!message.empty()) break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
     monitor->Stop(/*announce=*/me == 0);
   });
   EXPECT_NE(message.find("stopped answering"), std::string::npos) << message;
