@@ -55,7 +55,7 @@ KNOB_SECTIONS = "topology,cases eager,cases tf.function,repeated,paths,join,erro
     (3, "gloo", {"HOROVOD_GLOO_LINKS": "pairs", "HOROVOD_GLOO_DIRECT_MAX_BYTES": "0",
                  "HOROVOD_SHM_ALLREDUCE": "0"}),
     # Every allreduce goes through shared memory, in blocks of one page (so
-    # larger tensors take many blocks and both slots).
+    # larger tensors take many blocks and every slot).
     (3, "gloo", {"HOROVOD_GLOO_DIRECT_MAX_BYTES": "0", "HOROVOD_SHM_MIN_BYTES": "0",
                  "HOROVOD_SHM_SLOT_BYTES": "4096"}),
     (2, "mpi", {"HOROVOD_SHM_MIN_BYTES": "0", "HOROVOD_SHM_SLOT_BYTES": "4096",
