@@ -83,10 +83,9 @@ const std::vector<KnobSpec>& Table() {
        "(0: every size); smaller ones run the gather or the ring (Gloo) or MPI's own."},
       {"HOROVOD_SHM_SLOT_BYTES", T::BYTES, &P::shm_slot_bytes, "131072", 4096,
        4294967296.0, "", kUser, "",
-       "Block size of the shared-memory collectives (per rank, four slots used in turn, "
-       "every call starting at the first). Small enough that the slots in use fit a "
-       "core's L2: slots left idle between training steps go cold, and a call pays for "
-       "that only in its first blocks."},
+       "Block size of the shared-memory collectives (per rank, four slots used in turn). "
+       "Small enough that the slots in use fit a core's L2: slots left idle between "
+       "training steps go cold, and a call pays for that only in its first blocks."},
       {"HOROVOD_SHM_READER_FLUSH", T::ENUM, &P::shm_reader_flush, "auto", 0, 0, "auto,on,off",
        kUser, "",
        "Whether ranks flush (clflushopt) the shared-memory slot lines they read, so that the "

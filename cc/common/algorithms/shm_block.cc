@@ -123,22 +123,15 @@ void ShmCollectives::Consume(const BlockRun& run, uint64_t block, const BlockChu
 //           reduce-scatter: nothing, the allgather has no reduce);
 //   consume needs every peer's kReduced; publishes kConsumed (the
 //           reduce-scatter reads nothing more: kConsumed at once).
-// Counters count blocks since Open, the same on every rank. Every call starts
-// at slot 0 (its first block number a multiple of kSlots): a small call uses
-// the slots the last calls used, which are the likeliest to be in cache.
-// The numbers skipped are never published; a counter at or past a block
-// means every block before it is done, skipped or not.
+// Counters count blocks since Open, the same on every rank; a block's slot is
+// its number modulo kSlots, so consecutive small calls take turns over the
+// slots and a rank may stage the next call while its peers still read the
+// last one.
 Status ShmCollectives::RunBlocks(const BlockRun& run, uint64_t count, const ChunksOf& chunks_of) {
-  // An empty call publishes nothing, so it must not move the numbering either.
-  if (count == 0) return Status();
-  const uint64_t before = blocks_done_;  // the last call's end: what the peers publish
-  const uint64_t first = (before + kSlots - 1) / kSlots * kSlots, end = first + count;
+  const uint64_t first = blocks_done_, end = first + count;
   blocks_done_ = end;
-  // A slot is free once every peer is done with the block that last used it:
-  // for this call's first kSlots blocks, every block of the earlier calls.
-  auto slot_free_at = [&](uint64_t block) {
-    return block >= first + kSlots ? block + 1 - kSlots : before;
-  };
+  // A slot is free once every peer is done with the block that last used it.
+  auto slot_free_at = [](uint64_t block) { return block >= kSlots ? block + 1 - kSlots : 0; };
   const bool gather = run.mode == Mode::kAllgather;
   const bool scatter = run.mode == Mode::kReduceScatter;
   const size_t n = static_cast<size_t>(size_);

@@ -11,8 +11,7 @@
 // so that the ones in use stay in a core's L2: on a shared host, lines left
 // alone for a few milliseconds (between training steps) leave the caches, and
 // a copy into them runs several times slower (docs/performance.md, "Figures
-// behind the core's defaults"). Every call starts at the first slot, so a
-// small call finds the slots the last calls used.
+// behind the core's defaults").
 //
 // Per block (at most slot_bytes per rank), rank r owns chunk r; the blocks
 // of a call run as a pipeline (shm_block.cc): a rank takes whichever step of

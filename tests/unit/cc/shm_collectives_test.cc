@@ -283,7 +283,7 @@ TEST(ShmCollectives, ReduceScatterAndAllgatherOfUnevenSlices) {
 
 // Calls of 1 to 9 blocks in a row, one rank late by turns: the blocks run as a
 // pipeline over the slots (a rank stages ahead while its peers catch up), and
-// every call starts at the first slot whatever the last one ended at.
+// calls start at whichever slot the last one left off.
 TEST(ShmCollectives, CallsOfEveryLengthInARowWithARankLate) {
   for (int size : {2, 3}) {
     RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
