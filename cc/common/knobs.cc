@@ -86,6 +86,16 @@ const std::vector<KnobSpec>& Table() {
        "Block size of the shared-memory collectives (per rank, four slots used in turn). "
        "Small enough that the slots in use fit a core's L2: slots left idle between "
        "training steps go cold, and a call pays for that only in its first blocks."},
+      {"HOROVOD_SHM_SINGLE_COPY", T::ENUM, &P::shm_single_copy, "auto", 0, 0, "auto,on,off",
+       kUser, "",
+       "Whether shared-memory allreduces of 1 MiB and more may have each rank read the "
+       "others' tensors where they lie (`process_vm_readv`, one copy, as MPI libraries move "
+       "large messages on one host) instead of passing them through the slots: about twice "
+       "as fast where the host places the CPUs far apart, half as fast near. auto: rank 0 "
+       "times its calls both ways and keeps the cheaper, trying the other for 4 calls in 64. "
+       "Each rank then allows the others to read its memory (`PR_SET_PTRACER`); where one "
+       "cannot (another user, a container's seccomp profile), all use the slots. on: every "
+       "such call (when every rank says on); off: never."},
       {"HOROVOD_SHM_READER_FLUSH", T::ENUM, &P::shm_reader_flush, "auto", 0, 0, "auto,on,off",
        kUser, "",
        "Whether ranks flush (clflushopt) the shared-memory slot lines they read, so that the "

@@ -46,6 +46,9 @@ struct Parameters {
   bool shm_allreduce = true;                           // HOROVOD_SHM_ALLREDUCE
   int64_t shm_min_bytes = 0;                           // HOROVOD_SHM_MIN_BYTES
   int64_t shm_slot_bytes = 128 * 1024;                 // HOROVOD_SHM_SLOT_BYTES (>= 4096)
+  // Whether large shared-memory allreduces may read the peers' tensors in
+  // place (shm_single_copy.cc): auto, on, off.
+  std::string shm_single_copy = "auto";                // HOROVOD_SHM_SINGLE_COPY
   std::string shm_reader_flush = "auto";               // HOROVOD_SHM_READER_FLUSH
   // Horovod's CPU knobs (docs/knobs.md):
   // CPU ids for the background thread, one per local rank ("0,2") or one base id

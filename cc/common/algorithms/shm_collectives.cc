@@ -18,6 +18,7 @@ namespace {
 
 using shm::kHeaderBytes;
 using shm::kOrBytes;
+using shm::kTableBytes;
 using shm::kSlots;
 
 // A waiting rank spins at most this long (HOROVOD_SPIN_US if shorter), then sleeps.
@@ -30,11 +31,15 @@ ShmHeader* ShmCollectives::header(size_t r) const {
 }
 
 char* ShmCollectives::slot(size_t r, uint64_t block) const {
-  return regions_[r] + kHeaderBytes + kOrBytes + (block % kSlots) * slot_bytes_;
+  return regions_[r] + kHeaderBytes + kOrBytes + kTableBytes + (block % kSlots) * slot_bytes_;
+}
+
+uint64_t* ShmCollectives::table(size_t r) const {
+  return reinterpret_cast<uint64_t*>(regions_[r] + kHeaderBytes + kOrBytes);
 }
 
 size_t ShmCollectives::region_bytes() const {
-  return kHeaderBytes + kOrBytes + kSlots * slot_bytes_;
+  return kHeaderBytes + kOrBytes + kTableBytes + kSlots * slot_bytes_;
 }
 
 ShmCollectives::~ShmCollectives() { Close(); }
@@ -47,7 +52,11 @@ Status ShmCollectives::Open(int rank, int size, size_t slot_bytes,
   slot_bytes_ = slot_bytes;
   blocks_done_ = 0;
   rounds_done_ = 0;
-  SetReaderFlush(ShmFlushPolicy::Mode::kAuto);  // OpenIfSingleHost applies the knob after
+  single_copy_calls_ = 0;
+  large_calls_ = 0;
+  next_way_ = false;
+  single_copy_ = false;
+  SetReaderFlush(ShmTimedChoice::Mode::kAuto);  // OpenIfSingleHost applies the knob after
   regions_.assign(static_cast<size_t>(size_), nullptr);
 
   std::string error;
@@ -90,7 +99,7 @@ Status ShmCollectives::Open(int rank, int size, size_t slot_bytes,
     }
   }
   active_ = true;
-  return Status();
+  return ProbeSingleCopy(allgather);
 }
 
 Status ShmCollectives::OpenIfSingleHost(int rank, int size, int local_size,
@@ -99,9 +108,10 @@ Status ShmCollectives::OpenIfSingleHost(int rank, int size, int local_size,
                                       const char* fallback) {
   if (size < 2 || local_size != size || !params.shm_allreduce) return Status();
   std::string reason;
+  single_copy_mode_ = ShmTimedChoice::ParseMode(params.shm_single_copy);
   Status s = Open(rank, size, static_cast<size_t>(params.shm_slot_bytes), allgather, &reason);
   spin_ = std::chrono::microseconds(std::min<int64_t>(params.spin_us, kMaxSpinUs));
-  SetReaderFlush(ShmFlushPolicy::ParseMode(params.shm_reader_flush));
+  SetReaderFlush(ShmTimedChoice::ParseMode(params.shm_reader_flush));
   if (s.ok() && !reason.empty()) {
     TFHVD_LOG(WARNING) << "shared-memory allreduce unavailable, using " << fallback << ": "
                        << reason;
@@ -109,9 +119,9 @@ Status ShmCollectives::OpenIfSingleHost(int rank, int size, int local_size,
   return s;
 }
 
-void ShmCollectives::SetReaderFlush(ShmFlushPolicy::Mode mode) {
+void ShmCollectives::SetReaderFlush(ShmTimedChoice::Mode mode) {
   static const bool can_flush = CpuCanFlushOpt();
-  flush_policy_ = ShmFlushPolicy(can_flush ? mode : ShmFlushPolicy::Mode::kNever);
+  flush_policy_ = ShmTimedChoice(can_flush ? mode : ShmTimedChoice::Mode::kNever);
 }
 
 void ShmCollectives::Close() {
@@ -138,8 +148,27 @@ Status ShmCollectives::Allreduce(const std::vector<Segment>& segments, DataType 
   // No transport round trip: every rank reaches this call through the same
   // negotiated response, and ranks pace each other through the counters in
   // shared memory (a peer that dies is seen by its process id in WaitFor).
+  const Span span(segments, DataTypeSize(dtype));
+  uint64_t call = 0;
+  bool single = false;
+  if (!LargeCall(span.bytes(), segments.size(), &call, &single)) {
+    return SlotsAllreduce(span, dtype, op, postscale);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Status s = single ? SingleCopyAllreduce(segments, span, dtype, op, postscale)
+                    : SlotsAllreduce(span, dtype, op, postscale);
+  if (rank_ == 0 && s.ok()) {
+    single_copy_choice_.Record(
+        call, single, span.bytes(),
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  return s;
+}
+
+Status ShmCollectives::SlotsAllreduce(const Span& span, DataType dtype, ReduceOp op,
+                                      double postscale) {
   const size_t elem = DataTypeSize(dtype);
-  const Span span(segments, elem);
   const size_t per_block = std::max<size_t>(1, slot_bytes_ / elem) * elem;
   static const size_t streaming_bytes = StreamingThreshold();
   const bool streaming = span.bytes() >= streaming_bytes;

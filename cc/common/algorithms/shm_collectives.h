@@ -49,7 +49,7 @@
 //
 // On hosts that place the two CPUs "far" apart, rewriting a slot's lines that
 // a peer just read is slow; readers then flush what they read (clflushopt),
-// chosen by rank 0 block by block from its timings (shm_flush_policy.h).
+// chosen by rank 0 block by block from its timings (shm_timed_choice.h).
 //
 // Passes over memory, per rank, for D bytes on n ranks (what it costs: the
 // copies are the allreduce's whole work on one host):
@@ -60,8 +60,12 @@
 //   shared cache (the slots): the staging copy writes (n-1)/n D, the reduce
 //     reads (n-1)/n D of the peers' slots and writes D/n, and the consume
 //     reads (n-1)/n D. The staging copy is the one pass a single-copy design
-//     (reading the peer's input where it lies) would avoid; TensorFlow's
-//     tensors are not in shared memory, so the slots carry them.
+//     (reading the peer's input where it lies) avoids; TensorFlow's tensors
+//     are not in shared memory, so that takes a system call that pins the
+//     peer's pages (process_vm_readv, shm_single_copy.cc), which on a near
+//     placement costs more than the staging copy and on a far one much less:
+//     allreduces of 1 MiB and more take whichever way rank 0's timing finds
+//     cheaper (HOROVOD_SHM_SINGLE_COPY).
 //   The postscale (Average) and the output store ride on the last reduce
 //     pass (no separate scale pass, no copy out of the slot).
 // The transport-backed algorithms, for comparison: the gather reads D and
@@ -81,7 +85,7 @@
 #include <string>
 #include <vector>
 
-#include "cc/common/algorithms/shm_flush_policy.h"
+#include "cc/common/algorithms/shm_timed_choice.h"
 #include "cc/common/common.h"
 #include "cc/common/parameters.h"
 
@@ -113,9 +117,25 @@ class ShmCollectives {
                           const AllgatherStrings& allgather, const char* fallback);
   void Close();
   bool active() const { return active_; }
-  // Whether readers flush the slot lines they read (shm_flush_policy.h; rank 0
+  // Whether readers flush the slot lines they read (shm_timed_choice.h; rank 0
   // decides for every rank). kAuto without clflushopt on this CPU: never.
-  void SetReaderFlush(ShmFlushPolicy::Mode mode);
+  void SetReaderFlush(ShmTimedChoice::Mode mode);
+  // Whether allreduces of ShmTimedChoice::kSingleCopy.min_bytes and more may
+  // read the peers' tensors where they lie (shm_single_copy.cc), before Open
+  // (HOROVOD_SHM_SINGLE_COPY): kAuto, by rank 0's timing call by call;
+  // kAlways, every such call; kNever. The ranks agree at Open: one rank's
+  // kNever is every rank's, and kAlways needs every rank's.
+  // min_bytes: smaller calls always take the slots (every rank the same).
+  void SetSingleCopy(ShmTimedChoice::Mode mode,
+                     size_t min_bytes = ShmTimedChoice::kSingleCopy.min_bytes) {
+    single_copy_mode_ = mode;
+    single_copy_min_bytes_ = min_bytes;
+  }
+  // Whether every rank could read every other's memory at Open (and none said kNever).
+  bool single_copy_possible() const { return single_copy_; }
+  // Calls since Open that could take the single copy, and those that did.
+  uint64_t large_calls() const { return large_calls_; }
+  uint64_t single_copy_calls() const { return single_copy_calls_; }
 
   // input may equal output.
   Status Allreduce(const void* input, void* output, int64_t count, DataType dtype, ReduceOp op);
@@ -190,6 +210,19 @@ class ShmCollectives {
   Status Slices(const Span& span, const std::vector<int64_t>& first,
                 const std::vector<int64_t>& counts, size_t elem, Mode mode, DataType dtype,
                 ReduceOp op, double postscale);
+  // The slots' allreduce (all three block steps).
+  Status SlotsAllreduce(const Span& span, DataType dtype, ReduceOp op, double postscale);
+  // The single-copy allreduce (shm_single_copy.cc): whether a call of `bytes`
+  // in `segments` tensors could take it (then *call numbers it and *single
+  // says which way it goes, the same on every rank), the collective check at
+  // Open that every rank may read every other's memory, and the call.
+  bool LargeCall(size_t bytes, size_t segments, uint64_t* call, bool* single);
+  Status ProbeSingleCopy(const AllgatherStrings& allgather);
+  Status SingleCopyAllreduce(const std::vector<Segment>& segments, const Span& span,
+                             DataType dtype, ReduceOp op, double postscale);
+  // Reads bytes [from, to) of rank peer's range (its inputs, or its outputs)
+  // to `into` (contiguous), or, with into null, to this rank's outputs there.
+  Status ReadPeer(int peer, bool outputs, const Span& span, size_t from, size_t to, char* into);
   // Waits until counter `which` of rank `peer` (of every other rank when
   // peer is -1) is at least target.
   // stall_limit: fail when the peer makes no progress for a minute.
@@ -201,6 +234,7 @@ class ShmCollectives {
   void Publish(int which, uint64_t value);
   ShmHeader* header(size_t r) const;
   char* slot(size_t r, uint64_t block) const;
+  uint64_t* table(size_t r) const;  // rank r's single-copy table (shm_layout.h)
   size_t region_bytes() const;
 
   int rank_ = 0, size_ = 1;
@@ -210,7 +244,15 @@ class ShmCollectives {
   std::string my_name_;
   uint64_t blocks_done_ = 0;  // the same on every rank; picks the slot, counts progress
   uint64_t rounds_done_ = 0;  // negotiation rounds through OrWords, the same on every rank
-  ShmFlushPolicy flush_policy_;  // rank 0's
+  ShmTimedChoice flush_policy_;  // rank 0's
+  bool single_copy_ = false;  // every rank may read every other's memory
+  ShmTimedChoice::Mode single_copy_mode_ = ShmTimedChoice::Mode::kNever;
+  size_t single_copy_min_bytes_ = ShmTimedChoice::kSingleCopy.min_bytes;
+  ShmTimedChoice single_copy_choice_;  // rank 0's
+  uint64_t large_calls_ = 0;           // calls it could take; the same on every rank
+  bool next_way_ = false;              // rank 0: the way it published for the next one
+  uint64_t single_copy_calls_ = 0;     // the same on every rank
+  std::vector<char> scratch_;          // the peers' pieces of this rank's part
   bool active_ = false;
 };
 

@@ -1,7 +1,7 @@
 // The copies of the shared-memory collectives (shm_collectives.h): stores that
 // bypass the cache for outputs too large to stay in it, and cache-line
 // flushes for readers on hosts where rewriting lines a peer just read is slow
-// (shm_flush_policy.h).
+// (shm_timed_choice.h).
 //
 //   CopyOut(out, slot, bytes, /*streaming=*/bytes >= StreamingThreshold());
 //   if (CpuCanFlushOpt()) FlushLines(slot, bytes);

@@ -2,7 +2,8 @@
 // the collectives' files alone: a header page of progress counters, the
 // negotiation's two word buffers, then the rank's slots.
 //
-//   region: [ShmHeader | pad to kHeaderBytes][OrWords buffer 0][buffer 1][slot 0]...[slot kSlots-1]
+//   region: [ShmHeader | pad to kHeaderBytes][OrWords buffer 0][buffer 1]
+//           [single-copy table][slot 0]...[slot kSlots-1]
 #ifndef TFHVD_COMMON_ALGORITHMS_SHM_LAYOUT_H_
 #define TFHVD_COMMON_ALGORITHMS_SHM_LAYOUT_H_
 
@@ -24,10 +25,24 @@ constexpr size_t kHeaderBytes = 4096;     // keeps the slots page-aligned
 // The negotiation's words, two buffers used in turn (OrWords).
 constexpr size_t kOrBufferBytes = 4096;
 constexpr size_t kOrBytes = 2 * kOrBufferBytes;
+// A single-copy call's addresses (shm_single_copy.cc): a count, then per
+// segment its input and output addresses in the owner's process.
+constexpr size_t kTableBytes = 64 * 1024;
+constexpr size_t kTableSegments = (kTableBytes - sizeof(uint64_t)) / (2 * sizeof(uint64_t));
 static_assert(ShmCollectives::kMaxOrWords * sizeof(uint64_t) <= kOrBufferBytes,
               "OrWords' words must fit one buffer");
-// Blocks staged, reduced and consumed; negotiation rounds (OrWords).
-enum Counter { kStaged = 0, kReduced = 1, kConsumed = 2, kRounds = 3, kCounters = 4 };
+// Blocks staged, reduced and consumed; negotiation rounds (OrWords); single-copy
+// calls whose table is written, whose own part is reduced, and that are done.
+enum Counter {
+  kStaged = 0,
+  kReduced = 1,
+  kConsumed = 2,
+  kRounds = 3,
+  kTableWritten = 4,
+  kPartReduced = 5,
+  kCopyDone = 6,
+  kCounters = 7
+};
 
 }  // namespace shm
 
@@ -46,6 +61,14 @@ struct ShmHeader {
   std::atomic<uint32_t> sleepers;
   // Rank 0's choice for the current block: peers flush the lines they read.
   alignas(64) std::atomic<uint32_t> readers_flush;
+  // Where this rank's process maps its own region, and what it wrote at its
+  // start: a peer that reads it back with process_vm_readv may read this
+  // rank's memory (the single-copy calls).
+  uint64_t self_address;
+  uint64_t probe_word;
+  // Rank 0's choice for large call m (shm_single_copy.cc), at [m % 2]: written
+  // at the start of call m - 1, read by the others at the start of call m.
+  alignas(64) std::atomic<uint32_t> single_copy_way[2];
 };
 static_assert(sizeof(ShmHeader) <= shm::kHeaderBytes, "the header must fit its page");
 

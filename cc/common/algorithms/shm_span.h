@@ -28,12 +28,19 @@ class ShmCollectives::Span {
     starts_.push_back(at);
   }
   size_t bytes() const { return starts_.back(); }
+  size_t segments() const { return segments_.size(); }
+  const Segment& segment(size_t i) const { return segments_[i]; }
+  // The segment that holds byte `at` of the range, and where it starts.
+  size_t index(size_t at) const {
+    return static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), at) -
+                               starts_.begin()) - 1;
+  }
+  size_t start(size_t i) const { return starts_[i]; }
 
   template <typename Fn>
   void Visit(size_t from, size_t to, Fn fn) const {
     if (from >= to) return;
-    size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), from) -
-                                   starts_.begin()) - 1;
+    size_t i = index(from);
     for (; from < to; ++i) {
       const size_t end = std::min(to, starts_[i + 1]);
       if (end <= from) continue;  // an empty segment

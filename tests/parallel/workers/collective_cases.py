@@ -169,6 +169,15 @@ def allreduce_cases(n, r):
     exp = sum((np.arange(300000, dtype=np.float32) % 13 + q) for q in range(n)).astype(np.float32)
     cases.append(Case("allreduce big float32", lambda: hvd.allreduce(const(big), op=hvd.Sum),
                       exp))
+    # 1 MiB and more: on one host these may read the peers' tensors in place
+    # (the first large calls of a job do), in place of the slots.
+    for dtype, shape, op in ((tf.int32, (600, 700), "Sum"), (tf.float64, (150001,), "Average"),
+                             (tf.float16, (3, 200000), "Max")):
+        xs = values(dtype, shape, r, salt=5)
+        exp = reduce_expected(dtype, [values(dtype, shape, q, salt=5) for q in range(n)], op)
+        cases.append(Case("allreduce big %s %s" % (dtype.name, op),
+                          lambda xs=xs, op=op: hvd.allreduce(const(xs), op=getattr(hvd, op)),
+                          exp))
     return cases
 
 

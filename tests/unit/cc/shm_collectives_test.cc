@@ -77,6 +77,20 @@ int CountShmNames() {
   return count;
 }
 
+// The single-copy mode RunRanks gives every rank (off: the slots only); the
+// ShmSingleCopy tests run the same checks with it on.
+// With min_bytes 1, every call of the checks below takes it.
+ShmTimedChoice::Mode g_single_copy = ShmTimedChoice::Mode::kNever;
+size_t g_single_copy_min_bytes = 1;
+struct SingleCopy {
+  explicit SingleCopy(ShmTimedChoice::Mode mode, size_t min_bytes = 1) {
+    g_single_copy = mode;
+    g_single_copy_min_bytes = min_bytes;
+  }
+  ~SingleCopy() { g_single_copy = ShmTimedChoice::Mode::kNever; }
+};
+constexpr auto kOn = ShmTimedChoice::Mode::kAlways;
+
 // Runs body(rank, shm) on `size` threads, each with an opened ShmCollectives.
 template <typename Body>
 void RunRanks(int size, size_t slot_bytes, Body body) {
@@ -85,6 +99,7 @@ void RunRanks(int size, size_t slot_bytes, Body body) {
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
       ShmCollectives shm;
+      shm.SetSingleCopy(g_single_copy, g_single_copy_min_bytes);
       std::string reason;
       Status s = shm.Open(
           r, size, slot_bytes,
@@ -95,6 +110,9 @@ void RunRanks(int size, size_t slot_bytes, Body body) {
       EXPECT_TRUE(s.ok()) << "rank " << r << ": " << s.message();
       EXPECT_EQ(reason, "") << "rank " << r;
       EXPECT_TRUE(shm.active()) << "rank " << r;
+      // Threads of one process may always read its memory.
+      EXPECT_EQ(shm.single_copy_possible(), g_single_copy != ShmTimedChoice::Mode::kNever)
+          << "rank " << r;
       if (!shm.active()) return;
       body(r, shm);
     });
@@ -142,7 +160,7 @@ double F16(uint16_t x) { return HalfToFloat(x); }
 double BF16(uint16_t x) { return BFloat16ToFloat(x); }
 
 // Inexact float sums: every rank must end with the same bits.
-TEST(ShmCollectives, InexactFloatSumsHaveTheSameBitsOnEveryRank) {
+void TestSameBits() {
   const int size = 3;
   const size_t count = 50001;
   std::vector<std::vector<float>> results(size);
@@ -163,10 +181,12 @@ TEST(ShmCollectives, InexactFloatSumsHaveTheSameBitsOnEveryRank) {
   }
 }
 
+TEST(ShmCollectives, InexactFloatSumsHaveTheSameBitsOnEveryRank) { TestSameBits(); }
+
 // Several tensors reduced as one, straight from their inputs into their
 // outputs (some in place, one empty, sizes that cut across blocks and
 // chunks): each gets the exact sum, as the concatenation would.
-TEST(ShmCollectives, SeveralTensorsReducedAsOneWithoutAFusionBuffer) {
+void TestSeveralTensors() {
   const std::vector<size_t> sizes = {3, 0, 1000, 1, 4096, 777, 20000};
   for (int size : {2, 3}) {
     RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
@@ -195,6 +215,8 @@ TEST(ShmCollectives, SeveralTensorsReducedAsOneWithoutAFusionBuffer) {
     });
   }
 }
+
+TEST(ShmCollectives, SeveralTensorsReducedAsOneWithoutAFusionBuffer) { TestSeveralTensors(); }
 
 // A postscale applied inside the allreduce (Average's 1/size) gives the same
 // bits as the sum followed by ScaleBuffer, on every rank: floats rounded once
@@ -284,7 +306,7 @@ TEST(ShmCollectives, ReduceScatterAndAllgatherOfUnevenSlices) {
 // Calls of 1 to 9 blocks in a row, one rank late by turns: the blocks run as a
 // pipeline over the slots (a rank stages ahead while its peers catch up), and
 // calls start at whichever slot the last one left off.
-TEST(ShmCollectives, CallsOfEveryLengthInARowWithARankLate) {
+void TestCallsInARow() {
   for (int size : {2, 3}) {
     RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
       const int32_t rank_sum = size * (size - 1) / 2;
@@ -308,13 +330,17 @@ TEST(ShmCollectives, CallsOfEveryLengthInARowWithARankLate) {
   }
 }
 
-TEST(ShmCollectives, PostscaleInsideEqualsSumThenScale) {
+TEST(ShmCollectives, CallsOfEveryLengthInARowWithARankLate) { TestCallsInARow(); }
+
+void TestPostscales() {
   TestPostscale<float>(DataType::FLOAT32, 1.0 / 3.0);
   TestPostscale<float>(DataType::FLOAT32, 0.5);
   TestPostscale<double>(DataType::FLOAT64, 0.1);
   TestPostscale<int32_t>(DataType::INT32, 1.0 / 3.0);
   TestPostscale<uint16_t>(DataType::FLOAT16, 1.0 / 3.0);
 }
+
+TEST(ShmCollectives, PostscaleInsideEqualsSumThenScale) { TestPostscales(); }
 
 // The negotiation's bit vector: every rank gets the OR of all ranks' words,
 // round after round (both buffers reused many times), whether a peer is
@@ -365,7 +391,7 @@ TEST(ShmCollectives, ReadersFlushingGiveTheSameResults) {
   for (int size : {2, 3}) {
     for (size_t count : {size_t{7}, size_t{100003}}) {
       RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
-        shm.SetReaderFlush(ShmFlushPolicy::Mode::kAlways);
+        shm.SetReaderFlush(ShmTimedChoice::Mode::kAlways);
         std::vector<float> in(count), out(count, -1);
         for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i % 13) + r);
         const float rank_sum = size * (size - 1) / 2.0f;
@@ -384,36 +410,36 @@ TEST(ShmCollectives, ReadersFlushingGiveTheSameResults) {
   }
 }
 
-TEST(ShmFlushPolicy, FixedModesNeverChange) {
-  ShmFlushPolicy always(ShmFlushPolicy::ParseMode("on"));
-  ShmFlushPolicy never(ShmFlushPolicy::ParseMode("off"));
+TEST(ShmTimedChoice, FixedModesNeverChange) {
+  ShmTimedChoice always(ShmTimedChoice::ParseMode("on"));
+  ShmTimedChoice never(ShmTimedChoice::ParseMode("off"));
   for (uint64_t b = 0; b < 600; ++b) {
     EXPECT_TRUE(always.Choose(b));
     EXPECT_FALSE(never.Choose(b));
     always.Record(b, true, 1 << 20, 1e9);  // however slow, it stays
     never.Record(b, false, 1 << 20, 1e9);
   }
-  EXPECT_EQ(ShmFlushPolicy::ParseMode("auto"), ShmFlushPolicy::Mode::kAuto);
+  EXPECT_EQ(ShmTimedChoice::ParseMode("auto"), ShmTimedChoice::Mode::kAuto);
 }
 
 // Runs `periods` periods of blocks whose cost per byte is plain_ns or flush_ns; returns how
 // many blocks flushed in the last period.
-int RunPolicy(ShmFlushPolicy* p, uint64_t* block, int periods, double plain_ns,
+int RunPolicy(ShmTimedChoice* p, uint64_t* block, int periods, double plain_ns,
               double flush_ns, size_t bytes = size_t(1) << 20) {
   int flushed = 0;
-  for (uint64_t end = *block + periods * ShmFlushPolicy::kPeriod; *block < end; ++*block) {
+  for (uint64_t end = *block + periods * ShmTimedChoice::kFlush.period; *block < end; ++*block) {
     const bool f = p->Choose(*block);
-    if (end - *block <= ShmFlushPolicy::kPeriod) flushed += f;
+    if (end - *block <= ShmTimedChoice::kFlush.period) flushed += f;
     p->Record(*block, f, bytes, static_cast<double>(bytes) * (f ? flush_ns : plain_ns));
   }
   return flushed;
 }
 
-TEST(ShmFlushPolicy, AutoKeepsTheCheaperWayAndTriesTheOther) {
-  ShmFlushPolicy p;
+TEST(ShmTimedChoice, AutoKeepsTheCheaperWayAndTriesTheOther) {
+  ShmTimedChoice p;
   uint64_t block = 0;
-  const int trial = static_cast<int>(ShmFlushPolicy::kTrial);
-  const int period = static_cast<int>(ShmFlushPolicy::kPeriod);
+  const int trial = static_cast<int>(ShmTimedChoice::kFlush.trial);
+  const int period = static_cast<int>(ShmTimedChoice::kFlush.period);
   // Near: flushing costs twice as much; only the trial blocks flush.
   EXPECT_EQ(RunPolicy(&p, &block, 3, 1.0, 2.0), trial);
   EXPECT_FALSE(p.preferred());
@@ -428,11 +454,11 @@ TEST(ShmFlushPolicy, AutoKeepsTheCheaperWayAndTriesTheOther) {
   RunPolicy(&p, &block, 3, 1.0, 2.0);
   EXPECT_FALSE(p.preferred());
   // Blocks too small to time change nothing.
-  RunPolicy(&p, &block, 3, 9.0, 1.0, ShmFlushPolicy::kMinBytes - 1);
+  RunPolicy(&p, &block, 3, 9.0, 1.0, ShmTimedChoice::kFlush.min_bytes - 1);
   EXPECT_FALSE(p.preferred());
 }
 
-TEST(ShmCollectives, ExactSumsAndMaximaForEveryDtype) {
+void TestEveryDtype() {
   TestExact<float>(DataType::FLOAT32, [](double d) { return static_cast<float>(d); }, F32);
   TestExact<double>(DataType::FLOAT64, [](double d) { return d; }, F64);
   TestExact<int32_t>(DataType::INT32, [](double d) { return static_cast<int32_t>(d); }, I32);
@@ -442,6 +468,101 @@ TEST(ShmCollectives, ExactSumsAndMaximaForEveryDtype) {
                       [](double d) { return FloatToHalf(static_cast<float>(d)); }, F16);
   TestExact<uint16_t>(DataType::BFLOAT16,
                       [](double d) { return FloatToBFloat16(static_cast<float>(d)); }, BF16);
+}
+
+TEST(ShmCollectives, ExactSumsAndMaximaForEveryDtype) { TestEveryDtype(); }
+
+// The single-copy allreduce (shm_single_copy.cc) passes the same checks: from
+// one byte every call reads the peers' tensors where they lie.
+TEST(ShmSingleCopy, ExactSumsAndMaximaForEveryDtype) {
+  SingleCopy on(kOn);
+  TestEveryDtype();
+}
+TEST(ShmSingleCopy, InexactFloatSumsHaveTheSameBitsOnEveryRank) {
+  SingleCopy on(kOn);
+  TestSameBits();
+}
+TEST(ShmSingleCopy, SeveralTensorsReducedAsOne) {
+  SingleCopy on(kOn);
+  TestSeveralTensors();
+}
+TEST(ShmSingleCopy, PostscaleInsideEqualsSumThenScale) {
+  SingleCopy on(kOn);
+  TestPostscales();
+}
+// Calls of 1 MiB (the default threshold) and more take the single copy,
+// smaller ones the slots, in
+// any order; with auto, rank 0's timing switches the way between calls (a
+// trial of each within the first period) and every rank follows it.
+void TestLargeAndSmallCalls(int calls) {
+  for (int size : {2, 3}) {
+    RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
+      const int32_t rank_sum = size * (size - 1) / 2;
+      for (int call = 0; call < calls; ++call) {
+        const size_t n = call % 3 == 2 ? 5000 + call : (size_t(1) << 18) + call * 7;
+        if (call % size == r && call % 5 == 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        std::vector<int32_t> in(n), out(n, -1);
+        for (size_t i = 0; i < n; ++i) in[i] = static_cast<int32_t>((i + call) % 31) + r;
+        const bool in_place = call % 4 == 1;
+        Status s = shm.Allreduce(in.data(), in_place ? in.data() : out.data(),
+                                 static_cast<int64_t>(n), DataType::INT32, ReduceOp::SUM);
+        ASSERT_TRUE(s.ok()) << s.message();
+        const std::vector<int32_t>& got = in_place ? in : out;
+        int bad = 0;
+        for (size_t i = 0; i < n; ++i)
+          bad += got[i] != static_cast<int32_t>((i + call) % 31) * size + rank_sum;
+        ASSERT_EQ(bad, 0) << size << " ranks, call " << call << ", rank " << r;
+      }
+      const uint64_t large = static_cast<uint64_t>(calls - calls / 3);
+      EXPECT_EQ(shm.large_calls(), large);
+      // Every large call single (on), or some each way (auto: the trials).
+      if (g_single_copy == kOn) {
+        EXPECT_EQ(shm.single_copy_calls(), large);
+      } else {
+        EXPECT_GT(shm.single_copy_calls(), 0u);
+        EXPECT_LT(shm.single_copy_calls(), large);
+      }
+    });
+  }
+}
+TEST(ShmSingleCopy, LargeAndSmallCallsInARow) {
+  SingleCopy on(kOn, ShmTimedChoice::kSingleCopy.min_bytes);
+  TestLargeAndSmallCalls(12);
+}
+TEST(ShmSingleCopy, AutoSwitchesBetweenCallsAndEveryRankFollows) {
+  SingleCopy automatic(ShmTimedChoice::Mode::kAuto, ShmTimedChoice::kSingleCopy.min_bytes);
+  TestLargeAndSmallCalls(3 * static_cast<int>(ShmTimedChoice::kSingleCopy.period) / 2);
+}
+
+// The ranks agree: one rank that turned it off turns it off for all.
+TEST(ShmSingleCopy, OneRankOffTurnsItOffEverywhere) {
+  for (int off_rank : {0, 1}) {
+    ThreadGroup group(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        ShmCollectives shm;
+        shm.SetSingleCopy(r == off_rank ? ShmTimedChoice::Mode::kNever : kOn);
+        std::string reason;
+        ASSERT_TRUE(shm.Open(r, 2, 4096,
+                             [&](const std::string& mine, std::vector<std::string>* all) {
+                               return group.Allgather(r, mine, all);
+                             },
+                             &reason)
+                        .ok());
+        EXPECT_FALSE(shm.single_copy_possible()) << "rank " << r;
+        const size_t n = size_t(1) << 19;
+        std::vector<int32_t> in(n, r + 1), out(n);
+        ASSERT_TRUE(shm.Allreduce(in.data(), out.data(), static_cast<int64_t>(n),
+                                  DataType::INT32, ReduceOp::SUM).ok());
+        EXPECT_EQ(out[0], 3);
+        EXPECT_EQ(out[n - 1], 3);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
 }
 
 }  // namespace
