@@ -53,8 +53,10 @@ Status ShmCollectives::Open(int rank, int size, size_t slot_bytes,
   blocks_done_ = 0;
   rounds_done_ = 0;
   single_copy_calls_ = 0;
-  large_calls_ = 0;
-  next_way_ = false;
+  for (size_t c = 0; c < kSizeClasses; ++c) {
+    large_calls_[c] = 0;
+    next_way_[c] = false;
+  }
   single_copy_ = false;
   SetReaderFlush(ShmTimedChoice::Mode::kAuto);  // OpenIfSingleHost applies the knob after
   regions_.assign(static_cast<size_t>(size_), nullptr);
@@ -149,16 +151,17 @@ Status ShmCollectives::Allreduce(const std::vector<Segment>& segments, DataType 
   // negotiated response, and ranks pace each other through the counters in
   // shared memory (a peer that dies is seen by its process id in WaitFor).
   const Span span(segments, DataTypeSize(dtype));
+  size_t size_class = 0;
   uint64_t call = 0;
   bool single = false;
-  if (!LargeCall(span.bytes(), segments.size(), &call, &single)) {
+  if (!LargeCall(span.bytes(), segments.size(), &size_class, &call, &single)) {
     return SlotsAllreduce(span, dtype, op, postscale);
   }
   const auto start = std::chrono::steady_clock::now();
   Status s = single ? SingleCopyAllreduce(segments, span, dtype, op, postscale)
                     : SlotsAllreduce(span, dtype, op, postscale);
   if (rank_ == 0 && s.ok()) {
-    single_copy_choice_.Record(
+    single_copy_choice_[size_class].Record(
         call, single, span.bytes(),
         std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start)
             .count());

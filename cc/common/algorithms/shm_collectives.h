@@ -134,7 +134,11 @@ class ShmCollectives {
   // Whether every rank could read every other's memory at Open (and none said kNever).
   bool single_copy_possible() const { return single_copy_; }
   // Calls since Open that could take the single copy, and those that did.
-  uint64_t large_calls() const { return large_calls_; }
+  uint64_t large_calls() const {
+    uint64_t n = 0;
+    for (uint64_t c : large_calls_) n += c;
+    return n;
+  }
   uint64_t single_copy_calls() const { return single_copy_calls_; }
 
   // input may equal output.
@@ -172,6 +176,10 @@ class ShmCollectives {
   // in turn: a rank that reached round k+2 knows every peer finished reading
   // round k. At most kMaxOrWords words.
   static constexpr size_t kMaxOrWords = 500;
+  // Calls that may take the single copy are told apart by size (from the
+  // threshold: under 4x, under 16x, the rest), each class with its own timing
+  // and choice: which way is cheaper changes with the size.
+  static constexpr size_t kSizeClasses = 3;
   Status OrWords(uint64_t* words, size_t n);
 
  private:
@@ -213,10 +221,12 @@ class ShmCollectives {
   // The slots' allreduce (all three block steps).
   Status SlotsAllreduce(const Span& span, DataType dtype, ReduceOp op, double postscale);
   // The single-copy allreduce (shm_single_copy.cc): whether a call of `bytes`
-  // in `segments` tensors could take it (then *call numbers it and *single
-  // says which way it goes, the same on every rank), the collective check at
-  // Open that every rank may read every other's memory, and the call.
-  bool LargeCall(size_t bytes, size_t segments, uint64_t* call, bool* single);
+  // in `segments` tensors could take it (then *size_class and *call number
+  // it and *single says which way it goes, the same on every rank), the
+  // collective check at Open that every rank may read every other's memory,
+  // and the call.
+  bool LargeCall(size_t bytes, size_t segments, size_t* size_class, uint64_t* call,
+                 bool* single);
   Status ProbeSingleCopy(const AllgatherStrings& allgather);
   Status SingleCopyAllreduce(const std::vector<Segment>& segments, const Span& span,
                              DataType dtype, ReduceOp op, double postscale);
@@ -248,9 +258,12 @@ class ShmCollectives {
   bool single_copy_ = false;  // every rank may read every other's memory
   ShmTimedChoice::Mode single_copy_mode_ = ShmTimedChoice::Mode::kNever;
   size_t single_copy_min_bytes_ = ShmTimedChoice::kSingleCopy.min_bytes;
-  ShmTimedChoice single_copy_choice_;  // rank 0's
-  uint64_t large_calls_ = 0;           // calls it could take; the same on every rank
-  bool next_way_ = false;              // rank 0: the way it published for the next one
+  // Per size class (shm_layout.h): rank 0's timing, the calls that could take
+  // the single copy (the same on every rank), and rank 0's published choice
+  // for the next one.
+  ShmTimedChoice single_copy_choice_[kSizeClasses];
+  uint64_t large_calls_[kSizeClasses] = {};
+  bool next_way_[kSizeClasses] = {};
   uint64_t single_copy_calls_ = 0;     // the same on every rank
   std::vector<char> scratch_;          // the peers' pieces of this rank's part
   bool active_ = false;

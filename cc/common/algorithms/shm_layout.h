@@ -27,6 +27,7 @@ constexpr size_t kOrBufferBytes = 4096;
 constexpr size_t kOrBytes = 2 * kOrBufferBytes;
 // A single-copy call's addresses (shm_single_copy.cc): a count, then per
 // segment its input and output addresses in the owner's process.
+constexpr size_t kSizeClasses = ShmCollectives::kSizeClasses;
 constexpr size_t kTableBytes = 64 * 1024;
 constexpr size_t kTableSegments = (kTableBytes - sizeof(uint64_t)) / (2 * sizeof(uint64_t));
 static_assert(ShmCollectives::kMaxOrWords * sizeof(uint64_t) <= kOrBufferBytes,
@@ -66,9 +67,10 @@ struct ShmHeader {
   // rank's memory (the single-copy calls).
   uint64_t self_address;
   uint64_t probe_word;
-  // Rank 0's choice for large call m (shm_single_copy.cc), at [m % 2]: written
-  // at the start of call m - 1, read by the others at the start of call m.
-  alignas(64) std::atomic<uint32_t> single_copy_way[2];
+  // Rank 0's choice for large call m of a size class (shm_single_copy.cc), at
+  // [class][m % 2]: written at the start of call m - 1 of the class, read by
+  // the others at the start of call m.
+  alignas(64) std::atomic<uint32_t> single_copy_way[shm::kSizeClasses][2];
 };
 static_assert(sizeof(ShmHeader) <= shm::kHeaderBytes, "the header must fit its page");
 

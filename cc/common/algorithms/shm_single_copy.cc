@@ -69,30 +69,34 @@ size_t PartStart(size_t bytes, size_t elem, size_t n, size_t c) {
 
 }  // namespace
 
-bool ShmCollectives::LargeCall(size_t bytes, size_t segments, uint64_t* call, bool* single) {
-  if (!single_copy_ || bytes < single_copy_min_bytes_ ||
-      segments > kTableSegments) {
+bool ShmCollectives::LargeCall(size_t bytes, size_t segments, size_t* size_class,
+                               uint64_t* call, bool* single) {
+  if (!single_copy_ || bytes < single_copy_min_bytes_ || segments > kTableSegments) {
     return false;
   }
-  const uint64_t m = large_calls_++;
+  const size_t c = bytes < 4 * single_copy_min_bytes_ ? 0
+                   : bytes < 16 * single_copy_min_bytes_ ? 1 : 2;
+  const uint64_t m = large_calls_[c]++;
+  *size_class = c;
   *call = m;
   ShmHeader* chooser = header(0);
   if (m == 0) {
     // Nothing timed yet: every rank's choice object says the same.
-    *single = single_copy_choice_.Choose(0);
+    *single = single_copy_choice_[c].Choose(0);
   } else if (rank_ == 0) {
-    *single = next_way_;
+    *single = next_way_[c];
   } else {
-    // Rank 0 wrote it at the start of call m - 1, before its first publish
-    // there, and this rank finished call m - 1 only after reading one of
-    // those publishes (a large call has a part on every rank). Rank 0 cannot
-    // rewrite [m % 2] (at the start of call m + 1) before this rank has
-    // taken part in call m.
-    *single = chooser->single_copy_way[m % 2].load(std::memory_order_relaxed) != 0;
+    // Rank 0 wrote it at the start of the class's call m - 1, before its
+    // first publish there, and this rank finished that call only after
+    // reading one of those publishes (a large call has a part on every
+    // rank). Rank 0 cannot rewrite [m % 2] (at the start of call m + 1)
+    // before this rank has taken part in call m.
+    *single = chooser->single_copy_way[c][m % 2].load(std::memory_order_relaxed) != 0;
   }
   if (rank_ == 0) {
-    next_way_ = single_copy_choice_.Choose(m + 1);
-    chooser->single_copy_way[(m + 1) % 2].store(next_way_ ? 1 : 0, std::memory_order_relaxed);
+    next_way_[c] = single_copy_choice_[c].Choose(m + 1);
+    chooser->single_copy_way[c][(m + 1) % 2].store(next_way_[c] ? 1 : 0,
+                                                   std::memory_order_relaxed);
   }
   return true;
 }
@@ -149,8 +153,9 @@ Status ShmCollectives::ProbeSingleCopy(const AllgatherStrings& allgather) {
     }
     single_copy_ = false;
   }
-  single_copy_choice_ = ShmTimedChoice(all_on ? M::kAlways : M::kAuto,
-                                       ShmTimedChoice::kSingleCopy);
+  for (auto& choice : single_copy_choice_) {
+    choice = ShmTimedChoice(all_on ? M::kAlways : M::kAuto, ShmTimedChoice::kSingleCopy);
+  }
   return Status();
 }
 

@@ -499,7 +499,9 @@ void TestLargeAndSmallCalls(int calls) {
     RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
       const int32_t rank_sum = size * (size - 1) / 2;
       for (int call = 0; call < calls; ++call) {
-        const size_t n = call % 3 == 2 ? 5000 + call : (size_t(1) << 18) + call * 7;
+        // Small (the slots), 1 MiB and 4 MiB (two size classes, each timed apart).
+        const size_t n = call % 3 == 2 ? 5000 + call
+                                       : (size_t(1) << (call % 3 == 0 ? 18 : 20)) + call * 7;
         if (call % size == r && call % 5 == 0) {
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
