@@ -38,11 +38,11 @@ class ShmTimedChoice {
   // A knob's "auto", "on" or "off".
   static Mode ParseMode(const std::string& knob);
 
-  // Every `period` units, `trial` units run the other way; the first `settle`
-  // units after a switch are not counted (they pay for the switch: lines of
-  // the unit before, read the old way). Units under min_bytes are too short
-  // to time. The other way must cost less than `margin` times the kept one's
-  // (per byte, smoothed) to take over.
+  // Every `period` units (every quarter period in the first one), `trial`
+  // units run the other way; the first `settle` units after a change of way
+  // are not counted (they pay for the change: lines of the unit before, read
+  // the old way). Units under min_bytes are too short to time. The other way must cost less than `margin` times the kept one's
+  // (per byte, smoothed over the units of its latest run) to take over.
   struct Schedule {
     uint64_t period, trial, settle;
     size_t min_bytes;
@@ -63,11 +63,15 @@ class ShmTimedChoice {
   const Schedule& schedule() const { return schedule_; }
 
  private:
+  bool InTrial(uint64_t unit) const;
+
   Mode mode_;
   Schedule schedule_;
   bool preferred_ = false;
-  double cost_[2] = {0, 0};  // ns per byte, smoothed; [0] first way, [1] second
+  double cost_[2] = {0, 0};  // ns per byte, latest run of each; [0] first way, [1] second
   int samples_[2] = {0, 0};
+  bool last_ = false;  // the way of the last unit timed
+  uint64_t run_ = 0;   // units timed that way since the change
 };
 
 }  // namespace tfhvd

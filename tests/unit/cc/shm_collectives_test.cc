@@ -458,6 +458,31 @@ TEST(ShmTimedChoice, AutoKeepsTheCheaperWayAndTriesTheOther) {
   EXPECT_FALSE(p.preferred());
 }
 
+// The single copy's schedule: a first trial that paid for a cold start (its
+// calls ten times dearer) is tried again within the first period, and the
+// cheaper way (half the slots' cost) is kept from then on.
+TEST(ShmTimedChoice, AColdFirstTrialIsTriedAgainWithinTheFirstPeriod) {
+  const auto& schedule = ShmTimedChoice::kSingleCopy;
+  ShmTimedChoice p(ShmTimedChoice::Mode::kAuto, schedule);
+  const size_t bytes = schedule.min_bytes;
+  uint64_t call = 0;
+  auto run = [&](uint64_t end) {
+    int single = 0;
+    for (; call < end; ++call) {
+      const bool way = p.Choose(call);
+      const double cost = way ? (call < schedule.trial ? 10.0 : 1.0) : 2.0;
+      p.Record(call, way, bytes, cost * static_cast<double>(bytes));
+      single += way;
+    }
+    return single;
+  };
+  run(schedule.period / 2);
+  EXPECT_TRUE(p.preferred());
+  run(schedule.period);
+  const int single = run(2 * schedule.period);
+  EXPECT_EQ(single, static_cast<int>(schedule.period - schedule.trial));
+}
+
 void TestEveryDtype() {
   TestExact<float>(DataType::FLOAT32, [](double d) { return static_cast<float>(d); }, F32);
   TestExact<double>(DataType::FLOAT64, [](double d) { return d; }, F64);
