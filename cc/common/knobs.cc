@@ -93,9 +93,10 @@ const std::vector<KnobSpec>& Table() {
        "large messages on one host) instead of passing them through the slots: about twice "
        "as fast where the host places the CPUs far apart, half as fast near. auto: rank 0 "
        "times its calls both ways and keeps the cheaper, trying the other for 4 calls in 64. "
-       "Each rank then allows the others to read its memory (`PR_SET_PTRACER`); where one "
-       "cannot (another user, a container's seccomp profile), all use the slots. on: every "
-       "such call (when every rank says on); off: never."},
+       "Each rank then lets processes of its user read its memory where Yama's ptrace scope "
+       "is 1 (`PR_SET_PTRACER_ANY`); where one rank cannot read another's (another user, a "
+       "container's seccomp profile), all use the slots. on: every such call (when every "
+       "rank says on); off: never, and the ptrace setting is left alone."},
       {"HOROVOD_SHM_READER_FLUSH", T::ENUM, &P::shm_reader_flush, "auto", 0, 0, "auto,on,off",
        kUser, "",
        "Whether ranks flush (clflushopt) the shared-memory slot lines they read, so that the "
