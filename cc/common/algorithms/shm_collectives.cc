@@ -158,7 +158,7 @@ Status ShmCollectives::Allreduce(const std::vector<Segment>& segments, DataType 
     return SlotsAllreduce(span, dtype, op, postscale);
   }
   const auto start = std::chrono::steady_clock::now();
-  Status s = single ? SingleCopyAllreduce(segments, span, dtype, op, postscale)
+  Status s = single ? SingleCopyAllreduce(span, dtype, op, postscale)
                     : SlotsAllreduce(span, dtype, op, postscale);
   if (rank_ == 0 && s.ok()) {
     single_copy_choice_[size_class].Record(

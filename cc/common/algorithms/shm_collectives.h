@@ -228,8 +228,7 @@ class ShmCollectives {
   bool LargeCall(size_t bytes, size_t segments, size_t* size_class, uint64_t* call,
                  bool* single);
   Status ProbeSingleCopy(const AllgatherStrings& allgather);
-  Status SingleCopyAllreduce(const std::vector<Segment>& segments, const Span& span,
-                             DataType dtype, ReduceOp op, double postscale);
+  Status SingleCopyAllreduce(const Span& span, DataType dtype, ReduceOp op, double postscale);
   // Reads bytes [from, to) of rank peer's range (its inputs, or its outputs)
   // to `into` (contiguous), or, with into null, to this rank's outputs there.
   Status ReadPeer(int peer, bool outputs, const Span& span, size_t from, size_t to, char* into);

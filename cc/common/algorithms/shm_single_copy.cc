@@ -189,18 +189,17 @@ Status ShmCollectives::ReadPeer(int peer, bool outputs, const Span& span, size_t
   return Status();
 }
 
-Status ShmCollectives::SingleCopyAllreduce(const std::vector<Segment>& segments,
-                                           const Span& span, DataType dtype, ReduceOp op,
+Status ShmCollectives::SingleCopyAllreduce(const Span& span, DataType dtype, ReduceOp op,
                                            double postscale) {
   const size_t n = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
   const size_t elem = DataTypeSize(dtype), total = span.bytes();
   const uint64_t call = ++single_copy_calls_;
   // 1. The table. Peers finished reading the last call's before it returned.
   uint64_t* mine = table(me);
-  mine[0] = segments.size();
-  for (size_t i = 0; i < segments.size(); ++i) {
-    mine[1 + 2 * i] = reinterpret_cast<uint64_t>(segments[i].input);
-    mine[2 + 2 * i] = reinterpret_cast<uint64_t>(segments[i].output);
+  mine[0] = span.segments();
+  for (size_t i = 0; i < span.segments(); ++i) {
+    mine[1 + 2 * i] = reinterpret_cast<uint64_t>(span.segment(i).input);
+    mine[2 + 2 * i] = reinterpret_cast<uint64_t>(span.segment(i).output);
   }
   Publish(kTableWritten, call);
   Status s = WaitFor(kTableWritten, call);
