@@ -85,6 +85,7 @@
 #include <string>
 #include <vector>
 
+#include "cc/common/algorithms/huge_pages.h"
 #include "cc/common/algorithms/shm_timed_choice.h"
 #include "cc/common/common.h"
 #include "cc/common/parameters.h"
@@ -265,6 +266,7 @@ class ShmCollectives {
   bool next_way_[kSizeClasses] = {};
   uint64_t single_copy_calls_ = 0;     // the same on every rank
   std::vector<char> scratch_;          // the peers' pieces of this rank's part
+  HugePages huge_pages_;               // this rank's tensors the peers read
   bool active_ = false;
 };
 

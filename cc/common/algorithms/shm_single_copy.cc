@@ -11,7 +11,8 @@
 //
 // Per call, for n ranks, rank r owning the r-th n-th of the byte range:
 //   1. every rank writes the addresses of its inputs and outputs into its
-//      region's table and publishes it;
+//      region's table and publishes it (each buffer, the first time it is
+//      seen, is moved onto 2 MiB pages: huge_pages.h);
 //   2. rank r reads its part of every peer's input, piece by piece into its
 //      scratch, and reduces the part in rank order (the same bits on every
 //      rank: one rank reduces each element), scaling on the last step, into
@@ -36,6 +37,7 @@
 #include <cstring>
 #include <string>
 
+#include "cc/common/algorithms/huge_pages.h"
 #include "cc/common/algorithms/shm_collectives.h"
 #include "cc/common/algorithms/shm_layout.h"
 #include "cc/common/algorithms/shm_span.h"
@@ -198,8 +200,10 @@ Status ShmCollectives::SingleCopyAllreduce(const Span& span, DataType dtype, Red
   uint64_t* mine = table(me);
   mine[0] = span.segments();
   for (size_t i = 0; i < span.segments(); ++i) {
-    mine[1 + 2 * i] = reinterpret_cast<uint64_t>(span.segment(i).input);
-    mine[2 + 2 * i] = reinterpret_cast<uint64_t>(span.segment(i).output);
+    const Segment& seg = span.segment(i);
+    huge_pages_.Collapse(seg.input, span.start(i + 1) - span.start(i));
+    mine[1 + 2 * i] = reinterpret_cast<uint64_t>(seg.input);
+    mine[2 + 2 * i] = reinterpret_cast<uint64_t>(seg.output);
   }
   Publish(kTableWritten, call);
   Status s = WaitFor(kTableWritten, call);
@@ -249,7 +253,17 @@ Status ShmCollectives::SingleCopyAllreduce(const Span& span, DataType dtype, Red
   }
   if (!s.ok()) return s;
   Publish(kCopyDone, call);
-  return WaitFor(kCopyDone, call);
+  s = WaitFor(kCopyDone, call);
+  // The outputs now, once this call has written them: the kernel collapses
+  // only pages that exist, and TensorFlow tends to hand the same buffer to
+  // the next call's output.
+  for (size_t i = 0; i < span.segments() && s.ok(); ++i) {
+    const Segment& seg = span.segment(i);
+    if (seg.output != seg.input) {
+      huge_pages_.Collapse(seg.output, span.start(i + 1) - span.start(i));
+    }
+  }
+  return s;
 }
 
 }  // namespace tfhvd
