@@ -30,6 +30,13 @@ const std::vector<KnobSpec>& Table() {
       {"HOROVOD_CYCLE_TIME", T::MILLISECONDS, &P::cycle_time_ms, "1", 0, kMaxSeconds, "",
        kUser, "--cycle-time-ms",
        "Longest idle wait between negotiation rounds (work wakes the thread at once)."},
+      {"HOROVOD_INLINE_ROUNDS", T::BOOL, &P::inline_rounds, "1", 0, 0, "", kUser, "",
+       "An op whose peers all wait in the next negotiation round already (every rank on one "
+       "host, no process set besides the global one) runs that round, and the collectives it "
+       "decides, on its own thread instead of waking the background thread: a small op then "
+       "costs no thread hand-off. An op never waits there for a late peer; the background "
+       "thread runs every other round. Off in the CUDA build and with "
+       "`HOROVOD_THREAD_AFFINITY`. 0: every round on the background thread."},
       {"HOROVOD_CACHE_CAPACITY", T::INT, &P::cache_capacity, "1024", 0, kNoMax, "", kUser,
        "--cache-capacity", "Response cache entries; 0 disables the cache."},
       {"HOROVOD_TIMELINE", T::STRING, &P::timeline_path, "", 0, 0, "", kUser,
@@ -176,8 +183,8 @@ const std::vector<KnobSpec>& Table() {
        "N + r); empty: not pinned. A CPU this process may not use fails `hvd.init()`."},
       {"HOROVOD_MPI_THREADS_DISABLE", T::BOOL, &P::mpi_threads_disable, "0", 0, 0, "", kUser,
        "--mpi-threads-disable",
-       "MPI jobs: initialise MPI with `MPI_THREAD_SERIALIZED` (only the background thread "
-       "calls MPI) instead of `MPI_THREAD_MULTIPLE`, which other MPI users of the process "
+       "MPI jobs: initialise MPI with `MPI_THREAD_SERIALIZED` (tf_hvd's threads call MPI "
+       "one at a time) instead of `MPI_THREAD_MULTIPLE`, which other MPI users of the process "
        "(mpi4py) need (`hvd.mpi_threads_supported()`). Has no effect when MPI was "
        "initialised before `hvd.init()`."},
       {"HOROVOD_MPI_LIBRARY", T::STRING, &P::mpi_library, "(search)", 0, 0, "", kUser, "",

@@ -300,6 +300,23 @@ Status CheckDynamic(const char* what) {
 
 Status EnqueueGlobalEntry(TensorTableEntry entry) { return Enqueue(std::move(entry), 0); }
 
+// The loop, when ops run rounds themselves (HOROVOD_INLINE_ROUNDS): then
+// their tensors are queued without waking it.
+std::shared_ptr<BackgroundLoop> LoopForOpThreads() {
+  std::shared_ptr<BackgroundLoop> loop = CurrentLoop();
+  return loop && loop->rounds_in_op_threads() ? loop : nullptr;
+}
+
+// After an op queued its tensors in `set`: runs the rounds here or wakes the
+// background thread, which waits on the global queue.
+void RunOrWake(BackgroundLoop* loop, const ProcessSet& set) {
+  if (loop) {
+    loop->RunRoundsHereOrWake();
+  } else if (set.id != 0) {
+    State().queue->Notify();
+  }
+}
+
 }  // namespace
 
 Status Enqueue(TensorTableEntry entry, int32_t process_set_id) {
@@ -308,9 +325,11 @@ Status Enqueue(TensorTableEntry entry, int32_t process_set_id) {
   if (s.ok()) s = SetFor(process_set_id, entry.request.type, &set);
   if (s.ok()) s = Check(*set, &entry);
   if (!s.ok()) return s;
-  s = set->queue->Add(std::move(entry));
-  if (s.ok() && set->id != 0) State().queue->Notify();  // the thread waits on the global queue
-  return s;
+  std::shared_ptr<BackgroundLoop> loop = LoopForOpThreads();
+  s = set->queue->Add(std::move(entry), /*wake=*/!loop);
+  if (!s.ok()) return s;
+  RunOrWake(loop.get(), *set);
+  return Status();
 }
 
 Status EnqueueGroup(const std::string& group, std::vector<TensorTableEntry> entries,
@@ -327,9 +346,11 @@ Status EnqueueGroup(const std::string& group, std::vector<TensorTableEntry> entr
     s = Check(*set, &e);
     if (!s.ok()) return s;
   }
-  s = set->queue->AddGroup(std::move(entries));
-  if (s.ok() && set->id != 0) State().queue->Notify();
-  return s;
+  std::shared_ptr<BackgroundLoop> loop = LoopForOpThreads();
+  s = set->queue->AddGroup(std::move(entries), /*wake=*/!loop);
+  if (!s.ok()) return s;
+  RunOrWake(loop.get(), *set);
+  return Status();
 }
 
 std::vector<std::pair<int32_t, std::vector<int>>> ProcessSetRanks() {

@@ -27,6 +27,7 @@ struct Parameters {
   // --- the core ---
   int64_t fusion_threshold_bytes = 64 * 1024 * 1024;  // HOROVOD_FUSION_THRESHOLD; 0 = off
   double cycle_time_ms = 1.0;                          // HOROVOD_CYCLE_TIME
+  bool inline_rounds = true;                           // HOROVOD_INLINE_ROUNDS (background_loop.h)
   int64_t cache_capacity = 1024;                       // HOROVOD_CACHE_CAPACITY; 0 = off
   bool stall_check_disable = false;                    // HOROVOD_STALL_CHECK_DISABLE
   bool stall_check = true;                             // = !stall_check_disable

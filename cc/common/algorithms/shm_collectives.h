@@ -182,6 +182,10 @@ class ShmCollectives {
   // and choice: which way is cheaper changes with the size.
   static constexpr size_t kSizeClasses = 3;
   Status OrWords(uint64_t* words, size_t n);
+  // Whether every peer has published its words of the next OrWords round
+  // (it waits there for this rank): that round would not wait. Only the
+  // thread that runs the rounds may ask.
+  bool PeersInNextRound() const;
 
  private:
   class Span;

@@ -133,6 +133,10 @@ Status ShmCollectives::OrWords(uint64_t* words, size_t n) {
   return Status();
 }
 
+bool ShmCollectives::PeersInNextRound() const {
+  return PeersReached(shm::kRounds, rounds_done_ + 1);
+}
+
 void ShmCollectives::Publish(int which, uint64_t value) {
   ShmHeader* mine = header(static_cast<size_t>(rank_));
   mine->counters[which].value.store(value, std::memory_order_seq_cst);

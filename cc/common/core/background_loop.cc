@@ -122,6 +122,9 @@ Status BackgroundLoop::Start() {
   }
   wait_.reset(new IdleBackoff(CycleTime(params.cycle_time_ms)));
   StartTuning(*global);
+  // A pinned background thread (HOROVOD_THREAD_AFFINITY) asks for the
+  // collectives on its CPU.
+  rounds_in_op_threads_ = params.inline_rounds && !gpu_ && params.thread_affinity.empty();
   return Status();
 }
 
@@ -179,11 +182,56 @@ void BackgroundLoop::Tune(ProcessSet& global, const ResponseList& list) {
   }
 }
 
+namespace {
+
+// Whether this thread runs rounds now: a collective's callback that starts the
+// next op (TensorFlow may run it inline) must not run rounds within rounds.
+thread_local bool t_in_rounds = false;
+
+struct InRounds {
+  InRounds() { t_in_rounds = true; }
+  ~InRounds() { t_in_rounds = false; }
+};
+
+}  // namespace
+
 bool BackgroundLoop::RunCycle() {
   bool several = false;
   std::vector<std::shared_ptr<ProcessSet>> sets = parts_.sets->MemberSets(&several);
   parts_.queue->WaitForWork(wait_->Next(QueuedEntries(sets) > 0, several));
   GlobalCpuBinding().Tick();  // gives HOROVOD_CPU_BIND's binding up while others need the CPUs
+  std::lock_guard<std::mutex> lock(rounds_mutex_);
+  if (ended_) return false;
+  InRounds mark;
+  if (!Rounds()) ended_ = true;
+  return !ended_;
+}
+
+void BackgroundLoop::RunRoundsHereOrWake() {
+  if (!t_in_rounds) {
+    std::unique_lock<std::mutex> lock(rounds_mutex_, std::try_to_lock);
+    bool several = false;
+    std::shared_ptr<ProcessSet> global;
+    if (lock.owns_lock() && !ended_) {
+      // Only a round that will not wait: an op's thread held there by a late
+      // peer would hold up the rest of its step. (Waiting for the peers to
+      // reach the round first cannot work: they would wait for this rank.)
+      parts_.sets->MemberSets(&several);
+      if (!several && (global = parts_.sets->Find(0)) && global->PeersInNextRound()) {
+        {
+          InRounds mark;
+          if (!Rounds()) ended_ = true;
+        }
+        if (!ended_ && QueuedEntries(parts_.sets->MemberSets(&several)) == 0) return;
+      }
+    }
+  }
+  parts_.queue->Notify();
+}
+
+bool BackgroundLoop::Rounds() {
+  bool several = false;
+  std::vector<std::shared_ptr<ProcessSet>> sets = parts_.sets->MemberSets(&several);
   GlobalTimeline().MarkCycle();
   bool progress = false, stop = false;
   if (PeerLost()) {

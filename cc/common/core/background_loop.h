@@ -5,10 +5,19 @@
 // and closes everything. It owns the autotune state (rank 0 tunes; every rank
 // applies what the global round carries) and the fault blame.
 //
+// An op's thread may run a cycle's rounds itself (RunRoundsHereOrWake): a
+// round is a collective that pairs with the peers' rounds whichever thread
+// runs them, one thread at a time (rounds_mutex_). Waking the background
+// thread and waking the op's waiter again cost more than a small collective
+// on a host whose idle CPUs sleep (docs/performance.md). It does so only when
+// the round will not wait for a peer: a TensorFlow thread held there would
+// hold up the rest of its step.
+//
 //   BackgroundLoop loop(parts);              // on the background thread:
 //   Status s = loop.Start();                 // Initialize() waits for this
 //   while (s.ok() && loop.RunCycle()) {}
 //   loop.Stop();                             // after the facade marked itself stopped
+//   loop.RunRoundsHereOrWake();              // an op's thread, after a quiet Add
 #ifndef TFHVD_COMMON_CORE_BACKGROUND_LOOP_H_
 #define TFHVD_COMMON_CORE_BACKGROUND_LOOP_H_
 
@@ -62,6 +71,13 @@ class BackgroundLoop {
   Status Start();
   // One cycle; false once the loop must end (final_status() says why).
   bool RunCycle();
+  // From an op's thread right after it queued a tensor without waking this
+  // loop: if no thread runs rounds now and every peer already waits in the
+  // next round (ProcessSet::PeersInNextRound; only without other sets), runs
+  // that cycle's rounds here (the op's collective may finish before the call
+  // returns, and nobody sleeps or wakes for it); else, or when tensors are
+  // left queued after the rounds, wakes the loop.
+  void RunRoundsHereOrWake();
   // Fails every queued op with final_status(), closes the sets, the GPU
   // backend and the transport.
   void Stop();
@@ -69,6 +85,10 @@ class BackgroundLoop {
   const Topology& topology() const { return topology_; }
   const Status& final_status() const { return final_status_; }
   int pinned_cpu() const { return pinned_cpu_.load(); }
+  // Whether ops call RunRoundsHereOrWake (HOROVOD_INLINE_ROUNDS; not with a
+  // GPU backend, whose CUDA device is per thread, nor with the thread pinned
+  // by HOROVOD_THREAD_AFFINITY); set by Start.
+  bool rounds_in_op_threads() const { return rounds_in_op_threads_; }
   std::vector<AutotuneRecord> autotune_history() const;
 
  private:
@@ -79,6 +99,8 @@ class BackgroundLoop {
   Status StartLiveness(const std::vector<std::string>& hosts);
   // The global round's autotune steps: switch to what it carries, or sample.
   void Tune(ProcessSet& global, const ResponseList& list);
+  // The rounds of one cycle, under rounds_mutex_; false once the loop must end.
+  bool Rounds();
 
   LoopParts parts_;
   Topology topology_;
@@ -91,6 +113,10 @@ class BackgroundLoop {
   Status final_status_;
   bool failed_ = false;  // the loop ended on an error (not a shutdown): no farewell to peers
   std::atomic<int> pinned_cpu_{-1};  // as the thread's affinity mask says; -1: not one CPU
+  // Held by whichever thread runs rounds (the loop's, or an op's).
+  std::mutex rounds_mutex_;
+  bool ended_ = false;  // under rounds_mutex_: a round failed or the job ended
+  bool rounds_in_op_threads_ = false;
   mutable std::mutex history_mutex_;
   std::vector<AutotuneRecord> history_;
 };

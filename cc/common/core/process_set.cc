@@ -123,6 +123,11 @@ std::unique_ptr<ProcessSet> ProcessSet::Global(Transport* global, const Topology
   return set;
 }
 
+bool ProcessSet::PeersInNextRound() const {
+  ShmCollectives* shm = member() && allreduce ? allreduce->shared_memory() : nullptr;
+  return shm != nullptr && shm->PeersInNextRound();
+}
+
 Status ProcessSet::Open() {
   if (!member()) return Status();
   Status s = allreduce->Open();

@@ -11,19 +11,19 @@ void TensorQueue::AddLocked(TensorTableEntry entry) {
   ++entries_;
 }
 
-Status TensorQueue::Add(TensorTableEntry entry) {
+Status TensorQueue::Add(TensorTableEntry entry, bool wake) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) return closed_status_;
   AddLocked(std::move(entry));
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
   return Status();
 }
 
-Status TensorQueue::AddGroup(std::vector<TensorTableEntry> entries) {
+Status TensorQueue::AddGroup(std::vector<TensorTableEntry> entries, bool wake) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) return closed_status_;
   for (auto& e : entries) AddLocked(std::move(e));
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
   return Status();
 }
 

@@ -45,11 +45,12 @@ struct TensorTableEntry {
 
 class TensorQueue {
  public:
-  // Queues one tensor behind any in flight under the same name.
-  Status Add(TensorTableEntry entry);
+  // Queues one tensor behind any in flight under the same name; wake: also
+  // wake the thread in WaitForWork (false when the caller runs the round).
+  Status Add(TensorTableEntry entry, bool wake = true);
   // Queues the tensors of one group at once, so that every member reaches
   // negotiation in the same round.
-  Status AddGroup(std::vector<TensorTableEntry> entries);
+  Status AddGroup(std::vector<TensorTableEntry> entries, bool wake = true);
   // Moves requests added since the last call into *out (in enqueue order).
   void PopNewRequests(std::vector<Request>* out);
   // Blocks until new requests arrive, Notify() is called or timeout passes.

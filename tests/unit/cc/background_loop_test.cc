@@ -1,12 +1,14 @@
 // The background loop (core/background_loop.h) with threads as ranks over
 // in-memory links: start, cycles that negotiate and perform an allreduce, a
 // shutdown asked for by one rank that stops every rank with the error and
-// fault report naming it; and the idle backoff's waits.
+// fault report naming it; an op's thread running a round itself; and the
+// idle backoff's waits.
 // GoogleTest: bazel test //:background_loop_test
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -101,6 +103,75 @@ TEST(BackgroundLoop, RunsCollectivesAndStopsEveryRankWhenOneShutsDown) {
     TensorTableEntry late;
     late.request.name = "late";
     EXPECT_EQ(queue.Add(std::move(late)).message(), loop.final_status().message());
+  });
+}
+
+// An op's thread runs the round itself only when every peer already waits in
+// it (HOROVOD_INLINE_ROUNDS): then the collective completes on that thread
+// before RunRoundsHereOrWake returns; otherwise it returns at once.
+TEST(BackgroundLoop, AnOpThreadRunsTheRoundOnlyWhenThePeersWaitInIt) {
+  std::atomic<bool> first_tried{false};
+  OnThreadRanks(2, [&](Links& links) {
+    const int r = links.rank();
+    ThreadTransport transport(&links, /*one_host=*/true);
+    TensorQueue queue;
+    ProcessSetTable sets;
+    std::atomic<int> leaving{0};
+    LoopParts parts;
+    parts.transport = &transport;
+    parts.queue = &queue;
+    parts.sets = &sets;
+    parts.leaving = &leaving;
+    BackgroundLoop loop(std::move(parts));
+    Status s = loop.Start();
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_TRUE(loop.rounds_in_op_threads());
+    ASSERT_NE(sets.Find(0)->allreduce->shared_memory(), nullptr);
+
+    std::vector<int32_t> in = {r + 1, 10 * (r + 1), 100 * (r + 1)}, out(3, 0);
+    std::atomic<bool> done{false};
+    std::thread::id ran_on;
+    Status result = Status::Unknown("not run");
+    TensorTableEntry e;
+    e.request.name = "grad";
+    e.request.dtype = DataType::INT32;
+    e.request.shape = {3};
+    e.input = in.data();
+    e.output = out.data();
+    e.callback = [&](const Status& st) {
+      ran_on = std::this_thread::get_id();
+      result = st;
+      done = true;
+    };
+    if (r == 0) {
+      // Rank 1 runs no round yet: nothing may wait for it here.
+      ASSERT_TRUE(queue.Add(std::move(e), /*wake=*/false).ok());
+      const auto start = std::chrono::steady_clock::now();
+      loop.RunRoundsHereOrWake();
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+      EXPECT_FALSE(done.load());
+      first_tried = true;
+      // Rank 1's background thread now waits in each next round.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!done && std::chrono::steady_clock::now() < deadline) {
+        loop.RunRoundsHereOrWake();
+        if (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      ASSERT_TRUE(done.load());
+      EXPECT_EQ(ran_on, std::this_thread::get_id());  // no other thread runs rank 0's rounds
+      leaving = static_cast<int>(Controller::Leaving::SHUTDOWN_CALLED);
+      EXPECT_FALSE(CycleUntil(loop, [] { return false; }));
+    } else {
+      while (!first_tried) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ASSERT_TRUE(queue.Add(std::move(e)).ok());
+      std::thread background([&] { while (loop.RunCycle()) {} });
+      background.join();  // until rank 0's shutdown
+      ASSERT_TRUE(done.load());
+      EXPECT_NE(ran_on, std::this_thread::get_id());
+    }
+    EXPECT_TRUE(result.ok()) << result.message();
+    EXPECT_EQ(out, (std::vector<int32_t>{3, 30, 300}));
+    loop.Stop();
   });
 }
 

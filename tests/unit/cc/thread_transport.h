@@ -1,7 +1,8 @@
 // A Transport over thread links (thread_links.h), for tests of the core's
 // parts that run on a transport: negotiation bytes and data collectives are
 // built from the links (link_collectives.h). Every rank counts as its own
-// host (no shared memory between the threads).
+// host (no shared memory between the threads), unless one_host: then the
+// ranks are one host's, and the core maps shared memory between them.
 //
 //   OnThreadRanks(2, [](Links& links) { ThreadTransport t(&links); ... });
 #ifndef TFHVD_TESTS_UNIT_CC_THREAD_TRANSPORT_H_
@@ -19,15 +20,16 @@ namespace testing {
 
 class ThreadTransport : public Transport {
  public:
-  explicit ThreadTransport(Links* links) : links_(links) {}
+  explicit ThreadTransport(Links* links, bool one_host = false)
+      : links_(links), one_host_(one_host) {}
   const char* name() const override { return "threads"; }
   Status Init(Topology* t) override {
     t->rank = links_->rank();
     t->size = links_->size();
-    t->local_rank = 0;
-    t->local_size = 1;
-    t->cross_rank = t->rank;
-    t->cross_size = t->size;
+    t->local_rank = one_host_ ? t->rank : 0;
+    t->local_size = one_host_ ? t->size : 1;
+    t->cross_rank = one_host_ ? 0 : t->rank;
+    t->cross_size = one_host_ ? 1 : t->size;
     return Status();
   }
   Status GatherBytes(const std::string& mine, std::vector<std::string>* all) override {
@@ -65,6 +67,7 @@ class ThreadTransport : public Transport {
 
  private:
   Links* links_;
+  bool one_host_;
   std::vector<char> scratch_;
 };
 
