@@ -210,19 +210,19 @@ bool BackgroundLoop::RunCycle() {
 void BackgroundLoop::RunRoundsHereOrWake() {
   if (!t_in_rounds) {
     std::unique_lock<std::mutex> lock(rounds_mutex_, std::try_to_lock);
-    bool several = false;
-    std::shared_ptr<ProcessSet> global;
     if (lock.owns_lock() && !ended_) {
+      bool several = false;
+      const std::vector<std::shared_ptr<ProcessSet>> sets = parts_.sets->MemberSets(&several);
       // Only a round that will not wait: an op's thread held there by a late
       // peer would hold up the rest of its step. (Waiting for the peers to
       // reach the round first cannot work: they would wait for this rank.)
-      parts_.sets->MemberSets(&several);
-      if (!several && (global = parts_.sets->Find(0)) && global->PeersInNextRound()) {
+      // Without other sets, `sets` is the global set alone.
+      if (!several && !sets.empty() && sets[0]->PeersInNextRound()) {
         {
           InRounds mark;
           if (!Rounds()) ended_ = true;
         }
-        if (!ended_ && QueuedEntries(parts_.sets->MemberSets(&several)) == 0) return;
+        if (!ended_ && parts_.queue->size() == 0) return;
       }
     }
   }
