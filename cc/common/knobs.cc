@@ -31,11 +31,12 @@ const std::vector<KnobSpec>& Table() {
        kUser, "--cycle-time-ms",
        "Longest idle wait between negotiation rounds (work wakes the thread at once)."},
       {"HOROVOD_INLINE_ROUNDS", T::BOOL, &P::inline_rounds, "1", 0, 0, "", kUser, "",
-       "An op whose peers all wait in the next negotiation round already (every rank on one "
-       "host, no process set besides the global one) runs that round, and the collectives it "
-       "decides, on its own thread instead of waking the background thread: a small op then "
-       "costs no thread hand-off. An op never waits there for a late peer; the background "
-       "thread runs every other round. Off in the CUDA build and with "
+       "An op runs the next negotiation round, and the collectives it decides, on its own "
+       "thread when no other thread runs one (every rank on one host, no process set besides "
+       "the global one) instead of waking the background thread: a small op then costs no "
+       "thread hand-off. It waits for late peers no longer than a spin (`HOROVOD_SPIN_US`, "
+       "at most 50 us); then the background thread continues the round. Off in the CUDA "
+       "build and with "
        "`HOROVOD_THREAD_AFFINITY`. 0: every round on the background thread."},
       {"HOROVOD_CACHE_CAPACITY", T::INT, &P::cache_capacity, "1024", 0, kNoMax, "", kUser,
        "--cache-capacity", "Response cache entries; 0 disables the cache."},

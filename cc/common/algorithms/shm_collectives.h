@@ -181,11 +181,15 @@ class ShmCollectives {
   // threshold: under 4x, under 16x, the rest), each class with its own timing
   // and choice: which way is cheaper changes with the size.
   static constexpr size_t kSizeClasses = 3;
-  Status OrWords(uint64_t* words, size_t n);
-  // Whether every peer has published its words of the next OrWords round
-  // (it waits there for this rank): that round would not wait. Only the
-  // thread that runs the rounds may ask.
-  bool PeersInNextRound() const;
+  // With a wait_limit (>= 0), a round whose peers have not all published
+  // within it returns with *waiting set and this rank's words published; the
+  // next call, with the same words, continues that round (from any thread,
+  // one at a time) instead of starting another.
+  // How long a waiting rank spins before it sleeps (HOROVOD_SPIN_US, at most 50 us).
+  std::chrono::microseconds spin() const { return spin_; }
+  Status OrWords(uint64_t* words, size_t n,
+                 std::chrono::microseconds wait_limit = std::chrono::microseconds(-1),
+                 bool* waiting = nullptr);
 
  private:
   class Span;
@@ -247,6 +251,7 @@ class ShmCollectives {
   // Stores counter `which` of this rank and wakes the peers asleep on it.
   void Publish(int which, uint64_t value);
   ShmHeader* header(size_t r) const;
+  uint64_t* or_buffer(size_t r, uint64_t round) const;  // rank r's OrWords words of a round
   char* slot(size_t r, uint64_t block) const;
   uint64_t* table(size_t r) const;  // rank r's single-copy table (shm_layout.h)
   size_t region_bytes() const;
@@ -258,6 +263,7 @@ class ShmCollectives {
   std::string my_name_;
   uint64_t blocks_done_ = 0;  // the same on every rank; picks the slot, counts progress
   uint64_t rounds_done_ = 0;  // negotiation rounds through OrWords, the same on every rank
+  bool or_published_ = false;  // round rounds_done_ is published, its peers not yet ORed
   ShmTimedChoice flush_policy_;  // rank 0's
   bool single_copy_ = false;  // every rank may read every other's memory
   ShmTimedChoice::Mode single_copy_mode_ = ShmTimedChoice::Mode::kNever;

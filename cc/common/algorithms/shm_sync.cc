@@ -108,18 +108,33 @@ Status ShmCollectives::WaitFor(int which, uint64_t target, int peer, bool stall_
   return Status();
 }
 
-Status ShmCollectives::OrWords(uint64_t* words, size_t n) {
+Status ShmCollectives::OrWords(uint64_t* words, size_t n, std::chrono::microseconds wait_limit,
+                               bool* waiting) {
   if (n > kMaxOrWords) {
     return Status::InvalidArgument("OrWords: " + std::to_string(n) + " words, at most " +
                                    std::to_string(kMaxOrWords));
   }
+  if (waiting != nullptr) *waiting = false;
   const size_t me = static_cast<size_t>(rank_);
-  const uint64_t round = ++rounds_done_;
-  auto buffer = [&](size_t r) {
-    return reinterpret_cast<uint64_t*>(regions_[r] + kHeaderBytes + (round % 2) * kOrBufferBytes);
-  };
-  std::memcpy(buffer(me), words, n * sizeof(uint64_t));
-  Publish(kRounds, round);
+  if (!or_published_) {
+    ++rounds_done_;
+    std::memcpy(or_buffer(me, rounds_done_), words, n * sizeof(uint64_t));
+    Publish(kRounds, rounds_done_);
+    or_published_ = true;
+  }
+  const uint64_t round = rounds_done_;
+  if (wait_limit.count() >= 0 && !PeersReached(kRounds, round)) {
+    // A bounded wait never sleeps: it spins, and leaves the round published
+    // for whoever continues it.
+    const auto until = Clock::now() + wait_limit;
+    while (!PeersReached(kRounds, round)) {
+      if (Clock::now() >= until) {
+        if (waiting != nullptr) *waiting = true;
+        return Status();
+      }
+      for (int i = 0; i < 64; ++i) CpuRelax();
+    }
+  }
   for (size_t r = 0; r < static_cast<size_t>(size_); ++r) {
     if (r == me) continue;
     // Rounds grow by one per call on every rank, and a peer cannot finish the
@@ -127,14 +142,15 @@ Status ShmCollectives::OrWords(uint64_t* words, size_t n) {
     // idle for its whole poll interval: no stall limit here.
     Status s = WaitFor(kRounds, round, static_cast<int>(r), /*stall_limit=*/false);
     if (!s.ok()) return s;
-    const uint64_t* theirs = buffer(r);
+    const uint64_t* theirs = or_buffer(r, round);
     for (size_t i = 0; i < n; ++i) words[i] |= theirs[i];
   }
+  or_published_ = false;
   return Status();
 }
 
-bool ShmCollectives::PeersInNextRound() const {
-  return PeersReached(shm::kRounds, rounds_done_ + 1);
+uint64_t* ShmCollectives::or_buffer(size_t r, uint64_t round) const {
+  return reinterpret_cast<uint64_t*>(regions_[r] + kHeaderBytes + (round % 2) * kOrBufferBytes);
 }
 
 void ShmCollectives::Publish(int which, uint64_t value) {

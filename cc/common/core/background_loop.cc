@@ -43,12 +43,15 @@ size_t QueuedEntries(const std::vector<std::shared_ptr<ProcessSet>>& sets) {
 
 // One negotiation round of one set and the collectives it decided. Returns a
 // fatal error (the transport failed, or the set's coordinator ended the job).
-Status RunSetRound(ProcessSet& set, Controller::Leaving leaving, ResponseList* list) {
-  Status s = set.controller->ComputeResponseList(leaving, list);
+// With `paused`, a round whose peers are late stays open (Controller).
+Status RunSetRound(ProcessSet& set, Controller::Leaving leaving, ResponseList* list,
+                   bool* paused = nullptr) {
+  Status s = set.controller->ComputeResponseList(leaving, list, paused);
   if (!s.ok()) {
     if (set.id == 0) return s;
     return Status(s.code(), set.label + ": " + s.message());
   }
+  if (paused != nullptr && *paused) return Status();
   for (const Response& r : list->responses) {
     std::vector<TensorTableEntry> entries(r.names.size());
     std::vector<bool> present(r.names.size());
@@ -213,23 +216,23 @@ void BackgroundLoop::RunRoundsHereOrWake() {
     if (lock.owns_lock() && !ended_) {
       bool several = false;
       const std::vector<std::shared_ptr<ProcessSet>> sets = parts_.sets->MemberSets(&several);
-      // Only a round that will not wait: an op's thread held there by a late
-      // peer would hold up the rest of its step. (Waiting for the peers to
-      // reach the round first cannot work: they would wait for this rank.)
-      // Without other sets, `sets` is the global set alone.
-      if (!several && !sets.empty() && sets[0]->PeersInNextRound()) {
+      // Without other sets, `sets` is the global set alone; its round waits
+      // for late peers no longer than a spin (a TensorFlow thread held there
+      // would hold up the rest of its step), then the loop continues it.
+      if (!several && !sets.empty() && sets[0]->RoundsPause()) {
+        bool paused = false;
         {
           InRounds mark;
-          if (!Rounds()) ended_ = true;
+          if (!Rounds(&paused)) ended_ = true;
         }
-        if (!ended_ && parts_.queue->size() == 0) return;
+        if (!ended_ && !paused && parts_.queue->size() == 0) return;
       }
     }
   }
   parts_.queue->Notify();
 }
 
-bool BackgroundLoop::Rounds() {
+bool BackgroundLoop::Rounds(bool* paused) {
   bool several = false;
   std::vector<std::shared_ptr<ProcessSet>> sets = parts_.sets->MemberSets(&several);
   GlobalTimeline().MarkCycle();
@@ -245,7 +248,7 @@ bool BackgroundLoop::Rounds() {
     ResponseList list;
     const auto leaving = set->id == 0 ? static_cast<Controller::Leaving>(parts_.leaving->load())
                                       : Controller::Leaving::NO;
-    Status s = RunSetRound(*set, leaving, &list);
+    Status s = RunSetRound(*set, leaving, &list, paused);
     if (!s.ok()) {
       // After a peer was declared lost, whatever broke next is its consequence.
       failed_ = true;
@@ -255,6 +258,7 @@ bool BackgroundLoop::Rounds() {
       stop = true;
       break;
     }
+    if (paused != nullptr && *paused) return true;  // the global set's, and the only one
     if (set->id == 0) Tune(*set, list);
     progress |= !list.responses.empty();
     if (list.shutdown) {

@@ -72,11 +72,11 @@ class BackgroundLoop {
   // One cycle; false once the loop must end (final_status() says why).
   bool RunCycle();
   // From an op's thread right after it queued a tensor without waking this
-  // loop: if no thread runs rounds now and every peer already waits in the
-  // next round (ProcessSet::PeersInNextRound; only without other sets), runs
-  // that cycle's rounds here (the op's collective may finish before the call
-  // returns, and nobody sleeps or wakes for it); else, or when tensors are
-  // left queued after the rounds, wakes the loop.
+  // loop: if no thread runs rounds now and the rounds can pause (one host,
+  // no other sets: ProcessSet::RoundsPause), runs that cycle's round here
+  // (the op's collective may finish before the call returns, and nobody
+  // sleeps or wakes for it). Wakes the loop when the round paused for a late
+  // peer, when it could not run here, or when tensors are left queued.
   void RunRoundsHereOrWake();
   // Fails every queued op with final_status(), closes the sets, the GPU
   // backend and the transport.
@@ -100,7 +100,9 @@ class BackgroundLoop {
   // The global round's autotune steps: switch to what it carries, or sample.
   void Tune(ProcessSet& global, const ResponseList& list);
   // The rounds of one cycle, under rounds_mutex_; false once the loop must end.
-  bool Rounds();
+  // With `paused` (the global set alone, RoundsPause), a round whose peers are
+  // late stays open and *paused says so.
+  bool Rounds(bool* paused = nullptr);
 
   LoopParts parts_;
   Topology topology_;

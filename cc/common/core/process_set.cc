@@ -123,9 +123,8 @@ std::unique_ptr<ProcessSet> ProcessSet::Global(Transport* global, const Topology
   return set;
 }
 
-bool ProcessSet::PeersInNextRound() const {
-  ShmCollectives* shm = member() && allreduce ? allreduce->shared_memory() : nullptr;
-  return shm != nullptr && shm->PeersInNextRound();
+bool ProcessSet::RoundsPause() const {
+  return member() && allreduce && allreduce->shared_memory() != nullptr;
 }
 
 Status ProcessSet::Open() {
@@ -135,8 +134,17 @@ Status ProcessSet::Open() {
   // region too (a vector too long for it, through the transport).
   if (ShmCollectives* shm = s.ok() ? allreduce->shared_memory() : nullptr) {
     Transport* t = transport;
-    controller->SetBitExchange([shm, t](uint64_t* words, size_t n) {
-      return n <= ShmCollectives::kMaxOrWords ? shm->OrWords(words, n) : t->BitwiseOr(words, n);
+    // A bounded wait spins no longer than a waiting rank spins before it sleeps.
+    const auto spin = shm->spin();
+    controller->SetBitExchange([shm, t, spin](uint64_t* words, size_t n, bool bounded,
+                                              bool* waiting) {
+      if (n <= ShmCollectives::kMaxOrWords) {
+        return shm->OrWords(words, n, bounded ? spin : std::chrono::microseconds(-1), waiting);
+      }
+      // The transport's exchange cannot pause: a bounded caller leaves it to
+      // the next, unbounded call.
+      *waiting = bounded;
+      return bounded ? Status() : t->BitwiseOr(words, n);
     });
   }
   if (s.ok() && id != 0) {

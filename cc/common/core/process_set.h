@@ -68,10 +68,10 @@ struct ProcessSet {
   // share one host.
   Status Open();
   void Close();
-  // Whether every other member already waits in this set's next negotiation
-  // round (known on one host, through shared memory; elsewhere false). Only
-  // the thread that runs the rounds may ask.
-  bool PeersInNextRound() const;
+  // Whether this set's negotiation rounds can pause (Controller::
+  // ComputeResponseList's `paused`): on one host, where the bit exchange goes
+  // through shared memory.
+  bool RoundsPause() const;
 };
 
 std::string ProcessSetLabel(int32_t id, const std::vector<int>& ranks);

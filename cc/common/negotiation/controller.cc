@@ -37,16 +37,35 @@ Controller::Controller(Transport* transport, const Topology& topology,
   }
 }
 
-Status Controller::ComputeResponseList(Leaving leaving, ResponseList* out) {
+Status Controller::ComputeResponseList(Leaving leaving, ResponseList* out, bool* paused) {
   out->responses.clear();
   out->shutdown = false;
   out->has_tuned = false;
   out->shutdown_called_by.clear();
   out->exiting.clear();
+  if (paused != nullptr) *paused = false;
+  if (!round_) {
+    round_.reset(new Round);
+    StartRound(leaving, round_.get());
+  }
+  bool waiting = false;
+  Round& round = *round_;
+  Status s = bit_exchange_
+                 ? bit_exchange_(round.bits.data(), round.bits.size(), paused != nullptr, &waiting)
+                 : transport_->BitwiseOr(round.bits.data(), round.bits.size());
+  if (s.ok() && waiting) {
+    *paused = true;
+    return Status();
+  }
+  std::unique_ptr<Round> done = std::move(round_);
+  if (!s.ok()) return s;
+  return FinishRound(done.get(), out);
+}
 
+void Controller::StartRound(Leaving leaving, Round* round) {
   std::vector<Request> fresh;
   queue_->PopNewRequests(&fresh);
-  auto now = std::chrono::steady_clock::now();
+  const auto now = round->now = std::chrono::steady_clock::now();
   std::vector<Waiting> candidates;
   candidates.swap(waiting_hits_);
   for (auto& q : fresh) candidates.push_back({std::move(q), now});
@@ -54,14 +73,16 @@ Status Controller::ComputeResponseList(Leaving leaving, ResponseList* out) {
   // Sort requests: cache hits wait for the bit exchange; everything else goes
   // to the coordinator. A hit that waited past the stall warning time is
   // invalidated so that the coordinator (which names missing ranks) sees it.
-  const size_t words = cache_.words();
+  const size_t words = round->words = cache_.words();
   // flags | invalid | not-hit | ranks that called hvd.shutdown() | ranks exiting
   const size_t rank_words = (static_cast<size_t>(topology_.size) + 63) / 64;
-  const size_t called_at = 1 + 2 * words, exiting_at = called_at + rank_words;
-  std::vector<uint64_t> bits(exiting_at + rank_words, 0);
+  const size_t called_at = round->called_at = 1 + 2 * words;
+  const size_t exiting_at = round->exiting_at = called_at + rank_words;
+  std::vector<uint64_t>& bits = round->bits;
+  bits.assign(exiting_at + rank_words, 0);
   for (size_t i = 0; i < words; ++i) bits[1 + words + i] = ~uint64_t{0};
-  std::vector<Request> uncached;
-  std::vector<std::pair<Waiting, uint32_t>> hits;
+  std::vector<Request>& uncached = round->uncached;
+  std::vector<std::pair<Waiting, uint32_t>>& hits = round->hits;
   double stale_s = params_.stall_check ? params_.stall_warning_s : 1e30;
   if (params_.stall_check && params_.stall_shutdown_s > 0) {
     stale_s = std::min(stale_s, params_.stall_shutdown_s);
@@ -120,10 +141,15 @@ Status Controller::ComputeResponseList(Leaving leaving, ResponseList* out) {
   }
   // New autotune values travel in the coordinator's response list.
   if (coordinator_ && tuning_pending_) bits[0] |= kUncachedFlag;
+}
 
-  Status s = bit_exchange_ ? bit_exchange_(bits.data(), bits.size())
-                          : transport_->BitwiseOr(bits.data(), bits.size());
-  if (!s.ok()) return s;
+Status Controller::FinishRound(Round* round, ResponseList* out) {
+  const size_t words = round->words, called_at = round->called_at, exiting_at = round->exiting_at;
+  const auto now = round->now;
+  std::vector<uint64_t>& bits = round->bits;
+  std::vector<Request>& uncached = round->uncached;
+  std::vector<std::pair<Waiting, uint32_t>>& hits = round->hits;
+  Status s;
   if (bits[0] & kShutdownFlag) {
     out->shutdown = true;
     for (int r = 0; r < topology_.size; ++r) {

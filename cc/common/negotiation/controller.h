@@ -35,7 +35,11 @@ class Controller {
   // Fills *out with the responses to perform now. out->shutdown is set when
   // any rank asked to shut down, and out->shutdown_called_by / exiting name
   // the ranks that did (so that the others' errors can name them).
-  Status ComputeResponseList(Leaving leaving, ResponseList* out);
+  // With `paused`, the round waits for the peers only briefly (where its bit
+  // exchange can): when they are late, *paused is set, out is empty and the
+  // round stays open; the next call continues it (its `leaving` is not read:
+  // this rank's bits went out already) from whichever thread makes it.
+  Status ComputeResponseList(Leaving leaving, ResponseList* out, bool* paused = nullptr);
   // Records a performed response in the response cache (all ranks, same order).
   void CacheResponse(const Response& response, const std::vector<Request>& own_requests);
   // Coordinator only (autotune): send these values to every rank in the next
@@ -46,7 +50,10 @@ class Controller {
   // The round's bit vector through another channel than the transport (on
   // one host: shared memory, without a round trip through the kernel). Every
   // rank of the set must set the same kind of exchange before the first round.
-  using BitExchange = std::function<Status(uint64_t* words, size_t n)>;
+  // bounded: return with *waiting set rather than wait long for the peers;
+  // the next call gets the same words and continues the exchange.
+  using BitExchange =
+      std::function<Status(uint64_t* words, size_t n, bool bounded, bool* waiting)>;
   void SetBitExchange(BitExchange exchange) { bit_exchange_ = std::move(exchange); }
 
  private:
@@ -54,6 +61,17 @@ class Controller {
     Request request;
     std::chrono::steady_clock::time_point since;
   };
+
+  // A round between its start (requests sorted, bits made) and its end.
+  struct Round {
+    std::chrono::steady_clock::time_point now;
+    size_t words = 0, called_at = 0, exiting_at = 0;  // the bit vector's layout
+    std::vector<uint64_t> bits;
+    std::vector<Request> uncached;
+    std::vector<std::pair<Waiting, uint32_t>> hits;  // with their cache slots
+  };
+  void StartRound(Leaving leaving, Round* round);
+  Status FinishRound(Round* round, ResponseList* out);
 
   // The cache hits every rank has, in the order every rank performs them:
   // by slot, each group's members together; a group not all here yet waits.
@@ -68,6 +86,7 @@ class Controller {
   std::vector<Waiting> waiting_hits_;  // cache hits not yet hit on every rank
   bool joined_ = false;  // this rank sent a JOIN that has not completed
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  std::unique_ptr<Round> round_;  // a paused round (ComputeResponseList's `paused`)
   std::chrono::steady_clock::time_point last_stall_round_{};
   bool tuning_pending_ = false;  // coordinator: proposed values not sent yet
   TunedParameters tuning_;

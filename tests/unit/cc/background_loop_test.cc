@@ -109,7 +109,12 @@ TEST(BackgroundLoop, RunsCollectivesAndStopsEveryRankWhenOneShutsDown) {
 // An op's thread runs the round itself only when every peer already waits in
 // it (HOROVOD_INLINE_ROUNDS): then the collective completes on that thread
 // before RunRoundsHereOrWake returns; otherwise it returns at once.
-TEST(BackgroundLoop, AnOpThreadRunsTheRoundOnlyWhenThePeersWaitInIt) {
+// One op on each of two ranks (threads as ranks on one host, shared memory).
+// Rank 0's op thread starts the round before rank 1 runs any: it waits no
+// longer than a spin and returns with the round paused. Then either rank 0's
+// op thread continues the round (op_thread_finishes) or rank 0's background
+// thread does; both give the exact sum on both ranks.
+void OpThreadRound(bool op_thread_finishes) {
   std::atomic<bool> first_tried{false};
   OnThreadRanks(2, [&](Links& links) {
     const int r = links.rank();
@@ -144,21 +149,29 @@ TEST(BackgroundLoop, AnOpThreadRunsTheRoundOnlyWhenThePeersWaitInIt) {
       done = true;
     };
     if (r == 0) {
-      // Rank 1 runs no round yet: nothing may wait for it here.
+      // Rank 1 runs no round yet: the op's thread may not wait for it long.
       ASSERT_TRUE(queue.Add(std::move(e), /*wake=*/false).ok());
       const auto start = std::chrono::steady_clock::now();
       loop.RunRoundsHereOrWake();
       EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
       EXPECT_FALSE(done.load());
       first_tried = true;
-      // Rank 1's background thread now waits in each next round.
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-      while (!done && std::chrono::steady_clock::now() < deadline) {
-        loop.RunRoundsHereOrWake();
-        if (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (op_thread_finishes) {
+        // Rank 1's background thread reaches the paused round.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!done && std::chrono::steady_clock::now() < deadline) {
+          loop.RunRoundsHereOrWake();
+          if (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        ASSERT_TRUE(done.load());
+        EXPECT_EQ(ran_on, std::this_thread::get_id());  // no other thread ran rank 0's round
+      } else {
+        bool finished = false;
+        std::thread background([&] { finished = CycleUntil(loop, [&] { return done.load(); }); });
+        background.join();
+        ASSERT_TRUE(finished);
+        EXPECT_NE(ran_on, std::this_thread::get_id());
       }
-      ASSERT_TRUE(done.load());
-      EXPECT_EQ(ran_on, std::this_thread::get_id());  // no other thread runs rank 0's rounds
       leaving = static_cast<int>(Controller::Leaving::SHUTDOWN_CALLED);
       EXPECT_FALSE(CycleUntil(loop, [] { return false; }));
     } else {
@@ -173,6 +186,14 @@ TEST(BackgroundLoop, AnOpThreadRunsTheRoundOnlyWhenThePeersWaitInIt) {
     EXPECT_EQ(out, (std::vector<int32_t>{3, 30, 300}));
     loop.Stop();
   });
+}
+
+TEST(BackgroundLoop, AnOpThreadPausesTheRoundForALatePeerAndContinuesIt) {
+  OpThreadRound(/*op_thread_finishes=*/true);
+}
+
+TEST(BackgroundLoop, AnOpThreadPausesTheRoundForALatePeerAndTheLoopContinuesIt) {
+  OpThreadRound(/*op_thread_finishes=*/false);
 }
 
 TEST(IdleBackoff, AnIdleRankPollsLessAndLessOftenUpTo20ms) {

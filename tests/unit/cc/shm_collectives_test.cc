@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -374,6 +375,47 @@ TEST(ShmCollectives, OrWordsIsTheOrOfEveryRanksWords) {
       ASSERT_TRUE(shm.OrWords(&w, 1).ok());
       EXPECT_EQ(w, (uint64_t{1} << size) - 1);
       EXPECT_EQ(buf[999], static_cast<float>(size * (size + 1) / 2));
+    });
+  }
+}
+
+// A bounded round whose peer is late returns with its words published and
+// nothing ORed; the next call (another thread's here) finishes that round,
+// not another: every rank ends with the OR of all, and the next round lines up.
+TEST(ShmCollectives, ABoundedOrWordsPausesForALatePeerAndTheNextCallFinishesIt) {
+  for (int size : {2, 3}) {
+    std::atomic<int> paused{0};
+    RunRanks(size, 4096, [&](int r, ShmCollectives& shm) {
+      for (uint64_t round = 0; round < 20; ++round) {
+        std::vector<uint64_t> words = {uint64_t{1} << r, uint64_t{1} << (r + round)};
+        const uint64_t want0 = (uint64_t{1} << size) - 1;
+        const uint64_t want1 = ((uint64_t{1} << size) - 1) << round;
+        if (r == 0) {
+          // Rank 0 comes first, the others only once it has paused.
+          bool waiting = false;
+          ASSERT_TRUE(shm.OrWords(words.data(), 2, std::chrono::microseconds(20), &waiting).ok());
+          ASSERT_TRUE(waiting) << "round " << round;
+          EXPECT_EQ(words, (std::vector<uint64_t>{1, uint64_t{1} << round}));
+          paused = static_cast<int>(round) + 1;
+          Status s;
+          std::thread other([&] { s = shm.OrWords(words.data(), 2); });
+          other.join();
+          ASSERT_TRUE(s.ok()) << s.message();
+        } else {
+          while (paused.load() <= static_cast<int>(round)) std::this_thread::yield();
+          bool waiting = true;
+          Status s = shm.OrWords(words.data(), 2, std::chrono::microseconds(0), &waiting);
+          ASSERT_TRUE(s.ok()) << s.message();
+          // With two ranks the only peer waits in this round already.
+          if (size == 2) EXPECT_FALSE(waiting) << "round " << round;
+          if (waiting) {
+            s = shm.OrWords(words.data(), 2);
+            ASSERT_TRUE(s.ok()) << s.message();
+          }
+        }
+        EXPECT_EQ(words, (std::vector<uint64_t>{want0, want1}))
+            << "rank " << r << " round " << round;
+      }
     });
   }
 }
