@@ -36,7 +36,7 @@ const std::vector<KnobSpec>& Table() {
        "the global one) instead of waking the background thread: a small op then costs no "
        "thread hand-off. It waits for late peers no longer than a spin (`HOROVOD_SPIN_US`, "
        "at most 50 us); then the background thread continues the round. Off in the CUDA "
-       "build and with "
+       "build, with more ranks on a host than CPUs, and with "
        "`HOROVOD_THREAD_AFFINITY`. 0: every round on the background thread."},
       {"HOROVOD_CACHE_CAPACITY", T::INT, &P::cache_capacity, "1024", 0, kNoMax, "", kUser,
        "--cache-capacity", "Response cache entries; 0 disables the cache."},

@@ -126,8 +126,10 @@ Status BackgroundLoop::Start() {
   wait_.reset(new IdleBackoff(CycleTime(params.cycle_time_ms)));
   StartTuning(*global);
   // A pinned background thread (HOROVOD_THREAD_AFFINITY) asks for the
-  // collectives on its CPU.
-  rounds_in_op_threads_ = params.inline_rounds && !gpu_ && params.thread_affinity.empty();
+  // collectives on its CPU. With more ranks on this host than CPUs, an op's
+  // thread running rounds made single ops slower (docs/performance.md).
+  rounds_in_op_threads_ = params.inline_rounds && !gpu_ && params.thread_affinity.empty() &&
+                          topology_.local_size <= UsableCpus();
   return Status();
 }
 

@@ -87,7 +87,8 @@ class BackgroundLoop {
   int pinned_cpu() const { return pinned_cpu_.load(); }
   // Whether ops call RunRoundsHereOrWake (HOROVOD_INLINE_ROUNDS; not with a
   // GPU backend, whose CUDA device is per thread, nor with the thread pinned
-  // by HOROVOD_THREAD_AFFINITY); set by Start.
+  // by HOROVOD_THREAD_AFFINITY, nor with more ranks on this host than CPUs
+  // this process may use); set by Start.
   bool rounds_in_op_threads() const { return rounds_in_op_threads_; }
   std::vector<AutotuneRecord> autotune_history() const;
 

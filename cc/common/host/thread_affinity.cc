@@ -72,4 +72,11 @@ int PinnedCpu() {
   return -1;
 }
 
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) != 0) return 1;
+  return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+}
+
 }  // namespace tfhvd

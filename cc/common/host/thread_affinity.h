@@ -26,6 +26,9 @@ Status PinThisThread(int cpu);
 // The CPU the calling thread is pinned to, or -1 when it may run on several.
 int PinnedCpu();
 
+// How many CPUs the calling thread may run on (at least 1).
+int UsableCpus();
+
 }  // namespace tfhvd
 
 #endif  // TFHVD_COMMON_HOST_THREAD_AFFINITY_H_
