@@ -307,11 +307,11 @@ std::shared_ptr<BackgroundLoop> LoopForOpThreads() {
   return loop && loop->rounds_in_op_threads() ? loop : nullptr;
 }
 
-// After an op queued its tensors in `set`: runs the rounds here or wakes the
-// background thread, which waits on the global queue.
-void RunOrWake(BackgroundLoop* loop, const ProcessSet& set) {
+// After an op queued its `added` tensors in `set`: runs the rounds here or
+// wakes the background thread, which waits on the global queue.
+void RunOrWake(BackgroundLoop* loop, const ProcessSet& set, size_t added) {
   if (loop) {
-    loop->RunRoundsHereOrWake();
+    loop->RunRoundsHereOrWake(added);
   } else if (set.id != 0) {
     State().queue->Notify();
   }
@@ -328,7 +328,7 @@ Status Enqueue(TensorTableEntry entry, int32_t process_set_id) {
   std::shared_ptr<BackgroundLoop> loop = LoopForOpThreads();
   s = set->queue->Add(std::move(entry), /*wake=*/!loop);
   if (!s.ok()) return s;
-  RunOrWake(loop.get(), *set);
+  RunOrWake(loop.get(), *set, 1);
   return Status();
 }
 
@@ -347,9 +347,10 @@ Status EnqueueGroup(const std::string& group, std::vector<TensorTableEntry> entr
     if (!s.ok()) return s;
   }
   std::shared_ptr<BackgroundLoop> loop = LoopForOpThreads();
+  const size_t added = entries.size();
   s = set->queue->AddGroup(std::move(entries), /*wake=*/!loop);
   if (!s.ok()) return s;
-  RunOrWake(loop.get(), *set);
+  RunOrWake(loop.get(), *set, added);
   return Status();
 }
 

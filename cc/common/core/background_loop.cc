@@ -212,8 +212,11 @@ bool BackgroundLoop::RunCycle() {
   return !ended_;
 }
 
-void BackgroundLoop::RunRoundsHereOrWake() {
-  if (!t_in_rounds) {
+void BackgroundLoop::RunRoundsHereOrWake(size_t added) {
+  // Other tensors queued: ops arrive together (many in one step), and the
+  // background thread's round takes them all at once, fused; an op's own
+  // round would take them one by one, each rank in its own order.
+  if (!t_in_rounds && parts_.queue->size() <= added) {
     std::unique_lock<std::mutex> lock(rounds_mutex_, std::try_to_lock);
     if (lock.owns_lock() && !ended_) {
       bool several = false;

@@ -17,7 +17,7 @@
 //   Status s = loop.Start();                 // Initialize() waits for this
 //   while (s.ok() && loop.RunCycle()) {}
 //   loop.Stop();                             // after the facade marked itself stopped
-//   loop.RunRoundsHereOrWake();              // an op's thread, after a quiet Add
+//   loop.RunRoundsHereOrWake(1);             // an op's thread, after a quiet Add of 1
 #ifndef TFHVD_COMMON_CORE_BACKGROUND_LOOP_H_
 #define TFHVD_COMMON_CORE_BACKGROUND_LOOP_H_
 
@@ -71,13 +71,14 @@ class BackgroundLoop {
   Status Start();
   // One cycle; false once the loop must end (final_status() says why).
   bool RunCycle();
-  // From an op's thread right after it queued a tensor without waking this
-  // loop: if no thread runs rounds now and the rounds can pause (one host,
-  // no other sets: ProcessSet::RoundsPause), runs that cycle's round here
+  // From an op's thread right after it queued `added` tensors without waking
+  // this loop: if no thread runs rounds now, no other tensor is queued, and
+  // the rounds can pause (one host, no other sets: ProcessSet::RoundsPause),
+  // runs that cycle's round here
   // (the op's collective may finish before the call returns, and nobody
   // sleeps or wakes for it). Wakes the loop when the round paused for a late
   // peer, when it could not run here, or when tensors are left queued.
-  void RunRoundsHereOrWake();
+  void RunRoundsHereOrWake(size_t added = 1);
   // Fails every queued op with final_status(), closes the sets, the GPU
   // backend and the transport.
   void Stop();
