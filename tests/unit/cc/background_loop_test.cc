@@ -107,9 +107,6 @@ TEST(BackgroundLoop, RunsCollectivesAndStopsEveryRankWhenOneShutsDown) {
   });
 }
 
-// An op's thread runs the round itself only when every peer already waits in
-// it (HOROVOD_INLINE_ROUNDS): then the collective completes on that thread
-// before RunRoundsHereOrWake returns; otherwise it returns at once.
 // One op on each of two ranks (threads as ranks on one host, shared memory).
 // Rank 0's op thread starts the round before rank 1 runs any: it waits no
 // longer than a spin and returns with the round paused. Then either rank 0's
@@ -197,6 +194,68 @@ TEST(BackgroundLoop, AnOpThreadPausesTheRoundForALatePeerAndContinuesIt) {
 
 TEST(BackgroundLoop, AnOpThreadPausesTheRoundForALatePeerAndTheLoopContinuesIt) {
   OpThreadRound(/*op_thread_finishes=*/false);
+}
+
+// Two tensors queued together (ops of one step): the op's thread leaves them
+// to the background thread's round, fused, even with the peer waiting there.
+TEST(BackgroundLoop, AnOpThreadLeavesTensorsQueuedTogetherToTheLoop) {
+  if (UsableCpus() < 2) GTEST_SKIP() << "one CPU: ops do not run rounds there";
+  std::atomic<bool> peer_looping{false};
+  OnThreadRanks(2, [&](Links& links) {
+    const int r = links.rank();
+    ThreadTransport transport(&links, /*one_host=*/true);
+    TensorQueue queue;
+    ProcessSetTable sets;
+    std::atomic<int> leaving{0};
+    LoopParts parts;
+    parts.transport = &transport;
+    parts.queue = &queue;
+    parts.sets = &sets;
+    parts.leaving = &leaving;
+    BackgroundLoop loop(std::move(parts));
+    Status s = loop.Start();
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_TRUE(loop.rounds_in_op_threads());
+    std::vector<std::vector<int32_t>> in = {{r + 1, 2 * (r + 1)}, {10 * (r + 1)}};
+    std::vector<std::vector<int32_t>> out = {{0, 0}, {0}};
+    std::atomic<int> done{0};
+    std::vector<std::thread::id> ran_on(2);
+    for (int i = 0; i < 2; ++i) {
+      TensorTableEntry e;
+      e.request.name = "grad" + std::to_string(i);
+      e.request.dtype = DataType::INT32;
+      e.request.shape = {static_cast<int64_t>(in[i].size())};
+      e.input = in[i].data();
+      e.output = out[i].data();
+      e.callback = [&, i](const Status& st) {
+        EXPECT_TRUE(st.ok()) << st.message();
+        ran_on[i] = std::this_thread::get_id();
+        ++done;
+      };
+      ASSERT_TRUE(queue.Add(std::move(e), /*wake=*/false).ok());
+    }
+    const std::thread::id op_thread = std::this_thread::get_id();
+    std::thread background;
+    if (r == 0) {
+      // Rank 1's loop waits in the round by now: a round here would not wait.
+      while (!peer_looping) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      loop.RunRoundsHereOrWake(1);
+      background = std::thread([&] { CycleUntil(loop, [&] { return done.load() == 2; }); });
+    } else {
+      background = std::thread([&] { CycleUntil(loop, [&] { return done.load() == 2; }); });
+      peer_looping = true;
+    }
+    background.join();
+    ASSERT_EQ(done.load(), 2);
+    EXPECT_NE(ran_on[0], op_thread);
+    EXPECT_NE(ran_on[1], op_thread);
+    EXPECT_EQ(out[0], (std::vector<int32_t>{3, 6}));
+    EXPECT_EQ(out[1], (std::vector<int32_t>{30}));
+    leaving = static_cast<int>(Controller::Leaving::SHUTDOWN_CALLED);
+    EXPECT_FALSE(CycleUntil(loop, [] { return false; }));
+    loop.Stop();
+  });
 }
 
 TEST(IdleBackoff, AnIdleRankPollsLessAndLessOftenUpTo20ms) {
