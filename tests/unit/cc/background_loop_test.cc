@@ -107,6 +107,34 @@ TEST(BackgroundLoop, RunsCollectivesAndStopsEveryRankWhenOneShutsDown) {
   });
 }
 
+// One rank's loop over a ThreadTransport in one-host mode (threads as ranks
+// sharing memory), not started.
+struct OneHostRank {
+  explicit OneHostRank(Links& links)
+      : transport(&links, /*one_host=*/true), loop(Parts(&transport, &queue, &sets, &leaving)) {}
+  static LoopParts Parts(Transport* transport, TensorQueue* queue, ProcessSetTable* sets,
+                         std::atomic<int>* leaving) {
+    LoopParts parts;
+    parts.transport = transport;
+    parts.queue = queue;
+    parts.sets = sets;
+    parts.leaving = leaving;
+    return parts;
+  }
+  // Starts the loop, whose ops must run rounds (two CPUs or more).
+  ::testing::AssertionResult Started() {
+    Status s = loop.Start();
+    if (!s.ok()) return ::testing::AssertionFailure() << s.message();
+    if (!loop.rounds_in_op_threads()) return ::testing::AssertionFailure() << "no op rounds";
+    return ::testing::AssertionSuccess();
+  }
+  ThreadTransport transport;
+  TensorQueue queue;
+  ProcessSetTable sets;
+  std::atomic<int> leaving{0};
+  BackgroundLoop loop;
+};
+
 // One op on each of two ranks (threads as ranks on one host, shared memory).
 // Rank 0's op thread starts the round before rank 1 runs any: it waits no
 // longer than a spin and returns with the round paused. Then either rank 0's
@@ -118,20 +146,9 @@ void OpThreadRound(bool op_thread_finishes) {
   std::atomic<bool> first_tried{false};
   OnThreadRanks(2, [&](Links& links) {
     const int r = links.rank();
-    ThreadTransport transport(&links, /*one_host=*/true);
-    TensorQueue queue;
-    ProcessSetTable sets;
-    std::atomic<int> leaving{0};
-    LoopParts parts;
-    parts.transport = &transport;
-    parts.queue = &queue;
-    parts.sets = &sets;
-    parts.leaving = &leaving;
-    BackgroundLoop loop(std::move(parts));
-    Status s = loop.Start();
-    ASSERT_TRUE(s.ok()) << s.message();
-    ASSERT_TRUE(loop.rounds_in_op_threads());
-    ASSERT_NE(sets.Find(0)->allreduce->shared_memory(), nullptr);
+    OneHostRank one(links);
+    ASSERT_TRUE(one.Started());
+    ASSERT_NE(one.sets.Find(0)->allreduce->shared_memory(), nullptr);
 
     std::vector<int32_t> in = {r + 1, 10 * (r + 1), 100 * (r + 1)}, out(3, 0);
     std::atomic<bool> done{false};
@@ -150,9 +167,9 @@ void OpThreadRound(bool op_thread_finishes) {
     };
     if (r == 0) {
       // Rank 1 runs no round yet: the op's thread may not wait for it long.
-      ASSERT_TRUE(queue.Add(std::move(e), /*wake=*/false).ok());
+      ASSERT_TRUE(one.queue.Add(std::move(e), /*wake=*/false).ok());
       const auto start = std::chrono::steady_clock::now();
-      loop.RunRoundsHereOrWake();
+      one.loop.RunRoundsHereOrWake();
       EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
       EXPECT_FALSE(done.load());
       first_tried = true;
@@ -160,31 +177,32 @@ void OpThreadRound(bool op_thread_finishes) {
         // Rank 1's background thread reaches the paused round.
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
         while (!done && std::chrono::steady_clock::now() < deadline) {
-          loop.RunRoundsHereOrWake();
+          one.loop.RunRoundsHereOrWake();
           if (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
         }
         ASSERT_TRUE(done.load());
         EXPECT_EQ(ran_on, std::this_thread::get_id());  // no other thread ran rank 0's round
       } else {
         bool finished = false;
-        std::thread background([&] { finished = CycleUntil(loop, [&] { return done.load(); }); });
+        std::thread background(
+            [&] { finished = CycleUntil(one.loop, [&] { return done.load(); }); });
         background.join();
         ASSERT_TRUE(finished);
         EXPECT_NE(ran_on, std::this_thread::get_id());
       }
-      leaving = static_cast<int>(Controller::Leaving::SHUTDOWN_CALLED);
-      EXPECT_FALSE(CycleUntil(loop, [] { return false; }));
+      one.leaving = static_cast<int>(Controller::Leaving::SHUTDOWN_CALLED);
+      EXPECT_FALSE(CycleUntil(one.loop, [] { return false; }));
     } else {
       while (!first_tried) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      ASSERT_TRUE(queue.Add(std::move(e)).ok());
-      std::thread background([&] { while (loop.RunCycle()) {} });
+      ASSERT_TRUE(one.queue.Add(std::move(e)).ok());
+      std::thread background([&] { while (one.loop.RunCycle()) {} });
       background.join();  // until rank 0's shutdown
       ASSERT_TRUE(done.load());
       EXPECT_NE(ran_on, std::this_thread::get_id());
     }
     EXPECT_TRUE(result.ok()) << result.message();
     EXPECT_EQ(out, (std::vector<int32_t>{3, 30, 300}));
-    loop.Stop();
+    one.loop.Stop();
   });
 }
 
@@ -203,19 +221,8 @@ TEST(BackgroundLoop, AnOpThreadLeavesTensorsQueuedTogetherToTheLoop) {
   std::atomic<bool> peer_looping{false};
   OnThreadRanks(2, [&](Links& links) {
     const int r = links.rank();
-    ThreadTransport transport(&links, /*one_host=*/true);
-    TensorQueue queue;
-    ProcessSetTable sets;
-    std::atomic<int> leaving{0};
-    LoopParts parts;
-    parts.transport = &transport;
-    parts.queue = &queue;
-    parts.sets = &sets;
-    parts.leaving = &leaving;
-    BackgroundLoop loop(std::move(parts));
-    Status s = loop.Start();
-    ASSERT_TRUE(s.ok()) << s.message();
-    ASSERT_TRUE(loop.rounds_in_op_threads());
+    OneHostRank one(links);
+    ASSERT_TRUE(one.Started());
     std::vector<std::vector<int32_t>> in = {{r + 1, 2 * (r + 1)}, {10 * (r + 1)}};
     std::vector<std::vector<int32_t>> out = {{0, 0}, {0}};
     std::atomic<int> done{0};
@@ -232,7 +239,7 @@ TEST(BackgroundLoop, AnOpThreadLeavesTensorsQueuedTogetherToTheLoop) {
         ran_on[i] = std::this_thread::get_id();
         ++done;
       };
-      ASSERT_TRUE(queue.Add(std::move(e), /*wake=*/false).ok());
+      ASSERT_TRUE(one.queue.Add(std::move(e), /*wake=*/false).ok());
     }
     const std::thread::id op_thread = std::this_thread::get_id();
     std::thread background;
@@ -240,10 +247,10 @@ TEST(BackgroundLoop, AnOpThreadLeavesTensorsQueuedTogetherToTheLoop) {
       // Rank 1's loop waits in the round by now: a round here would not wait.
       while (!peer_looping) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      loop.RunRoundsHereOrWake(1);
-      background = std::thread([&] { CycleUntil(loop, [&] { return done.load() == 2; }); });
+      one.loop.RunRoundsHereOrWake(1);
+      background = std::thread([&] { CycleUntil(one.loop, [&] { return done.load() == 2; }); });
     } else {
-      background = std::thread([&] { CycleUntil(loop, [&] { return done.load() == 2; }); });
+      background = std::thread([&] { CycleUntil(one.loop, [&] { return done.load() == 2; }); });
       peer_looping = true;
     }
     background.join();
@@ -252,9 +259,9 @@ TEST(BackgroundLoop, AnOpThreadLeavesTensorsQueuedTogetherToTheLoop) {
     EXPECT_NE(ran_on[1], op_thread);
     EXPECT_EQ(out[0], (std::vector<int32_t>{3, 6}));
     EXPECT_EQ(out[1], (std::vector<int32_t>{30}));
-    leaving = static_cast<int>(Controller::Leaving::SHUTDOWN_CALLED);
-    EXPECT_FALSE(CycleUntil(loop, [] { return false; }));
-    loop.Stop();
+    one.leaving = static_cast<int>(Controller::Leaving::SHUTDOWN_CALLED);
+    EXPECT_FALSE(CycleUntil(one.loop, [] { return false; }));
+    one.loop.Stop();
   });
 }
 
