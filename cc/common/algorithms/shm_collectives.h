@@ -181,12 +181,12 @@ class ShmCollectives {
   // threshold: under 4x, under 16x, the rest), each class with its own timing
   // and choice: which way is cheaper changes with the size.
   static constexpr size_t kSizeClasses = 3;
+  // How long a waiting rank spins before it sleeps (HOROVOD_SPIN_US, at most 50 us).
+  std::chrono::microseconds spin() const { return spin_; }
   // With a wait_limit (>= 0), a round whose peers have not all published
   // within it returns with *waiting set and this rank's words published; the
   // next call, with the same words, continues that round (from any thread,
   // one at a time) instead of starting another.
-  // How long a waiting rank spins before it sleeps (HOROVOD_SPIN_US, at most 50 us).
-  std::chrono::microseconds spin() const { return spin_; }
   Status OrWords(uint64_t* words, size_t n,
                  std::chrono::microseconds wait_limit = std::chrono::microseconds(-1),
                  bool* waiting = nullptr);

@@ -74,10 +74,10 @@ class BackgroundLoop {
   // From an op's thread right after it queued `added` tensors without waking
   // this loop: if no thread runs rounds now, no other tensor is queued, and
   // the rounds can pause (one host, no other sets: ProcessSet::RoundsPause),
-  // runs that cycle's round here
-  // (the op's collective may finish before the call returns, and nobody
-  // sleeps or wakes for it). Wakes the loop when the round paused for a late
-  // peer, when it could not run here, or when tensors are left queued.
+  // runs that cycle's round here (the op's collective may finish before the
+  // call returns, and nobody sleeps or wakes for it). Wakes the loop when the
+  // round paused for a late peer, when it could not run here, or when tensors
+  // are left queued.
   void RunRoundsHereOrWake(size_t added = 1);
   // Fails every queued op with final_status(), closes the sets, the GPU
   // backend and the transport.

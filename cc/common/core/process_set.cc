@@ -135,11 +135,10 @@ Status ProcessSet::Open() {
   if (ShmCollectives* shm = s.ok() ? allreduce->shared_memory() : nullptr) {
     Transport* t = transport;
     // A bounded wait spins no longer than a waiting rank spins before it sleeps.
-    const auto spin = shm->spin();
-    controller->SetBitExchange([shm, t, spin](uint64_t* words, size_t n, bool bounded,
-                                              bool* waiting) {
+    controller->SetBitExchange([shm, t](uint64_t* words, size_t n, bool bounded, bool* waiting) {
       if (n <= ShmCollectives::kMaxOrWords) {
-        return shm->OrWords(words, n, bounded ? spin : std::chrono::microseconds(-1), waiting);
+        return shm->OrWords(words, n, bounded ? shm->spin() : std::chrono::microseconds(-1),
+                            waiting);
       }
       // The transport's exchange cannot pause: a bounded caller leaves it to
       // the next, unbounded call.

@@ -44,22 +44,22 @@ Status Controller::ComputeResponseList(Leaving leaving, ResponseList* out, bool*
   out->shutdown_called_by.clear();
   out->exiting.clear();
   if (paused != nullptr) *paused = false;
-  if (!round_) {
-    round_.reset(new Round);
-    StartRound(leaving, round_.get());
+  if (!round_open_) {
+    StartRound(leaving, &round_);
+    round_open_ = true;
   }
   bool waiting = false;
-  Round& round = *round_;
   Status s = bit_exchange_
-                 ? bit_exchange_(round.bits.data(), round.bits.size(), paused != nullptr, &waiting)
-                 : transport_->BitwiseOr(round.bits.data(), round.bits.size());
+                 ? bit_exchange_(round_.bits.data(), round_.bits.size(), paused != nullptr,
+                                 &waiting)
+                 : transport_->BitwiseOr(round_.bits.data(), round_.bits.size());
   if (s.ok() && waiting) {
     *paused = true;
     return Status();
   }
-  std::unique_ptr<Round> done = std::move(round_);
+  round_open_ = false;
   if (!s.ok()) return s;
-  return FinishRound(done.get(), out);
+  return FinishRound(&round_, out);
 }
 
 void Controller::StartRound(Leaving leaving, Round* round) {
@@ -83,6 +83,8 @@ void Controller::StartRound(Leaving leaving, Round* round) {
   for (size_t i = 0; i < words; ++i) bits[1 + words + i] = ~uint64_t{0};
   std::vector<Request>& uncached = round->uncached;
   std::vector<std::pair<Waiting, uint32_t>>& hits = round->hits;
+  uncached.clear();  // the vectors keep their capacity from round to round
+  hits.clear();
   double stale_s = params_.stall_check ? params_.stall_warning_s : 1e30;
   if (params_.stall_check && params_.stall_shutdown_s > 0) {
     stale_s = std::min(stale_s, params_.stall_shutdown_s);

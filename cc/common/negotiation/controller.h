@@ -86,7 +86,8 @@ class Controller {
   std::vector<Waiting> waiting_hits_;  // cache hits not yet hit on every rank
   bool joined_ = false;  // this rank sent a JOIN that has not completed
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
-  std::unique_ptr<Round> round_;  // a paused round (ComputeResponseList's `paused`)
+  Round round_;              // the round in progress, reused from round to round
+  bool round_open_ = false;  // round_ is paused (ComputeResponseList's `paused`)
   std::chrono::steady_clock::time_point last_stall_round_{};
   bool tuning_pending_ = false;  // coordinator: proposed values not sent yet
   TunedParameters tuning_;
