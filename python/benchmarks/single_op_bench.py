@@ -15,6 +15,13 @@ numpy buffer (its barrier: a one-element Allreduce). A call's time is the slowes
 (every rank times its own calls; the per-call maximum over the ranks is taken after the
 loop); a figure is the median call.
 
+mpi4py also runs the same step with plain MPI in it: a barrier, the floor's tf.function and
+then ``Allreduce(MPI.IN_PLACE, ...)`` timed together, a barrier, the floor alone. What MPI
+adds to such a step (its time minus that floor) is what the ranks' TensorFlow work around
+the collective costs any library: where the ranks outnumber the CPUs (np=3 on two) it is
+several times the bare Allreduce; the table shows it beside the goal, which stays the bare
+time.
+
 What tf_hvd adds to a step is its time per call minus the floor, both from the same
 processes; the goal (lib/targets.py, SINGLE_OP_GOALS): at most plain MPI's in-place time at
 every size from 64 KiB, at most 5x it below (where MPI's few microseconds are near the
@@ -140,21 +147,51 @@ def _run_mpi4py(ctx, nbytes, warmup, calls):
     send = allreduce_bench.rank_input(count, ctx.rank)
     buf = send.copy()
     one = np.zeros(1, np.float32)
+
+    def barrier():
+        comm.Allreduce(MPI.IN_PLACE, one, op=MPI.SUM)
+
+    def check():
+        # In place, the sums grow from call to call: the check runs on fresh input.
+        np.copyto(buf, send)
+        comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        return allreduce_bench.check(buf, allreduce_bench.expected_sum(count, ctx.size))
+
     times = []
     for i in range(warmup + calls):
-        comm.Allreduce(MPI.IN_PLACE, one, op=MPI.SUM)
+        barrier()
         t0 = time.perf_counter()
         comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
         if i >= warmup:
             times.append(time.perf_counter() - t0)
-    # In place, the sums grow from call to call: the check runs once more on fresh input.
-    np.copyto(buf, send)
-    comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-    correct, message = allreduce_bench.check(buf, allreduce_bench.expected_sum(count,
-                                                                               ctx.size))
-    everyone = comm.allgather(times)
-    return [_record(ctx, "inplace_single", nbytes, slowest_per_call(everyone), correct,
-                    message)]
+    correct, message = check()
+    records = [_record(ctx, "inplace_single", nbytes, slowest_per_call(comm.allgather(times)),
+                       correct, message)]
+    # The same Allreduce inside a TensorFlow step (after the floor's tf.function), and the
+    # floor alone; imported here so that the bare loop above runs before any TF thread.
+    import tensorflow as tf
+    x = tf.constant(send)
+    floor = tf.function(lambda t: t + 0.0)
+    step_times, floor_times = [], []
+    for i in range(warmup + calls):
+        barrier()
+        t0 = time.perf_counter()
+        floor(x)
+        comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        t1 = time.perf_counter()
+        barrier()
+        t2 = time.perf_counter()
+        floor(x)
+        t3 = time.perf_counter()
+        if i >= warmup:
+            step_times.append(t1 - t0)
+            floor_times.append(t3 - t2)
+    correct, message = check()
+    return records + [
+        _record(ctx, "in_tf_step", nbytes, slowest_per_call(comm.allgather(step_times)),
+                correct, message),
+        _record(ctx, "in_tf_step_floor", nbytes,
+                slowest_per_call(comm.allgather(floor_times)), True, None)]
 
 
 # ---------------------------------------------------------------------------
@@ -170,7 +207,8 @@ def _median(records, contender, mode, nbytes):
 
 def round_figures(records, transport_contender, nbytes):
     """One round's figures at one size for one tf_hvd contender: per call, floor, added,
-    mpi4py and added / mpi4py (None where a run is missing).
+    mpi4py, added / mpi4py, what mpi4py's Allreduce adds to a TensorFlow step and added /
+    that (None where a run is missing).
 
     >>> recs = [{"contender": "tf_hvd_mpi", "mode": "single", "bytes": 4, "correct": True,
     ...          "latency_us": {"median": 500.0}},
@@ -180,14 +218,29 @@ def round_figures(records, transport_contender, nbytes):
     ...          "correct": True, "latency_us": {"median": 25.0}}]
     >>> round_figures(recs, "tf_hvd_mpi", 4)["added_over_mpi4py"]
     2.0
+    >>> recs += [{"contender": "mpi4py", "mode": "in_tf_step", "bytes": 4, "correct": True,
+    ...           "latency_us": {"median": 480.0}},
+    ...          {"contender": "mpi4py", "mode": "in_tf_step_floor", "bytes": 4,
+    ...           "correct": True, "latency_us": {"median": 440.0}}]
+    >>> f = round_figures(recs, "tf_hvd_mpi", 4)
+    >>> f["mpi_in_step_us"], f["added_over_mpi_in_step"]
+    (40.0, 1.25)
     """
+    def difference(a, b):
+        return a - b if a is not None and b is not None else None
+
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+
     per_call = _median(records, transport_contender, "single", nbytes)
     floor = _median(records, transport_contender, "tf_floor", nbytes)
     mpi = _median(records, "mpi4py", "inplace_single", nbytes)
-    added = per_call - floor if per_call is not None and floor is not None else None
-    ratio = added / mpi if added is not None and mpi else None
+    added = difference(per_call, floor)
+    in_step = difference(_median(records, "mpi4py", "in_tf_step", nbytes),
+                         _median(records, "mpi4py", "in_tf_step_floor", nbytes))
     return {"per_call_us": per_call, "tf_floor_us": floor, "added_us": added,
-            "mpi4py_us": mpi, "added_over_mpi4py": ratio}
+            "mpi4py_us": mpi, "added_over_mpi4py": ratio(added, mpi),
+            "mpi_in_step_us": in_step, "added_over_mpi_in_step": ratio(added, in_step)}
 
 
 def summary(records_per_round, sizes, hvd_contenders):
@@ -200,7 +253,7 @@ def summary(records_per_round, sizes, hvd_contenders):
             goal = targets.single_op_goal(nbytes)
             row = {"contender": name, "bytes": nbytes, "goal": goal}
             for key in ("per_call_us", "tf_floor_us", "added_us", "mpi4py_us",
-                        "added_over_mpi4py"):
+                        "added_over_mpi4py", "mpi_in_step_us", "added_over_mpi_in_step"):
                 row[key] = rounds.spread([f[key] for f in per_round])
             row["verdict"] = rounds.verdict(row["added_over_mpi4py"]["values"], "<=", goal)
             rows.append(row)
@@ -221,12 +274,16 @@ def print_tables(rows, contenders):
                       rounds.fmt_spread(row["tf_floor_us"]),
                       rounds.fmt_spread(row["added_us"]), rounds.fmt_spread(row["mpi4py_us"]),
                       rounds.fmt_spread(row["added_over_mpi4py"]),
-                      "<= %g" % row["goal"], row["verdict"] or "-"])
+                      "<= %g" % row["goal"], row["verdict"] or "-",
+                      rounds.fmt_spread(row["mpi_in_step_us"]),
+                      rounds.fmt_spread(row["added_over_mpi_in_step"])])
     tables.print_table(
         "One allreduce per tf.function call (float32 sum), the slowest rank's time per call "
-        "in us, median [min-max] over the rounds",
+        "in us, median [min-max] over the rounds; last two columns: what mpi4py's Allreduce "
+        "adds to the same TensorFlow step, and tf_hvd's added time over it",
         ["contender", "size", "tf_hvd per call", "TF floor", "added by tf_hvd",
-         "mpi4py in place", "added / mpi4py", "goal", "verdict"], table)
+         "mpi4py in place", "added / mpi4py", "goal", "verdict", "MPI added in a TF step",
+         "added / that"], table)
 
 
 def plot(rows, contenders, header, path):
@@ -242,6 +299,9 @@ def plot(rows, contenders, header, path):
     color, marker = tables.style("mpi4py")
     ax.plot([r["bytes"] for r in mpi], [r["mpi4py_us"]["median"] for r in mpi], "--",
             color=color, marker=marker, label="mpi4py in place")
+    in_step = [r for r in mpi if (r["mpi_in_step_us"]["median"] or 0) > 0]
+    ax.plot([r["bytes"] for r in in_step], [r["mpi_in_step_us"]["median"] for r in in_step],
+            ":", color=color, marker=marker, label="added by mpi4py in a TF step")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.grid(True, which="major", alpha=0.3)
