@@ -80,7 +80,8 @@ const std::vector<KnobSpec>& Table() {
        "sleeps (poll, or 50 us naps under MPI); 0 sleeps at once. Measured at np=2 "
        "on 2 cores: 200 us cost 5-15% of Keras fit throughput against 5 ms, and longer "
        "gained nothing. On one host (shared memory) a rank spins at most 50 us without "
-       "yielding, then sleeps on a futex its peer wakes."},
+       "yielding, then sleeps on a futex its peer wakes; it sleeps at once where the "
+       "host's ranks outnumber the CPUs a rank may use."},
       {"HOROVOD_SHM_ALLREDUCE", T::BOOL, &P::shm_allreduce, "1", 0, 0, "", kUser, "",
        "When every rank is on one host, allreduces, reduce-scatters and allgathers of at "
        "least `HOROVOD_SHM_MIN_BYTES` go through shared memory (`/dev/shm`) instead of "

@@ -10,6 +10,7 @@
 #include "cc/common/algorithms/shm_layout.h"
 #include "cc/common/algorithms/shm_region.h"
 #include "cc/common/algorithms/shm_span.h"
+#include "cc/common/host/thread_affinity.h"
 #include "cc/common/logging.h"
 
 namespace tfhvd {
@@ -23,6 +24,16 @@ using shm::kSlots;
 
 // A waiting rank spins at most this long (HOROVOD_SPIN_US if shorter), then sleeps.
 constexpr int64_t kMaxSpinUs = 50;
+
+// How long a waiting rank spins: where this host's ranks outnumber the CPUs a
+// rank may run on, not at all. A spinning rank then takes the CPU that the
+// peer it waits for needs; sleeping at once and being woken by the peer's
+// publish was faster from 64 KiB up and no slower below
+// (experiments/single-op-np3/).
+std::chrono::microseconds SpinFor(int64_t spin_us, int local_size) {
+  if (local_size > UsableCpus()) return std::chrono::microseconds(0);
+  return std::chrono::microseconds(std::min<int64_t>(spin_us, kMaxSpinUs));
+}
 
 }  // namespace
 
@@ -112,7 +123,7 @@ Status ShmCollectives::OpenIfSingleHost(int rank, int size, int local_size,
   std::string reason;
   single_copy_mode_ = ShmTimedChoice::ParseMode(params.shm_single_copy);
   Status s = Open(rank, size, static_cast<size_t>(params.shm_slot_bytes), allgather, &reason);
-  spin_ = std::chrono::microseconds(std::min<int64_t>(params.spin_us, kMaxSpinUs));
+  spin_ = SpinFor(params.spin_us, local_size);
   SetReaderFlush(ShmTimedChoice::ParseMode(params.shm_reader_flush));
   if (s.ok() && !reason.empty()) {
     TFHVD_LOG(WARNING) << "shared-memory allreduce unavailable, using " << fallback << ": "

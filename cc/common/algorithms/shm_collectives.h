@@ -181,7 +181,8 @@ class ShmCollectives {
   // threshold: under 4x, under 16x, the rest), each class with its own timing
   // and choice: which way is cheaper changes with the size.
   static constexpr size_t kSizeClasses = 3;
-  // How long a waiting rank spins before it sleeps (HOROVOD_SPIN_US, at most 50 us).
+  // How long a waiting rank spins before it sleeps (HOROVOD_SPIN_US, at most 50 us;
+  // none where the host's ranks outnumber the CPUs a rank may use).
   std::chrono::microseconds spin() const { return spin_; }
   // With a wait_limit (>= 0), a round whose peers have not all published
   // within it returns with *waiting set and this rank's words published; the

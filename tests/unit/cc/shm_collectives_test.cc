@@ -25,6 +25,7 @@
 #include "cc/common/half.h"
 #include "cc/common/algorithms/huge_pages.h"
 #include "cc/common/algorithms/shm_collectives.h"
+#include "cc/common/host/thread_affinity.h"
 #include "cc/common/kernels/reduce_kernels.h"
 
 using namespace tfhvd;
@@ -417,6 +418,44 @@ TEST(ShmCollectives, ABoundedOrWordsPausesForALatePeerAndTheNextCallFinishesIt) 
             << "rank " << r << " round " << round;
       }
     });
+  }
+}
+
+// Opened as the core opens it: a waiting rank spins HOROVOD_SPIN_US, at most
+// 50 us, where the host has a CPU per rank; where its ranks outnumber the CPUs
+// it sleeps at once (a spinner takes the CPU its peer needs), and the sums
+// stay exact with every wait a futex sleep.
+TEST(ShmCollectives, AWaitingRankSpinsOnlyWhereTheHostHasACpuPerRank) {
+  const int cpus = UsableCpus();
+  for (int size : {2, cpus + 1}) {
+    for (int64_t spin_us : {20, 5000}) {
+      Parameters params;
+      params.spin_us = spin_us;
+      const int64_t want = size > cpus ? 0 : std::min<int64_t>(spin_us, 50);
+      ThreadGroup group(size);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < size; ++r) {
+        threads.emplace_back([&, r] {
+          ShmCollectives shm;
+          Status s = shm.OpenIfSingleHost(
+              r, size, size, params,
+              [&](const std::string& mine, std::vector<std::string>* all) {
+                return group.Allgather(r, mine, all);
+              },
+              "nothing");
+          ASSERT_TRUE(s.ok() && shm.active()) << "rank " << r << ": " << s.message();
+          EXPECT_EQ(shm.spin().count(), want) << size << " ranks on " << cpus << " CPUs";
+          for (int64_t count : {int64_t{1}, int64_t{1000}, int64_t{100000}}) {
+            std::vector<int32_t> data(static_cast<size_t>(count), r + 1);
+            ASSERT_TRUE(shm.Allreduce(data.data(), data.data(), count, DataType::INT32,
+                                      ReduceOp::SUM).ok());
+            EXPECT_EQ(data.front(), size * (size + 1) / 2) << "rank " << r;
+            EXPECT_EQ(data.back(), size * (size + 1) / 2) << "rank " << r;
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+    }
   }
 }
 
