@@ -124,7 +124,9 @@ std::unique_ptr<ProcessSet> ProcessSet::Global(Transport* global, const Topology
 }
 
 bool ProcessSet::RoundsPause() const {
-  return member() && allreduce && allreduce->shared_memory() != nullptr;
+  // A set of one waits for nobody: its round never needs to pause.
+  return member() && (topology.size == 1 ||
+                      (allreduce && allreduce->shared_memory() != nullptr));
 }
 
 Status ProcessSet::Open() {

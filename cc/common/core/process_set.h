@@ -70,7 +70,7 @@ struct ProcessSet {
   void Close();
   // Whether this set's negotiation rounds can pause (Controller::
   // ComputeResponseList's `paused`): on one host, where the bit exchange goes
-  // through shared memory.
+  // through shared memory; or never need to (a set of one rank).
   bool RoundsPause() const;
 };
 

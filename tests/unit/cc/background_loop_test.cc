@@ -214,6 +214,39 @@ TEST(BackgroundLoop, AnOpThreadPausesTheRoundForALatePeerAndTheLoopContinuesIt) 
   OpThreadRound(/*op_thread_finishes=*/false);
 }
 
+// A job of one rank: the op's thread runs the round and the collective itself
+// (nobody to wait for), no hand-off to the background thread and back.
+TEST(BackgroundLoop, ASingleRankRunsTheRoundOnTheOpThread) {
+  OnThreadRanks(1, [&](Links& links) {
+    OneHostRank one(links);
+    ASSERT_TRUE(one.Started());
+    for (int call = 0; call < 3; ++call) {
+      std::vector<int32_t> in = {7 + call, -3}, out = {0, 0};
+      std::atomic<bool> done{false};
+      std::thread::id ran_on;
+      TensorTableEntry e;
+      e.request.name = "grad";
+      e.request.dtype = DataType::INT32;
+      e.request.shape = {2};
+      e.input = in.data();
+      e.output = out.data();
+      e.callback = [&](const Status& st) {
+        EXPECT_TRUE(st.ok()) << st.message();
+        ran_on = std::this_thread::get_id();
+        done = true;
+      };
+      ASSERT_TRUE(one.queue.Add(std::move(e), /*wake=*/false).ok());
+      one.loop.RunRoundsHereOrWake();
+      ASSERT_TRUE(done.load()) << "call " << call;
+      EXPECT_EQ(ran_on, std::this_thread::get_id()) << "call " << call;
+      EXPECT_EQ(out, in) << "call " << call;
+    }
+    one.leaving = static_cast<int>(Controller::Leaving::SHUTDOWN_CALLED);
+    EXPECT_FALSE(CycleUntil(one.loop, [] { return false; }));
+    one.loop.Stop();
+  });
+}
+
 // Two tensors queued together (ops of one step): the op's thread leaves them
 // to the background thread's round, fused, even with the peer waiting there.
 TEST(BackgroundLoop, AnOpThreadLeavesTensorsQueuedTogetherToTheLoop) {
