@@ -32,11 +32,11 @@ const std::vector<KnobSpec>& Table() {
        "Longest idle wait between negotiation rounds (work wakes the thread at once)."},
       {"HOROVOD_INLINE_ROUNDS", T::BOOL, &P::inline_rounds, "1", 0, 0, "", kUser, "",
        "An op runs the next negotiation round, and the collectives it decides, on its own "
-       "thread when no other thread runs one (every rank on one host, or a job of one rank; no "
-       "process set besides the global one) instead of waking the background thread: a small op then costs no "
-       "thread hand-off. It waits for late peers no longer than a spin (`HOROVOD_SPIN_US`, "
-       "at most 50 us); then the background thread continues the round. Off in the CUDA "
-       "build, with more ranks on a host than CPUs, and with "
+       "thread when no other thread runs one (every rank on one host, or a job of one rank; "
+       "no process set besides the global one) instead of waking the background thread: a "
+       "small op then costs no thread hand-off. It waits for late peers no longer than a "
+       "spin (`HOROVOD_SPIN_US`, at most 50 us); then the background thread continues the "
+       "round. Off in the CUDA build, with more ranks on a host than CPUs, and with "
        "`HOROVOD_THREAD_AFFINITY`. 0: every round on the background thread."},
       {"HOROVOD_CACHE_CAPACITY", T::INT, &P::cache_capacity, "1024", 0, kNoMax, "", kUser,
        "--cache-capacity", "Response cache entries; 0 disables the cache."},

@@ -26,9 +26,8 @@ using shm::kSlots;
 constexpr int64_t kMaxSpinUs = 50;
 
 // How long a waiting rank spins: where this host's ranks outnumber the CPUs a
-// rank may run on, not at all. A spinning rank then takes the CPU that the
-// peer it waits for needs; sleeping at once and being woken by the peer's
-// publish was faster from 64 KiB up and no slower below
+// rank may run on, not at all. A spinning rank would hold the CPU that the
+// peer it waits for needs; a sleeper is woken by the peer's publish
 // (experiments/single-op-np3/).
 std::chrono::microseconds SpinFor(int64_t spin_us, int local_size) {
   if (local_size > UsableCpus()) return std::chrono::microseconds(0);
