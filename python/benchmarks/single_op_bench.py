@@ -105,8 +105,34 @@ def timing_us(seconds):
     return timing.scaled(timing.summarize(seconds), 1e6)
 
 
-def _run_hvd(ctx, nbytes, warmup, calls):
+def step_and_floor_times(barrier, step, floor, warmup, calls):
+    """Times step() and floor() call by call, each right after barrier(), the first warmup
+    calls left out: (step seconds, floor seconds, step()'s last result).
+
+    >>> ticks = []
+    >>> steps, floors, last = step_and_floor_times(lambda: ticks.append("|"),
+    ...     lambda: ticks.append("s") or len(ticks), lambda: ticks.append("f"), 1, 2)
+    >>> "".join(ticks), len(steps), len(floors), last
+    ('|s|f|s|f|s|f', 2, 2, 10)
+    """
     import time
+    step_times, floor_times, last = [], [], None
+    for i in range(warmup + calls):
+        barrier()
+        t0 = time.perf_counter()
+        last = step()
+        t1 = time.perf_counter()
+        barrier()
+        t2 = time.perf_counter()
+        floor()
+        t3 = time.perf_counter()
+        if i >= warmup:
+            step_times.append(t1 - t0)
+            floor_times.append(t3 - t2)
+    return step_times, floor_times, last
+
+
+def _run_hvd(ctx, nbytes, warmup, calls):
     tf, hvd = ctx.tf, ctx.hvd
     count = nbytes // 4
     x = tf.constant(allreduce_bench.rank_input(count, ctx.rank))
@@ -115,20 +141,8 @@ def _run_hvd(ctx, nbytes, warmup, calls):
     op = tf.function(lambda t: hvd.allreduce(t, op=hvd.Sum, name=name))
     floor = tf.function(lambda t: t + 0.0)
     barrier = tf.function(lambda t: hvd.allreduce(t, op=hvd.Sum, name="single_op_barrier"))
-    op_times, floor_times = [], []
-    last = None
-    for i in range(warmup + calls):
-        barrier(one)
-        t0 = time.perf_counter()
-        last = op(x)
-        t1 = time.perf_counter()
-        barrier(one)
-        t2 = time.perf_counter()
-        floor(x)
-        t3 = time.perf_counter()
-        if i >= warmup:
-            op_times.append(t1 - t0)
-            floor_times.append(t3 - t2)
+    op_times, floor_times, last = step_and_floor_times(
+        lambda: barrier(one), lambda: op(x), lambda: floor(x), warmup, calls)
     correct, message = allreduce_bench.check(last.numpy(), allreduce_bench.expected_sum(
         count, ctx.size))
     del last
@@ -172,20 +186,9 @@ def _run_mpi4py(ctx, nbytes, warmup, calls):
     import tensorflow as tf
     x = tf.constant(send)
     floor = tf.function(lambda t: t + 0.0)
-    step_times, floor_times = [], []
-    for i in range(warmup + calls):
-        barrier()
-        t0 = time.perf_counter()
-        floor(x)
-        comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-        t1 = time.perf_counter()
-        barrier()
-        t2 = time.perf_counter()
-        floor(x)
-        t3 = time.perf_counter()
-        if i >= warmup:
-            step_times.append(t1 - t0)
-            floor_times.append(t3 - t2)
+    step_times, floor_times, _ = step_and_floor_times(
+        barrier, lambda: (floor(x), comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)),
+        lambda: floor(x), warmup, calls)
     correct, message = check()
     return records + [
         _record(ctx, "in_tf_step", nbytes, slowest_per_call(comm.allgather(step_times)),
