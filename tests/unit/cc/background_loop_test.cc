@@ -6,6 +6,7 @@
 // GoogleTest: bazel test //:background_loop_test
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -135,6 +136,20 @@ struct OneHostRank {
   BackgroundLoop loop;
 };
 
+// An int32 allreduce of `in` into `out` (same length), named `name`.
+TensorTableEntry Int32Entry(const std::string& name, std::vector<int32_t>& in,
+                            std::vector<int32_t>& out,
+                            std::function<void(const Status&)> callback) {
+  TensorTableEntry e;
+  e.request.name = name;
+  e.request.dtype = DataType::INT32;
+  e.request.shape = {static_cast<int64_t>(in.size())};
+  e.input = in.data();
+  e.output = out.data();
+  e.callback = std::move(callback);
+  return e;
+}
+
 // One op on each of two ranks (threads as ranks on one host, shared memory).
 // Rank 0's op thread starts the round before rank 1 runs any: it waits no
 // longer than a spin and returns with the round paused. Then either rank 0's
@@ -154,17 +169,11 @@ void OpThreadRound(bool op_thread_finishes) {
     std::atomic<bool> done{false};
     std::thread::id ran_on;
     Status result = Status::Unknown("not run");
-    TensorTableEntry e;
-    e.request.name = "grad";
-    e.request.dtype = DataType::INT32;
-    e.request.shape = {3};
-    e.input = in.data();
-    e.output = out.data();
-    e.callback = [&](const Status& st) {
+    TensorTableEntry e = Int32Entry("grad", in, out, [&](const Status& st) {
       ran_on = std::this_thread::get_id();
       result = st;
       done = true;
-    };
+    });
     if (r == 0) {
       // Rank 1 runs no round yet: the op's thread may not wait for it long.
       ASSERT_TRUE(one.queue.Add(std::move(e), /*wake=*/false).ok());
@@ -224,17 +233,11 @@ TEST(BackgroundLoop, ASingleRankRunsTheRoundOnTheOpThread) {
       std::vector<int32_t> in = {7 + call, -3}, out = {0, 0};
       std::atomic<bool> done{false};
       std::thread::id ran_on;
-      TensorTableEntry e;
-      e.request.name = "grad";
-      e.request.dtype = DataType::INT32;
-      e.request.shape = {2};
-      e.input = in.data();
-      e.output = out.data();
-      e.callback = [&](const Status& st) {
+      TensorTableEntry e = Int32Entry("grad", in, out, [&](const Status& st) {
         EXPECT_TRUE(st.ok()) << st.message();
         ran_on = std::this_thread::get_id();
         done = true;
-      };
+      });
       ASSERT_TRUE(one.queue.Add(std::move(e), /*wake=*/false).ok());
       one.loop.RunRoundsHereOrWake();
       ASSERT_TRUE(done.load()) << "call " << call;
@@ -261,17 +264,12 @@ TEST(BackgroundLoop, AnOpThreadLeavesTensorsQueuedTogetherToTheLoop) {
     std::atomic<int> done{0};
     std::vector<std::thread::id> ran_on(2);
     for (int i = 0; i < 2; ++i) {
-      TensorTableEntry e;
-      e.request.name = "grad" + std::to_string(i);
-      e.request.dtype = DataType::INT32;
-      e.request.shape = {static_cast<int64_t>(in[i].size())};
-      e.input = in[i].data();
-      e.output = out[i].data();
-      e.callback = [&, i](const Status& st) {
+      auto callback = [&, i](const Status& st) {
         EXPECT_TRUE(st.ok()) << st.message();
         ran_on[i] = std::this_thread::get_id();
         ++done;
       };
+      TensorTableEntry e = Int32Entry("grad" + std::to_string(i), in[i], out[i], callback);
       ASSERT_TRUE(one.queue.Add(std::move(e), /*wake=*/false).ok());
     }
     const std::thread::id op_thread = std::this_thread::get_id();
