@@ -23,3 +23,14 @@ class HostsUpdatedInterrupt(RuntimeError):
 class ShardingError(ValueError):
     """The sharded optimizer cannot run as asked (an unsupported optimizer or
     option, variables that differ across ranks, an incompatible checkpoint)."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be loaded as it is: a file's size or checksum differs from the
+    step's manifest, a variable is missing or extra, or its layout cannot be read at this
+    number of ranks. The message names the file and what differs."""
+
+
+class CheckpointSaveError(OSError):
+    """A checkpoint step could not be saved (a full disk, no permission, a rank's part
+    missing): the step is not published and the previous complete step stays."""

@@ -51,7 +51,7 @@ LAYERS = [
     ("launcher command line", ["tf_hvd.runner.command_line"]),
     ("leaf", ["tf_hvd.build_info", "tf_hvd.platform_floor", "tf_hvd.exceptions",
               "tf_hvd.reduce_ops", "tf_hvd.compression", "tf_hvd.runner", "tf_hvd.scheduler",
-              "tf_hvd.horovod_names", "tf_hvd.sharded_rows"]),
+              "tf_hvd.horovod_names", "tf_hvd.sharded_rows", "tf_hvd.checkpoint"]),
     ("loader", ["tf_hvd._library"]),
     ("topology", ["tf_hvd.topology", "tf_hvd.tf_threads", "tf_hvd.process_sets"]),
     ("ops", ["tf_hvd.ops"]),

@@ -1,0 +1,231 @@
+"""Writing one checkpoint step so that it is complete or absent.
+
+Every rank writes its files into the step's *partial* directory
+(``step-00000012.partial-<token>``, the token agreed by the ranks of one run, so a
+half-written step of an earlier run is never mixed into this one), flushes and fsyncs
+them, and leaves a record of them (name, size, CRC-32) beside them, itself written to a
+temporary name and renamed. The publishing rank waits for every rank's record (no
+collective: a rank whose part is small goes back to training at once), writes
+``manifest.json`` last, fsyncs, and renames the partial directory to ``step-00000012``:
+a step directory exists only with its manifest. The previous steps stay until then;
+older ones beyond ``keep`` are removed after it::
+
+    writer = StepWriter(root, step=12, rank=r, size=n, token=t)
+    writer.write_arrays("model.npz", {"dense/kernel": w})       # any rank, any files
+    writer.finish()                                             # every rank
+    if r == 0:
+        publish(root, 12, n, t, meta={"epoch": 3}, keep=2)      # waits for every record
+
+A failure to write (a full disk, no permission) raises CheckpointSaveError naming the
+path; the partial directory is left for the next publish to remove, and the previous
+step stays.
+"""
+
+import json
+import os
+import shutil
+import time
+import uuid
+import zlib
+
+import numpy as np
+
+from tf_hvd.checkpoint.steps import (MANIFEST, complete_steps, partial_dirs, partial_name,
+                                     step_name)
+from tf_hvd.exceptions import CheckpointSaveError
+
+_CHUNK = 16 << 20
+FORMAT = 1
+
+
+def new_token():
+    """A token for one run's partial directories (drawn by one rank, shared by all)."""
+    return uuid.uuid4().hex[:12]
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def file_crc32(path):
+    """CRC-32 and size of the file at ``path``, read in 16 MiB chunks."""
+    crc, size = 0, 0
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(_CHUNK)
+            if not chunk:
+                return crc & 0xFFFFFFFF, size
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+
+
+def _write_json_atomically(path, value):
+    tmp = "%s.tmp-%s" % (path, uuid.uuid4().hex[:8])
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class StepWriter(object):
+    """One rank's part of one step: files written into the partial directory, then
+    ``finish()`` syncs them and leaves their record for the publishing rank."""
+
+    def __init__(self, root, step, rank, size, token):
+        self.root = str(root)
+        self.step = int(step)
+        self.rank = int(rank)
+        self.size = int(size)
+        self.directory = os.path.join(self.root, partial_name(self.step, token))
+        self.files = {}
+        self._opened = []
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as e:
+            raise self._failed(self.directory, e)
+
+    def _failed(self, path, error):
+        return CheckpointSaveError(
+            "saving checkpoint step %d: rank %d cannot write %s (%s); the step is not "
+            "published and the previous complete step stays"
+            % (self.step, self.rank, path, error.strerror or error))
+
+    def path(self, name):
+        """Where file ``name`` (relative, '/'-separated) of this rank goes; its folders
+        are made. Write it, then ``add(name)``."""
+        full = os.path.join(self.directory, *name.split("/"))
+        try:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+        except OSError as e:
+            raise self._failed(full, e)
+        return full
+
+    def add(self, name):
+        """Count file ``name`` (already written at ``path(name)``) in this rank's part."""
+        self.files[name] = None
+
+    def write_arrays(self, name, arrays):
+        """``arrays`` ({key: numpy array}) as one uncompressed .npz file ``name``."""
+        full = self.path(name)
+        try:
+            with open(full, "wb") as f:
+                np.savez(f, **arrays)
+        except OSError as e:
+            raise self._failed(full, e)
+        self.add(name)
+
+    def write_array(self, name, array):
+        """One array as a .npy file ``name``."""
+        full = self.path(name)
+        try:
+            with open(full, "wb") as f:
+                np.save(f, np.asarray(array))
+        except OSError as e:
+            raise self._failed(full, e)
+        self.add(name)
+
+    def finish(self, meta=None):
+        """Sync this rank's files and leave their record (sizes and CRC-32s, and
+        ``meta``) for the publishing rank. Returns the record."""
+        record = {"rank": self.rank, "files": {}, "meta": meta or {}}
+        for name in sorted(self.files):
+            full = os.path.join(self.directory, *name.split("/"))
+            try:
+                with open(full, "rb+") as f:
+                    os.fsync(f.fileno())
+                crc, size = file_crc32(full)
+            except OSError as e:
+                raise self._failed(full, e)
+            record["files"][name] = {"size": size, "crc32": crc}
+        try:
+            for d in sorted(set(os.path.dirname(os.path.join(self.directory, *n.split("/")))
+                                for n in self.files) | {self.directory}):
+                _fsync_dir(d)
+            _write_json_atomically(self.record_path(self.rank), record)
+        except OSError as e:
+            raise self._failed(self.directory, e)
+        return record
+
+    def fail(self, error):
+        """Tell the publishing rank that this rank's part failed (best effort)."""
+        try:
+            _write_json_atomically(self.record_path(self.rank),
+                                   {"rank": self.rank, "failed": str(error)})
+        except OSError:
+            pass
+
+    def record_path(self, rank):
+        return os.path.join(self.directory, "rank%d.files.json" % rank)
+
+
+def publish(root, step, size, token, meta=None, keep=2, timeout=600.0, poll=0.002):
+    """On one rank: wait for the records of all ``size`` ranks of the partial step,
+    write the manifest last, rename the step into place, then remove older steps
+    (beyond ``keep``) and other runs' partial directories. Returns the step's path.
+
+    Raises CheckpointSaveError naming the rank whose part failed or did not come
+    within ``timeout`` seconds, or the path that could not be written."""
+    root = str(root)
+    partial = os.path.join(root, partial_name(step, token))
+    records = {}
+    deadline = time.monotonic() + timeout
+    while len(records) < size:
+        for r in range(size):
+            if r in records:
+                continue
+            path = os.path.join(partial, "rank%d.files.json" % r)
+            if os.path.exists(path):
+                with open(path) as f:
+                    records[r] = json.load(f)
+                if "failed" in records[r]:
+                    raise CheckpointSaveError(
+                        "checkpoint step %d is not published: rank %d could not write its "
+                        "part: %s" % (step, r, records[r]["failed"]))
+        if len(records) < size:
+            if time.monotonic() > deadline:
+                missing = [r for r in range(size) if r not in records]
+                raise CheckpointSaveError(
+                    "checkpoint step %d is not published: rank(s) %s did not finish their "
+                    "part within %.0f s (%s)" % (step, ", ".join(map(str, missing)),
+                                                 timeout, partial))
+            time.sleep(poll)
+            poll = min(poll * 2, 0.05)
+    files = {}
+    for r in range(size):
+        for name, info in records[r]["files"].items():
+            files[name] = dict(info, rank=r)
+    manifest = {"format": FORMAT, "step": int(step), "size": int(size), "files": files,
+                "meta": dict(meta or {}), "ranks_meta": {str(r): records[r]["meta"]
+                                                           for r in range(size)}}
+    final = os.path.join(root, step_name(step))
+    try:
+        _write_json_atomically(os.path.join(partial, MANIFEST), manifest)
+        _fsync_dir(partial)
+        if os.path.exists(final):  # the same step saved again by a later run
+            shutil.rmtree(final)
+        os.rename(partial, final)
+        _fsync_dir(root)
+    except OSError as e:
+        raise CheckpointSaveError(
+            "checkpoint step %d is not published: cannot write %s (%s); the previous "
+            "complete step stays" % (step, e.filename or partial, e.strerror or e))
+    prune(root, keep, token)
+    return final
+
+
+def prune(root, keep, token=None):
+    """Remove complete steps older than the newest ``keep`` and the partial directories
+    of other runs (``token``'s own, of steps not yet published, stay)."""
+    steps = complete_steps(root)
+    if keep is not None and keep > 0:
+        for step in steps[:-keep]:
+            shutil.rmtree(os.path.join(root, step_name(step)), ignore_errors=True)
+    newest = steps[-1] if steps else -1
+    for step, name, its_token in partial_dirs(root):
+        if its_token != token or step <= newest:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
