@@ -16,6 +16,8 @@ every Horovod name and its status here.
               verbose=1 if hvd.rank() == 0 else 0)
 """
 
+import os
+
 import tensorflow as tf
 
 from tf_hvd import functions as _functions
@@ -25,6 +27,7 @@ from tf_hvd._keras.optimizer import (create_distributed_optimizer,
                                      distributed_optimizer_class,
                                      is_distributed_optimizer)
 from tf_hvd.basics import init, shutdown
+from tf_hvd.checkpoint import atomic as _atomic
 from tf_hvd.compression import Compression
 from tf_hvd.functions import allgather_object, broadcast_object
 from tf_hvd.keras import callbacks, elastic
@@ -296,7 +299,10 @@ def save_model(model, filepath, root_rank=0, **kwargs):
     and the tables of DistributedEmbedding layers (with their optimizer slots) are
     gathered there whole (``tf_hvd.keras.layers.save_embedding_shards`` writes each
     rank's rows instead); otherwise the other ranks do nothing. ``kwargs`` go to
-    ``model.save``::
+    ``model.save``. The file is written under a temporary name beside ``filepath``,
+    synced, then renamed onto it: the previous file stays whole until the new one is,
+    and a failed write (a full disk, no permission) raises CheckpointSaveError naming
+    the path::
 
         hvd.save_model(model, "checkpoint.keras")          # every rank
         model = hvd.load_model("checkpoint.keras", sharded=True)   # any np
@@ -308,7 +314,24 @@ def save_model(model, filepath, root_rank=0, **kwargs):
     for layer in sharded_rows_layers(model):
         layer.gather_for_save(root_rank)   # whole tables to root_rank
     if rank() == int(root_rank):
-        model.save(filepath, **kwargs)
+        _save_atomically(model, filepath, kwargs)
+
+
+_FILE_FORMATS = (".keras", ".h5", ".hdf5")
+
+
+def _save_atomically(model, filepath, kwargs):
+    # model.save writes in place: a kill or a full disk mid-write would leave a
+    # truncated file where the previous checkpoint was. Written to a temporary beside
+    # it and renamed, the previous file stays until the new one is whole.
+    path = os.fspath(filepath) if isinstance(filepath, (str, os.PathLike)) else None
+    if (path is None or "://" in path
+            or not path.lower().endswith(_FILE_FORMATS)      # tf-keras' SavedModel dir
+            or (kwargs.get("overwrite", True) is False and os.path.exists(path))):
+        model.save(filepath, **kwargs)   # Keras' own handling (asks before overwriting)
+        return
+    with _atomic.replace_file(path) as tmp:
+        model.save(tmp, **kwargs)
 
 
 def _load_tf_keras_model(tf_keras, filepath, custom_optimizers, custom_objects,
