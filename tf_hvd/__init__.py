@@ -50,7 +50,8 @@ _EXPORTS = {
 
 # Names made on first use (the layer class needs Keras, which plain TF scripts
 # need not import).
-_LAZY_EXPORTS = {"SyncBatchNormalization": "tf_hvd.sync_batch_norm"}
+_LAZY_EXPORTS = {"SyncBatchNormalization": "tf_hvd.sync_batch_norm",
+                 "Checkpointer": "tf_hvd._keras.checkpointer"}
 
 # Submodules reachable as attributes (``hvd.elastic.run``), as in Horovod.
 _SUBMODULES = ("elastic", "keras", "runner", "optimizer", "tape", "hooks",

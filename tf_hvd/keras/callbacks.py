@@ -19,27 +19,12 @@ from tf_hvd import ops as _ops
 from tf_hvd import topology
 from tf_hvd._keras import flavors
 from tf_hvd._keras.state import var_key as _var_key
+from tf_hvd.keras.backup_and_restore import BackupAndRestore  # noqa: F401 (hvd.callbacks.*)
+from tf_hvd.keras.callback_base import CallbackBase as _CallbackBase
 from tf_hvd.reduce_ops import Average
 
 _keras = flavors.default_keras()
 _IS_TF_KERAS = flavors.is_tf_keras(_keras.callbacks.Callback)
-
-
-class _CallbackBase(_keras.callbacks.Callback):
-    """tf.keras' Callback, plus what the other Keras' callback list asks of a
-    callback (tf-keras' hook flags; Keras 3 needs nothing more)."""
-
-    _supports_tf_logs = False
-    _chief_worker_only = None
-
-    def _implements_train_batch_hooks(self):
-        return True
-
-    def _implements_test_batch_hooks(self):
-        return True
-
-    def _implements_predict_batch_hooks(self):
-        return True
 
 
 def _value(x):

@@ -31,7 +31,7 @@ date before each commit, whatever the callbacks' order in the list.
 from tf_hvd.elastic import (run, State, ObjectState, TensorFlowState,  # noqa: F401
                             TensorFlowKerasState, HorovodInternalError,
                             HostsUpdatedInterrupt)
-from tf_hvd.keras.callbacks import _CallbackBase
+from tf_hvd.keras.callback_base import CallbackBase as _CallbackBase
 
 __all__ = ["run", "KerasState", "CommitStateCallback", "UpdateBatchStateCallback",
            "UpdateEpochStateCallback", "State", "ObjectState", "TensorFlowState",

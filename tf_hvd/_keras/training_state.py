@@ -1,0 +1,170 @@
+"""What a checkpoint step holds of a Keras model, and putting it back.
+
+The saving rank writes ``model.npz``: every variable of ``model.variables`` (weights,
+non-trainable statistics and the layers' random seed states) except the rows of sharded
+embedding tables, under ``model/<index>``, and the optimizer's state in the form an
+unsharded optimizer of the same class holds it (a sharded DistributedOptimizer gathers
+its slots first), under ``optimizer/<index>``; their names and shapes go into the
+manifest. The tables' rows are written by the ranks that hold them (the embedding
+checkpoint's files, under ``embeddings/``). So a step loads at any number of ranks, into
+a sharded or an unsharded optimizer::
+
+    arrays, meta = gather(model, optimizer, root_rank=0)   # every rank (a collective)
+    ...                                                    # root writes arrays
+    load(step, model, optimizer)                           # every rank, any np
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from tf_hvd._keras import flavors
+from tf_hvd._keras.embedding import checkpoint as embedding_checkpoint
+from tf_hvd.exceptions import CheckpointError, ShardingError
+from tf_hvd.sharded_rows import is_sharded_rows, sharded_rows_layers
+
+MODEL_FILE = "model.npz"
+EMBEDDINGS = "embeddings"
+
+
+def _name(v):
+    return getattr(v, "path", None) or v.name
+
+
+def model_variables(model):
+    """The model's variables a step holds whole (not the rows of sharded tables)."""
+    return [v for v in model.variables if not is_sharded_rows(v)]
+
+
+def is_sharded(optimizer):
+    return getattr(type(optimizer), "_hvd_sharded", False)
+
+
+def build_optimizer(model, optimizer):
+    """Create the optimizer's state now (a collective for a sharded one), so that it
+    can be saved or loaded before the first step."""
+    if optimizer is None or isinstance(optimizer, str) or flavors.optimizer_built(optimizer):
+        return
+    trainable = list(model.trainable_variables)
+    if not trainable:
+        return
+    if flavors.optimizer_kind(optimizer) == flavors.TF_KERAS_LEGACY:
+        optimizer._create_all_weights(trainable)
+    else:
+        optimizer.build(trainable)
+
+
+def gather(model, optimizer, rank, root_rank=0):
+    """({key: array}, meta) of the model and optimizer on ``root_rank`` (None, None
+    elsewhere). Every rank calls it: a sharded optimizer gathers its slots."""
+    build_optimizer(model, optimizer)
+    if optimizer is not None and is_sharded(optimizer):
+        opt_values = optimizer.gather_state(root_rank)
+        opt_names = ["slot %d" % i for i in range(len(opt_values or []))]
+    elif optimizer is not None:
+        variables = flavors.optimizer_variables(optimizer)
+        opt_values = [v.numpy() for v in variables]
+        opt_names = [_name(v) for v in variables]
+    else:
+        opt_values, opt_names = [], []
+    if rank != int(root_rank):
+        return None, None
+    variables = model_variables(model)
+    arrays = {}
+    for i, v in enumerate(variables):
+        arrays["model/%05d" % i] = np.asarray(tf.convert_to_tensor(v))
+    for i, value in enumerate(opt_values):
+        arrays["optimizer/%05d" % i] = np.asarray(value)
+    for layer, state in _own_optimizers(model):  # a table's own optimizer's step count
+        arrays["iterations/%s/%s" % (layer.name, state.name)] = np.asarray(
+            int(state.own_optimizer.iterations.numpy()), dtype=np.int64)
+    meta = {"model_variables": [[_name(v), list(arrays["model/%05d" % i].shape)]
+                                for i, v in enumerate(variables)],
+            "optimizer": None if optimizer is None else type(optimizer).__name__,
+            "optimizer_variables": opt_names}
+    return arrays, meta
+
+
+def _own_optimizers(model):
+    return [(layer, state) for layer in sharded_rows_layers(model)
+            for state in layer._hvd.tables.values() if state.own_optimizer is not None]
+
+
+def write_tables(model, writer):
+    """This rank's rows of the model's DistributedEmbedding tables into the step."""
+    if not sharded_rows_layers(model):
+        return None
+    return embedding_checkpoint.write_shards(model, writer, EMBEDDINGS)
+
+
+def _differences(path, saved, wanted):
+    saved_names = [n for n, _ in saved]
+    wanted_names = [n for n, _ in wanted]
+    missing = [n for n in wanted_names if n not in saved_names]
+    extra = [n for n in saved_names if n not in wanted_names]
+    parts = []
+    if missing:
+        parts.append("missing %s" % ", ".join(missing))
+    if extra:
+        parts.append("extra %s" % ", ".join(extra))
+    if not parts:
+        for (n, s), (_, w) in zip(saved, wanted):
+            if list(s) != list(w):
+                parts.append("variable %s is %s there, %s in the model" % (n, tuple(s),
+                                                                         tuple(w)))
+                break
+    if not parts:
+        parts.append("%d variables saved, the model has %d" % (len(saved), len(wanted)))
+    return ("checkpoint file %s does not match the model (%s): %s"
+            % (path, "a checkpoint of another model?", "; ".join(parts)))
+
+
+def load(step, model, optimizer):
+    """Put the step's model, optimizer and table state into ``model`` (every rank)."""
+    path = step.verify(MODEL_FILE)
+    meta = step.meta
+    variables = model_variables(model)
+    wanted = [[_name(v), list(v.shape)] for v in variables]
+    saved = meta.get("model_variables", [])
+    if len(saved) != len(wanted) or any(list(s[1]) != w[1] for s, w in zip(saved, wanted)):
+        raise CheckpointError(_differences(path, saved, wanted))
+    with np.load(path) as data:
+        for i, v in enumerate(variables):
+            v.assign(data["model/%05d" % i])
+        opt_values = [data["optimizer/%05d" % i]
+                      for i in range(len(meta.get("optimizer_variables", [])))]
+        for layer, state in _own_optimizers(model):
+            key = "iterations/%s/%s" % (layer.name, state.name)
+            if key in data.files:
+                state.own_optimizer.iterations.assign(int(data[key]))
+    if optimizer is not None:
+        build_optimizer(model, optimizer)
+        _load_optimizer(path, meta, optimizer, opt_values)
+    tables = meta.get("tables")
+    if sharded_rows_layers(model):
+        if tables is None:
+            raise CheckpointError("checkpoint step %s has no embedding tables, the model "
+                                  "has DistributedEmbedding layers %s"
+                                  % (step.directory, ", ".join(
+                                      l.name for l in sharded_rows_layers(model))))
+        embedding_checkpoint.read_shards(model, step, EMBEDDINGS, tables)
+
+
+def _load_optimizer(path, meta, optimizer, values):
+    if is_sharded(optimizer):
+        try:
+            optimizer.load_state(values)
+        except ShardingError as e:
+            raise CheckpointError("checkpoint file %s: %s" % (path, e))
+        return
+    variables = flavors.optimizer_variables(optimizer)
+    names = meta.get("optimizer_variables", [])
+    wanted = [[_name(v), list(v.shape)] for v in variables]
+    saved = [[n, list(np.shape(x))] for n, x in zip(names, values)]
+    if len(values) != len(variables) or any(s[1] != w[1] for s, w in zip(saved, wanted)):
+        raise CheckpointError(
+            "checkpoint file %s holds the state of a %s (%d variables), the model's "
+            "optimizer is a %s with %d: %s" % (path, meta.get("optimizer"), len(values),
+                                               type(optimizer).__name__, len(variables),
+                                               _differences(path, saved, wanted)))
+    for v, x in zip(variables, values):
+        v.assign(x)
