@@ -37,7 +37,8 @@ def temporary_name(path):
     return os.path.join(directory, ".%s.tmp-%s%s" % (stem, uuid.uuid4().hex[:8], ext))
 
 
-def _save_error(path, error):
+def save_error(path, error):
+    """The CheckpointSaveError for a failed save of ``path`` (an OSError's reason)."""
     return CheckpointSaveError("cannot save %s (%s); the previous file stays"
                                % (path, getattr(error, "strerror", None) or error))
 
@@ -74,7 +75,7 @@ def replace_file(path):
         _fsync_dir(directory)
     except OSError as e:
         _remove(tmp)
-        raise _save_error(path, e)
+        raise save_error(path, e)
     except BaseException:
         _remove(tmp)
         raise
@@ -115,7 +116,7 @@ def write_sidecar(path, accept):
     try:
         _write_json_atomically(str(path) + SIDECAR, {"format": 1, "accept": list(accept)})
     except OSError as e:
-        raise _save_error(str(path) + SIDECAR, e)
+        raise save_error(str(path) + SIDECAR, e)
 
 
 def read_sidecar(path):
@@ -178,7 +179,7 @@ def write_verified(path, data):
         _remove(tmp)
         if isinstance(e, CheckpointSaveError):
             raise
-        raise _save_error(path, e)
+        raise save_error(path, e)
     except BaseException:
         _remove(tmp)
         raise

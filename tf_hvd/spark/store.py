@@ -7,6 +7,11 @@ Layout under the prefix::
     intermediate_train_data.<run_id>/   the training DataFrame as Parquet (Spark writes it)
     intermediate_val_data.<run_id>/     the validation rows, when there are any
     runs/<run_id>/checkpoint.keras      rank 0's model after each epoch (and the last)
+    runs/<run_id>/checkpoint.keras.manifest.json   its size and CRC-32, written last
+
+A checkpoint is committed whole (a temporary name moved onto the path, the sidecar
+written last, see ``write_bytes``): a reader sees the previous model or the new one,
+and ``read_bytes`` checks the file against its sidecar.
 
 Spark's Parquet writer and the ranks' pyarrow readers must both reach the prefix: a local
 path must be on a file system every executor shares (NFS, a cluster file system), as
@@ -19,11 +24,15 @@ fsspec's ``s3://``).
     '/tmp/tf_hvd_store/runs/run1/checkpoint.keras'
 """
 
+import json
 import os
 import posixpath
 import uuid
 
 import fsspec
+
+from tf_hvd.checkpoint import atomic
+from tf_hvd.exceptions import CheckpointError, CheckpointSaveError
 
 
 class Store(object):
@@ -84,14 +93,67 @@ class Store(object):
         return self.fs.exists(path)
 
     def write_bytes(self, path, data):
-        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
-        with self.fs.open(path + ".tmp", "wb") as f:
-            f.write(data)
-        self.fs.mv(path + ".tmp", path)
+        """``data`` as the file ``path``, committed so that a reader never sees a partial
+        file: written under a temporary name (synced, on a local path), moved onto
+        ``path``, then a sidecar ``<path>.manifest.json`` with its size and CRC-32
+        written last (tf_hvd.checkpoint.atomic's order, which ``read_bytes`` checks).
+        A failed write raises CheckpointSaveError naming the path; the previous file
+        stays."""
+        if not self.is_url:
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            except OSError as e:
+                raise atomic.save_error(path, e)
+            atomic.write_verified(path, data)
+            return
+        tmp = atomic.temporary_name(path)
+        try:
+            self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+            atomic.commit_steps(lambda: (self._read_sidecar(path) or {}).get("accept", []),
+                                lambda accept: self._write_sidecar(path, accept),
+                                lambda: self._put(tmp, data),
+                                lambda: self.fs.mv(tmp, path), data)
+        except OSError as e:
+            if self.fs.exists(tmp):
+                self.fs.rm(tmp)
+            if isinstance(e, CheckpointSaveError):
+                raise
+            raise atomic.save_error(path, e)
 
-    def read_bytes(self, path):
-        with self.fs.open(path, "rb") as f:
-            return f.read()
+    def _put(self, path, data):
+        with self.fs.open(path, "wb") as f:
+            f.write(data)
+
+    def _write_sidecar(self, path, accept):
+        # under a temporary name first: on a file system (not an object store) a write
+        # in place could be seen half done
+        side = path + atomic.SIDECAR
+        tmp = atomic.temporary_name(side)
+        self._put(tmp, json.dumps({"format": 1, "accept": list(accept)}).encode())
+        self.fs.mv(tmp, side)
+
+    def _read_sidecar(self, path):
+        try:
+            with self.fs.open(path + atomic.SIDECAR, "rb") as f:
+                return json.loads(f.read().decode())
+        except FileNotFoundError:
+            return None
+        except ValueError as e:
+            raise CheckpointError("cannot read %s%s (%s)" % (path, atomic.SIDECAR, e))
+
+    def read_bytes(self, path, require_manifest=False):
+        """The bytes of the file ``path``, checked against the size and CRC-32 of its
+        sidecar (CheckpointError names the file when they differ). A file without a
+        sidecar (written before tf_hvd committed checkpoints) is returned as it is,
+        unless ``require_manifest``::
+
+            data = store.read_bytes(store.get_checkpoint_path(run_id), True)
+        """
+        def read_data():
+            with self.fs.open(path, "rb") as f:
+                return f.read()
+        return atomic.read_checked(path, read_data, lambda: self._read_sidecar(path),
+                                   require_manifest)
 
     def parquet_files(self, path):
         """The Parquet files Spark wrote under ``path``, sorted."""

@@ -181,7 +181,8 @@ class KerasEstimator(Estimator):
             env["CUDA_VISIBLE_DEVICES"] = ""
         result = runner.run(train, args=(spec,), num_proc=num_proc, env=env,
                             start_timeout=p["start_timeout"], verbose=min(p["verbose"], 1))[0]
-        model_bytes = store.read_bytes(store.get_checkpoint_path(run_id))
+        # checked against its sidecar: CheckpointError names a partial or corrupted file
+        model_bytes = store.read_bytes(store.get_checkpoint_path(run_id), require_manifest=True)
         return KerasModel(model_bytes=model_bytes, feature_cols=list(p["feature_cols"]),
                           label_cols=list(p["label_cols"]),
                           custom_objects=p["custom_objects"], history=result["history"],

@@ -47,7 +47,8 @@ def _checkpoint_callback(store, run_id):
     import keras
 
     class StoreCheckpoint(keras.callbacks.Callback):
-        """Rank 0: the model to the store after every epoch."""
+        """Rank 0: the model to the store after every epoch, committed whole (a reader
+        sees the previous epoch's model or this one: Store.write_bytes)."""
 
         def on_epoch_end(self, epoch, logs=None):
             store.write_bytes(store.get_checkpoint_path(run_id), model_to_bytes(self.model))
