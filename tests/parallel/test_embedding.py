@@ -7,11 +7,14 @@ np covering every configuration:
   tf.function loop with DistributedGradientTape (ragged and sparse weighted
   features; Adam, Ftrl), each equal to one process with plain Embedding tables under
   sparse semantics (rtol 1e-5); bad input; a checkpoint saved whole
-  (hvd.save_model) and by rank (save_embedding_shards), then, tf_hvd shut down,
+  (hvd.save_model) and by rank (save_embedding_shards: a step of the commit
+  protocol), loaded back at np=2; a save one rank cannot write fails on both and
+  leaves a half-written step that loads ignore (saying so); a flipped byte, a table
+  of another size and the earlier layout; then, tf_hvd shut down,
   plain ``keras.models.load_model`` reads the file's whole tables in rank 0 alone;
 * np=3: fit with SGD+momentum and Adagrad, the loop with Adam and Ftrl (so each
   optimizer, one-hot and multi-hot, at both sizes), bad input, and the np=2 checkpoints loaded
-  (each rank its rows), 3 more steps equal to the np=2 job's.
+  (each rank its rows; the half-written step ignored), 3 more steps equal to the np=2 job's.
 """
 
 import os

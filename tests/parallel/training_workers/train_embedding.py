@@ -16,16 +16,25 @@ bad_input    an id outside a table (every rank: InvalidArgumentError naming tabl
              id and rank), default_row, tables differing across ranks, optimizers
              that cannot update rows (ShardingError naming them)
 ckpt_save    3 Adam steps, hvd.save_model (whole tables) to DIR/emb.keras and
-             save_embedding_shards to DIR/shards, the state as DIR/emb_state.npz;
-             3 more steps, the result as DIR/emb_after.npz
+             save_embedding_shards to DIR/shards (step 0 of the commit protocol), the
+             state as DIR/emb_state.npz; 3 more steps, the result as DIR/emb_after.npz;
+             a second save that rank 1 cannot write (ENOSPC) fails on both ranks naming
+             rank 1 and leaves a half-written step 1; a fresh model loads step 0 (the
+             half-written step ignored, with rank 0's warning); a flipped byte is a
+             CheckpointError naming the file, a table of another size a ShardingError
+             naming it; the earlier layout (manifest.json in the directory) still loads
 ckpt_resume  at this np: hvd.load_model(DIR/emb.keras) and a fresh model +
-             load_embedding_shards(DIR/shards) hold the saved state; 3 more steps
-             from the file equal DIR/emb_after.npz
+             load_embedding_shards(DIR/shards) hold the saved state (step 0, not the
+             half-written step 1); 3 more steps from the file equal DIR/emb_after.npz
 ckpt_plain   (last) tf_hvd shut down, rank 0 alone: keras.models.load_model reads
              DIR/emb.keras, whole tables equal to the saved ones
 """
 
+import errno
+import json
+import logging
 import os
+import shutil
 import sys
 import tempfile
 
@@ -37,7 +46,8 @@ import tensorflow as tf  # noqa: E402
 
 import tf_hvd as hvd  # noqa: E402
 import tf_hvd.keras as hk  # noqa: E402
-from tf_hvd.exceptions import ShardingError  # noqa: E402
+from tf_hvd.checkpoint import commit  # noqa: E402
+from tf_hvd.exceptions import CheckpointError, CheckpointSaveError, ShardingError  # noqa: E402
 from tf_hvd.keras.layers import (DistributedEmbedding, FeatureConfig, TableConfig,  # noqa: E402
                                  load_embedding_shards, save_embedding_shards)
 import embedding_lib as lib  # noqa: E402
@@ -234,6 +244,95 @@ def section_ckpt_save():
         np.savez(os.path.join(DIR, "emb_state.npz"), **state)
         np.savez(os.path.join(DIR, "emb_after.npz"), **after)
     C.expect(os.path.exists(os.path.join(DIR, "emb.keras")) or R != 0, "file written")
+    shards = os.path.join(DIR, "shards")
+    C.equal("save_embedding_shards: one complete step", sorted(os.listdir(shards)),
+            ["step-00000000"])
+    _failed_save(model, shards)
+    _check_shards_load("load_embedding_shards at np=2", shards, state, warns=True)
+    _bad_shards(shards, emb.table_names(), state)
+
+
+def _failed_save(model, shards):
+    """Rank 1's disk is full: the save fails on every rank naming rank 1, step 0
+    stays, and step 1 stays half-written (rank 0's files, no manifest)."""
+    def no_space(path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+    if R == 1:
+        commit.open = no_space   # StepWriter's writes (module global shadows the builtin)
+    try:
+        C.raises("a save rank 1 cannot write", lambda: save_embedding_shards(model, shards),
+                 CheckpointSaveError,
+                 ["rank 1 cannot write", os.path.join(shards, "step-00000001.partial-"),
+                  "No space left on device"] + (["is not published: rank 1:"] if R == 0 else []))
+    finally:
+        if R == 1:
+            del commit.open
+    hk.allgather_object(R)   # every rank's check done before rank 0 lists the directory
+    names = sorted(os.listdir(shards))
+    C.equal("after the failed save: step 0 and half-written step 1", [
+        n.split(".partial-")[0] + (".partial" if ".partial-" in n else "") for n in names],
+        ["step-00000000", "step-00000001.partial"])
+
+
+def _check_shards_load(label, directory, saved, warns=False):
+    fresh, emb2, _ = fit_model()
+    fresh.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.Adam(0.05)), loss="mse")
+    fresh.optimizer.build(fresh.trainable_variables)
+    seen = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logging.getLogger("tf_hvd").addHandler(handler)
+    try:
+        load_embedding_shards(fresh, directory)
+    finally:
+        logging.getLogger("tf_hvd").removeHandler(handler)
+    if warns:   # rank 0 looks for the newest step and says what it ignores
+        C.equal("%s: the half-written step ignored, saying so" % label,
+                [m.split(".partial-")[0] for m in seen if "half-written" in m],
+                ["tf_hvd checkpoint: ignoring %s" % os.path.join(directory, "step-00000001")]
+                if R == 0 else [])
+    for name in emb2.table_names():
+        C.close("%s %s" % (label, name), [emb2.get_table(name)], [saved["table:" + name]])
+        for s in emb2._hvd.tables[name].rule.slot_names:
+            C.close("%s %s %s" % (label, name, s), [emb2.get_slot(name, s)],
+                    [saved["slot:%s:%s" % (name, s)]])
+    return fresh
+
+
+def _bad_shards(shards, tables, saved):
+    """Copies of step 0 made wrong by rank 0: a flipped byte, a table of another size
+    in the manifest; and the earlier layout, files and manifest.json in the directory."""
+    step = os.path.join(shards, "step-00000000")
+    flipped, resized, old = (os.path.join(DIR, n) for n in ("flipped", "resized", "old"))
+    victim = os.path.join(flipped, "step-00000000", "emb", "%s.table.1-of-2.npy" % tables[0])
+    if R == 0:
+        for d in (flipped, resized):
+            shutil.copytree(step, os.path.join(d, "step-00000000"))
+        with open(victim, "r+b") as f:
+            f.seek(-1, os.SEEK_END)
+            last = f.read(1)
+            f.seek(-1, os.SEEK_END)
+            f.write(bytes([last[0] ^ 0x10]))
+        path = os.path.join(resized, "step-00000000", "manifest.json")
+        with open(path) as f:
+            manifest = json.load(f)
+        manifest["meta"]["layers"]["emb"][tables[1]]["vocabulary_size"] = 99
+        with open(path, "w") as f:
+            json.dump(manifest, f)
+        shutil.copytree(os.path.join(step, "emb"), os.path.join(old, "emb"))
+        with open(os.path.join(step, "manifest.json")) as f:
+            meta = json.load(f)["meta"]
+        with open(os.path.join(old, "manifest.json"), "w") as f:
+            json.dump(meta, f)
+    hk.allgather_object(R)
+    fresh, _, _ = fit_model()
+    C.raises("a flipped byte in a shard file", lambda: load_embedding_shards(fresh, flipped),
+             CheckpointError, [victim, "is corrupted: its CRC-32 is"])
+    C.raises("a table of another size", lambda: load_embedding_shards(fresh, resized),
+             ShardingError, ["table '%s' of layer 'emb' is 99 x %d" % (
+                                 tables[1], lib.TABLES[tables[1]][1]),
+                             "the layer's is %d x %d" % lib.TABLES[tables[1]][:2]])
+    _check_shards_load("the earlier layout at np=2", old, saved)
 
 
 def _check_state(label, got, expected):
@@ -254,16 +353,8 @@ def section_ckpt_resume():
     _check_state("hvd.load_model at np=%d" % N, _state(model, emb), saved)
     _fit_steps(model, x, y, 3, 3)
     _check_state("3 steps after loading at np=%d" % N, _state(model, emb), after)
-    fresh, emb2, _ = fit_model()
-    fresh.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.Adam(0.05)), loss="mse")
-    fresh.optimizer.build(fresh.trainable_variables)
-    load_embedding_shards(fresh, os.path.join(DIR, "shards"))
-    for name in emb2.table_names():
-        C.close("load_embedding_shards %s" % name, [emb2.get_table(name)],
-                [saved["table:" + name]])
-        for s in emb2._hvd.tables[name].rule.slot_names:
-            C.close("load_embedding_shards %s %s" % (name, s), [emb2.get_slot(name, s)],
-                    [saved["slot:%s:%s" % (name, s)]])
+    _check_shards_load("load_embedding_shards at np=%d" % N, os.path.join(DIR, "shards"),
+                       saved, warns=True)
 
 
 def section_ckpt_plain():

@@ -9,12 +9,16 @@ Two ways, for two sizes of table:
   Plain Keras loads the file in one process; at any number of ranks each rank
   takes its rows of it (``load_own_variables``).
 * **each rank writes its own rows** (``save_shards`` / ``load_shards``), for
-  tables larger than one rank's memory: rank ``q`` of ``n`` writes, per table,
-  ``<table>.ids.<q>-of-<n>.npy`` (the global ids of its rows) and
-  ``<table>.<what>.<q>-of-<n>.npy`` (the rows of the table and of each slot), and
-  rank 0 a ``manifest.json``. Nothing is gathered. Loading at any number of ranks
-  memory-maps each file and copies only the rows the rank owns in its new layout,
-  so a rank never holds more than its own rows (plus the 8-byte ids).
+  tables larger than one rank's memory: each save is a new step of the commit
+  protocol (tf_hvd.checkpoint) under the directory, in which rank ``q`` of ``n``
+  writes, per table, ``<layer>/<table>.ids.<q>-of-<n>.npy`` (the global ids of its
+  rows) and ``<layer>/<table>.<what>.<q>-of-<n>.npy`` (the rows of the table and of
+  each slot), and rank 0 publishes the step (its manifest last, with each file's size
+  and CRC-32). Nothing is gathered. Loading at any number of ranks takes the newest
+  complete step, checks each file, memory-maps it and copies only the rows the rank
+  owns in its new layout, so a rank never holds more than its own rows (plus the
+  8-byte ids). ``write_shards`` / ``read_shards`` do the files of one step for a
+  caller that commits more than the tables in it.
 
     checkpoint.save_shards(model, "ckpt/tables")     # every rank, any np
     checkpoint.load_shards(model, "ckpt/tables")     # every rank, any np
@@ -28,7 +32,10 @@ import tensorflow as tf
 
 from tf_hvd import functions, ops, topology
 from tf_hvd._keras.state import var_key
-from tf_hvd.exceptions import ShardingError
+from tf_hvd.checkpoint import (Step, StepWriter, complete_steps, new_token,
+                               publish)
+from tf_hvd.checkpoint.steps import MANIFEST
+from tf_hvd.exceptions import CheckpointError, CheckpointSaveError, ShardingError
 from tf_hvd.sharded_rows import mark_sharded_rows, sharded_rows_layers
 
 
@@ -183,50 +190,73 @@ def _layers(model):
     return sharded_rows_layers(model)
 
 
-def save_shards(model, directory):
-    """Every rank writes the rows it holds of every DistributedEmbedding table of
-    ``model`` (and their slots) under ``directory``; nothing is gathered. Call on
-    every rank (rank 0 writes the manifest after all have written)."""
+def _suffix(rank, size):
+    return "%d-of-%d.npy" % (rank, size)
+
+
+def _join(*parts):
+    return "/".join(p.strip("/") for p in parts if p)
+
+
+def write_shards(model, writer, prefix=""):
+    """This rank's rows of every DistributedEmbedding table of ``model`` (and of their
+    slots) written through ``writer`` (a tf_hvd.checkpoint.StepWriter) under the
+    folder ``prefix`` of its step: per table ``<prefix>/<layer>/<table>.ids.<q>-of-<n>.npy``
+    (the rows' global ids) and ``<table>.<what>.<q>-of-<n>.npy`` (``what``: "table" or a
+    slot's name). Returns the meta that ``read_shards`` needs (the same on every rank:
+    size, and per layer and table vocabulary_size, embedding_dim and what was saved);
+    the caller finishes the writer and publishes::
+
+        meta = write_shards(model, writer, "embedding")
+        writer.finish()
+        ...
+        read_shards(model, Step.newest(root), "embedding", meta)
+    """
     rank, size = _rank_size()
-    manifest = {"size": size, "layers": {}}
+    meta = {"size": size, "layers": {}}
     for layer in _layers(model):
-        where = os.path.join(directory, layer.name)
-        os.makedirs(where, exist_ok=True)
         tables = {}
         for state in layer._hvd.tables.values():
-            suffix = "%d-of-%d.npy" % (rank, size)
-            np.save(os.path.join(where, "%s.ids.%s" % (state.name, suffix)),
-                    state.layout.global_ids(rank))
+            base = _join(prefix, layer.name, state.name)
+            writer.write_array("%s.ids.%s" % (base, _suffix(rank, size)),
+                               state.layout.global_ids(rank))
             whats = []
             for key, variable in _keys(state):
                 what = "table" if key.startswith("table:") else key.split(":")[2]
-                np.save(os.path.join(where, "%s.%s.%s" % (state.name, what, suffix)),
-                        tf.convert_to_tensor(variable).numpy())
+                writer.write_array("%s.%s.%s" % (base, what, _suffix(rank, size)),
+                                   tf.convert_to_tensor(variable).numpy())
                 whats.append(what)
             tables[state.name] = {"vocabulary_size": state.layout.vocabulary_size,
                                   "embedding_dim": int(state.config.embedding_dim),
                                   "saved": whats}
-        manifest["layers"][layer.name] = tables
-    if size > 1:
-        functions.allgather_object(rank, name="DistributedEmbedding.save_shards")  # all written
-    if rank == 0:
-        with open(os.path.join(directory, "manifest.json"), "w") as f:
-            json.dump(manifest, f, indent=1)
+        meta["layers"][layer.name] = tables
+    return meta
 
 
-def load_shards(model, directory):
-    """Every rank reads, from what ``save_shards`` wrote at any number of ranks,
-    the rows it owns now (memory-mapped: only those rows are read)."""
+def read_shards(model, step, prefix, meta):
+    """Every rank reads, from the files ``write_shards`` wrote under ``prefix`` of
+    ``step`` (a tf_hvd.checkpoint.Step) at any number of ranks, the rows it owns now.
+    Each file is checked against the step's manifest first (``step.verify``: a
+    truncated or corrupted file is a CheckpointError naming it); the rows are then
+    memory-mapped, so only this rank's rows are copied::
+
+        step = Step.newest(root)
+        read_shards(model, step, "embedding", step.meta["embedding"])
+    """
+    _load_rows(model, meta, lambda name: step.verify(_join(prefix, name)),
+               "%s (step %d)" % (step.directory, step.step))
+
+
+def _load_rows(model, manifest, path_of, where):
+    # path_of(relative name) -> a readable path (verified first where it can be)
     rank, _ = _rank_size()
-    with open(os.path.join(directory, "manifest.json")) as f:
-        manifest = json.load(f)
     saved_size = int(manifest["size"])
     for layer in _layers(model):
         tables = manifest["layers"].get(layer.name)
         if tables is None:
-            raise ShardingError("load_embedding_shards: %s has no layer '%s'"
-                                % (directory, layer.name))
-        where = os.path.join(directory, layer.name)
+            raise ShardingError("load_embedding_shards: %s has no layer '%s' (it has %s)"
+                                % (where, layer.name,
+                                   ", ".join(sorted(manifest["layers"])) or "none"))
         for state in layer._hvd.tables.values():
             info = tables.get(state.name)
             if info is None or info["vocabulary_size"] != state.layout.vocabulary_size \
@@ -237,21 +267,118 @@ def load_shards(model, directory):
                                             "missing" if info is None else "%d x %d" % (
                                                 info["vocabulary_size"],
                                                 info["embedding_dim"]),
-                                            directory, state.layout.vocabulary_size,
+                                            where, state.layout.vocabulary_size,
                                             int(state.config.embedding_dim)))
+            base = _join(layer.name, state.name)
             shape = state.local_shape()
             out = dict((what, None) for what in info["saved"])
             for q in range(saved_size):
-                suffix = "%d-of-%d.npy" % (q, saved_size)
-                ids = np.load(os.path.join(where, "%s.ids.%s" % (state.name, suffix)),
-                              mmap_mode="r")
+                suffix = _suffix(q, saved_size)
+                ids = np.load(path_of("%s.ids.%s" % (base, suffix)), mmap_mode="r")
                 mine = np.nonzero(state.layout.owner(ids) == rank)[0]
                 local = state.layout.local_row(np.asarray(ids[mine]))
                 for what in out:
-                    rows = np.load(os.path.join(where, "%s.%s.%s" % (state.name, what, suffix)),
-                                   mmap_mode="r")
+                    rows = np.load(path_of("%s.%s.%s" % (base, what, suffix)), mmap_mode="r")
                     if out[what] is None:
                         out[what] = np.zeros(shape, dtype=rows.dtype)
                     out[what][local] = rows[mine]
             for what, rows in out.items():
                 set_rows(state, what, rows)
+
+
+def _on_rank0(fn, name, error_type):
+    """``fn()`` on rank 0, its result (or its failure) on every rank: the ranks agree
+    without one of them waiting for a collective the others never reach."""
+    rank, size = _rank_size()
+    outcome = None
+    if rank == 0:
+        try:
+            outcome = ("ok", fn())
+        except Exception as e:  # noqa: BLE001 - sent to every rank, then raised
+            failure = e
+            outcome = ("error", "%s: %s" % (type(e).__name__, e))
+    if size > 1:
+        outcome = functions.broadcast_object(outcome, root_rank=0, name=name)
+    if outcome[0] == "error":
+        if rank == 0:
+            raise failure
+        raise error_type("on rank 0: %s" % outcome[1])
+    return outcome[1]
+
+
+def save_shards(model, directory, keep=2, step=None):
+    """Every rank writes the rows it holds of every DistributedEmbedding table of
+    ``model`` (and their slots) as a new checkpoint step under ``directory``;
+    nothing is gathered. Call on every rank: rank 0 picks the step (``step``, or
+    one past the newest) and publishes it (tf_hvd.checkpoint: manifest last, the
+    step renamed into place) once every rank's files are synced; the ``keep``
+    newest steps stay. When it returns on any rank, the step is published; a rank
+    that cannot write (a full disk, no permission) fails the save on every rank with
+    CheckpointSaveError, and the previous step stays::
+
+        save_shards(model, "ckpt/tables")     # every rank, any np
+    """
+    rank, size = _rank_size()
+    directory = str(directory)
+
+    def draw():
+        newest = complete_steps(directory)
+        return (int(step) if step is not None else (newest[-1] + 1 if newest else 0),
+                new_token())
+    number, token = _on_rank0(draw, "DistributedEmbedding.save_shards.step",
+                              CheckpointSaveError)
+    error, meta = None, None
+    try:
+        writer = StepWriter(directory, number, rank, size, token)
+        try:
+            meta = write_shards(model, writer, "")
+            writer.finish()
+        except Exception as e:
+            writer.fail(e)
+            raise
+    except Exception as e:  # noqa: BLE001 - every rank learns of it below
+        error = e
+    # a collective, so that every rank fails the save when one rank's part failed
+    errors = (functions.allgather_object(None if error is None else str(error),
+                                         name="DistributedEmbedding.save_shards.written")
+              if size > 1 else [None if error is None else str(error)])
+    if error is not None:
+        raise error
+    failed = [(q, e) for q, e in enumerate(errors) if e is not None]
+    if failed:
+        raise CheckpointSaveError("save_embedding_shards: step %d under %s is not published: "
+                                  % (number, directory) + "; ".join(
+                                      "rank %d: %s" % (q, e) for q, e in failed))
+    _on_rank0(lambda: publish(directory, number, size, token, meta=meta, keep=keep),
+              "DistributedEmbedding.save_shards.published", CheckpointSaveError)
+
+
+def load_shards(model, directory):
+    """Every rank reads, from what ``save_shards`` wrote at any number of ranks, the
+    rows it owns now (memory-mapped: only those rows are read), from the newest
+    complete step (the same on every rank; a half-written newer one is ignored with
+    a warning). Each file's size and CRC-32 are checked first (CheckpointError names
+    a truncated or corrupted file). A directory of the earlier layout (manifest.json
+    and the files directly in it) is read as it is::
+
+        load_shards(model, "ckpt/tables")     # every rank, any np
+    """
+    directory = str(directory)
+
+    def find():
+        step = Step.newest(directory)
+        if step is not None:
+            return step.step
+        if os.path.isfile(os.path.join(directory, MANIFEST)):
+            return None
+        raise CheckpointError("load_embedding_shards: %s holds no complete checkpoint "
+                              "step (and no manifest.json)" % directory)
+    number = _on_rank0(find, "DistributedEmbedding.load_shards.step", CheckpointError)
+    if number is None:
+        with open(os.path.join(directory, MANIFEST)) as f:
+            manifest = json.load(f)
+        _load_rows(model, manifest, lambda name: os.path.join(directory, *name.split("/")),
+                   directory)
+        return
+    step = Step(directory, number)
+    read_shards(model, step, "", step.meta)
