@@ -110,7 +110,11 @@ class BackupAndRestore(CallbackBase):
             return
         self._step += 1
         if self.save_freq != "epoch" and self._step % self.save_freq == 0:
-            self._save(epoch=self._epoch, batch=self._batch)
+            steps = (self.params or {}).get("steps")
+            if steps and self._batch >= steps:  # the epoch's last batch: resume at the next
+                self._save(epoch=self._epoch + 1, batch=0)
+            else:
+                self._save(epoch=self._epoch, batch=self._batch)
 
     def on_epoch_end(self, epoch, logs=None):
         if self.save_freq == "epoch":
