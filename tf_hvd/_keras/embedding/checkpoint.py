@@ -322,7 +322,11 @@ def save_shards(model, directory, keep=2, step=None):
     directory = str(directory)
 
     def draw():
-        newest = complete_steps(directory)
+        try:
+            newest = complete_steps(directory)
+        except OSError as e:   # e.g. a path under a file: the same error on every rank
+            raise CheckpointSaveError("save_embedding_shards: cannot save under %s (%s)"
+                                      % (directory, e.strerror or e))
         return (int(step) if step is not None else (newest[-1] + 1 if newest else 0),
                 new_token())
     number, token = _on_rank0(draw, "DistributedEmbedding.save_shards.step",
