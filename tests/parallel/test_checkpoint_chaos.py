@@ -3,7 +3,8 @@ stopped (fault_workers/chaos_train.py, restarted by tfhvdrun --max-restarts):
 
 * a seeded schedule of SIGKILLs (6 in a Keras fit with a sharded optimizer, 5 in a
   tf.function loop over a DistributedEmbedding, one of them while both ranks write their
-  rows), before, during and after saves; each kill costs one restart;
+  rows), before, during and after saves; each kill costs one restart, and tfhvdrun names
+  the killed rank and the one stopped in consequence each time;
 * every restart loads a whole step: what each rank loaded is, fingerprint for
   fingerprint, what that step held when it was saved, and all ranks loaded the same step;
 * the final weights, the optimizer's whole state and the whole tables equal those of an
@@ -121,9 +122,15 @@ def _check_kills(res, directory, schedule):
         assert got and all(step == k["step"] and phase == k["phase"]
                            for _, step, phase in got), (k, got)
         assert set(r for r, _, _ in got) <= set(k["ranks"]), (k, got)
-    restarts = re.findall(r"^tfhvdrun: restarting every rank .*\(restart (\d+) of \d+\)",
-                          res.output, re.M)
-    assert restarts == [str(i + 1) for i in range(len(schedule))], res.describe()
+    restarts = re.findall(r"^tfhvdrun: restarting every rank with a fresh rendezvous "
+                          r"\(restart (\d+) of (\d+)\) because rank (\d) \(on localhost\) "
+                          r"was killed by signal 9 \(SIGKILL\); rank (\d) stopped in "
+                          r"consequence$", res.output, re.M)
+    n = len(schedule)
+    assert [r[:2] for r in restarts] == [(str(i + 1), str(n)) for i in range(n)], \
+        res.describe()
+    for k, (_, _, culprit, other) in zip(schedule, restarts):
+        assert int(culprit) in k["ranks"] and int(other) == 1 - int(culprit), (k, restarts)
 
 
 @pytest.mark.parametrize("mode", ["fit", "loop"])

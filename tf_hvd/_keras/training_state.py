@@ -161,10 +161,13 @@ def _load_optimizer(path, meta, optimizer, values):
     wanted = [[_name(v), list(v.shape)] for v in variables]
     saved = [[n, list(np.shape(x))] for n, x in zip(names, values)]
     if len(values) != len(variables) or any(s[1] != w[1] for s, w in zip(saved, wanted)):
+        first = next(((s, w) for s, w in zip(saved, wanted) if s[1] != w[1]), None)
         raise CheckpointError(
-            "checkpoint file %s holds the state of a %s (%d variables), the model's "
-            "optimizer is a %s with %d: %s" % (path, meta.get("optimizer"), len(values),
-                                               type(optimizer).__name__, len(variables),
-                                               _differences(path, saved, wanted)))
+            "checkpoint file %s holds the state of optimizer %s (%d variables), the "
+            "model's optimizer is %s with %d%s" % (
+                path, meta.get("optimizer"), len(values), type(optimizer).__name__,
+                len(variables), "" if first is None else
+                " (the first that differs: %s %s there, %s %s here)" % (
+                    first[0][0], tuple(first[0][1]), first[1][0], tuple(first[1][1]))))
     for v, x in zip(variables, values):
         v.assign(x)
