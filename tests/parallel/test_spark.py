@@ -147,7 +147,11 @@ def test_estimator_fit_on_digits_matches_the_plain_example(spark, tmp_path):
     history = model.getHistory()
     assert len(history["accuracy"]) == 15
     run_id = model.getRunId()
-    assert store.exists(store.get_checkpoint_path(run_id))
+    ckpt = store.get_checkpoint_path(run_id)   # committed whole, its sidecar written last
+    assert sorted(os.listdir(os.path.dirname(ckpt))) == ["checkpoint.keras",
+                                                         "checkpoint.keras.manifest.json"]
+    with open(ckpt, "rb") as f:
+        assert store.read_bytes(ckpt, require_manifest=True) == f.read()
     assert len(store.parquet_files(store.get_train_data_path(run_id))) == 2 * 4
     predictions = model.transform(test)
     assert predictions.columns == ["features", "label", "label__output"]

@@ -70,3 +70,30 @@ def test_a_failed_save_keeps_the_previous_file_and_names_the_path(tmp_path, monk
     monkeypatch.undo()
     for got, saved in zip(_weights(path), model.get_weights()):
         np.testing.assert_array_equal(got, saved)
+
+
+def test_the_spark_trainers_epoch_checkpoint_is_committed_and_read_back_checked(tmp_path):
+    """The Spark estimator's path without Spark: rank 0's callback commits the model to
+    the store after an epoch; the bytes read back (checked) load as that model, and a
+    truncated checkpoint is a CheckpointError naming it."""
+    pytest.importorskip("pyspark")   # tf_hvd.spark.keras needs it
+    from tf_hvd.exceptions import CheckpointError
+    from tf_hvd.spark.keras import trainer
+    from tf_hvd.spark.store import Store
+    store = Store.create(str(tmp_path / "store"))
+    model = small_model(seed=3)
+    callback = trainer._checkpoint_callback(store, "r1")
+    callback.set_model(model)
+    callback.on_epoch_end(0)
+    path = store.get_checkpoint_path("r1")
+    loaded = trainer.model_from_bytes(store.read_bytes(path, require_manifest=True),
+                                      compile=False)
+    for got, saved in zip(loaded.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(got, saved)
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.truncate(size - 1)
+    with pytest.raises(CheckpointError) as e:
+        store.read_bytes(path, require_manifest=True)
+    assert str(e.value) == ("checkpoint file %s has %d bytes, its manifest says %d "
+                            "(truncated or overwritten)" % (path, size - 1, size))
