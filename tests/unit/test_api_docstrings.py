@@ -18,11 +18,11 @@ import tf_hvd
 import tf_hvd.keras
 
 CORE = ["allreduce", "allgather", "broadcast", "broadcast_variables",
-        "DistributedOptimizer", "DistributedGradientTape", "Compression"]
+        "DistributedOptimizer", "DistributedGradientTape", "Compression", "Checkpointer"]
 KERAS = ["DistributedOptimizer", "PartialDistributedOptimizer", "SyncBatchNormalization",
          "callbacks.BroadcastGlobalVariablesCallback", "callbacks.MetricAverageCallback",
          "callbacks.LearningRateScheduleCallback", "callbacks.LearningRateWarmupCallback",
-         "callbacks.BestModelCheckpoint", "elastic.KerasState",
+         "callbacks.BestModelCheckpoint", "callbacks.BackupAndRestore", "elastic.KerasState",
          "elastic.CommitStateCallback", "elastic.UpdateBatchStateCallback",
          "elastic.UpdateEpochStateCallback", "layers.DistributedEmbedding"]
 

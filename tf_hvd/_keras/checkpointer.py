@@ -48,6 +48,19 @@ class Checkpointer(object):
         is published; at least 1).
       root_rank: the rank that writes the model and optimizer and publishes steps.
       timeout: seconds the publishing rank waits for the other ranks' parts.
+
+    Example:
+
+    >>> import tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> opt = hvd.DistributedOptimizer(keras.optimizers.Adam(0.1))
+    >>> ckpt = hvd.Checkpointer(directory, model, opt)
+    >>> ckpt.restore()                    # nothing saved yet
+    {}
+    >>> path = ckpt.save(10, epoch=1)
+    >>> hvd.Checkpointer(directory, model, opt).restore()
+    {'epoch': 1, 'step': 10}
     """
 
     def __init__(self, directory, model, optimizer=None, keep=2, root_rank=0,

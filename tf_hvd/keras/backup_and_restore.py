@@ -44,6 +44,24 @@ class BackupAndRestore(CallbackBase):
     ``tf.data`` pipeline). Metrics of the resumed epoch count only the batches after
     the restart. A save that fails (a full disk, no permission) is logged on the rank
     that saw it, the previous save stays, and training goes on.
+
+    Example:
+
+    >>> import tempfile
+    >>> backup_dir = tempfile.mkdtemp()
+    >>> def fit():
+    ...     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    ...     model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)),
+    ...                   loss="mse")
+    ...     backup = hvd.callbacks.BackupAndRestore(backup_dir, save_freq=1,
+    ...                                             delete_checkpoint=False)
+    ...     model.fit(np.ones((4, 2)), np.ones((4, 1)), batch_size=2, epochs=3,
+    ...               verbose=0, callbacks=[backup])
+    ...     return model
+    >>> first = fit()                     # 6 steps, each saved
+    >>> again = fit()                     # resumes after the 6th: nothing left to train
+    >>> bool(np.array_equal(first.get_weights()[0], again.get_weights()[0]))
+    True
     """
 
     def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True, keep=2,
