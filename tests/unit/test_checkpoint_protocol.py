@@ -164,13 +164,13 @@ def test_a_full_disk_while_publishing_names_the_manifest_and_keeps_the_previous_
         tmp_path, monkeypatch):
     _save(tmp_path, 1)
     _write(tmp_path, 2, "t2")
-    real = commit._write_json_atomically
+    real = commit.write_json_atomically
 
     def no_space(path, value):
         if path.endswith("manifest.json"):
             raise OSError(errno.ENOSPC, "No space left on device", path)
         return real(path, value)
-    monkeypatch.setattr(commit, "_write_json_atomically", no_space)
+    monkeypatch.setattr(commit, "write_json_atomically", no_space)
     with pytest.raises(CheckpointSaveError) as e:
         publish(tmp_path, 2, 2, "t2", timeout=30)
     assert str(e.value) == (

@@ -21,7 +21,7 @@ import os
 import uuid
 import zlib
 
-from tf_hvd.checkpoint.commit import _fsync_dir, _write_json_atomically
+from tf_hvd.checkpoint.commit import fsync_path, write_json_atomically
 from tf_hvd.exceptions import CheckpointError, CheckpointSaveError
 
 SIDECAR = ".manifest.json"
@@ -43,15 +43,6 @@ def save_error(path, error):
                                % (path, getattr(error, "strerror", None) or error))
 
 
-def _fsync_file(path):
-    # a file someone else wrote (model.save): open it again to sync its data
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _remove(path):
     try:
         os.remove(path)
@@ -70,9 +61,9 @@ def replace_file(path):
     tmp = temporary_name(path)
     try:
         yield tmp
-        _fsync_file(tmp)
+        fsync_path(tmp)
         os.replace(tmp, path)
-        _fsync_dir(directory)
+        fsync_path(directory)
     except OSError as e:
         _remove(tmp)
         raise save_error(path, e)
@@ -114,7 +105,7 @@ def write_sidecar(path, accept):
     """The sidecar of local file ``path`` accepting the entries ``accept``, replaced
     atomically (a reader sees the old list or the new one)."""
     try:
-        _write_json_atomically(str(path) + SIDECAR, {"format": 1, "accept": list(accept)})
+        write_json_atomically(str(path) + SIDECAR, {"format": 1, "accept": list(accept)})
     except OSError as e:
         raise save_error(str(path) + SIDECAR, e)
 
@@ -164,7 +155,7 @@ def write_verified(path, data):
 
     def rename():
         os.replace(tmp, path)
-        _fsync_dir(os.path.dirname(os.path.abspath(path)))
+        fsync_path(os.path.dirname(os.path.abspath(path)))
 
     def before():
         try:

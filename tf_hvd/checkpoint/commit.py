@@ -43,7 +43,8 @@ def new_token():
     return uuid.uuid4().hex[:12]
 
 
-def _fsync_dir(path):
+def fsync_path(path):
+    """Sync a file's data, or a directory's entries (after a rename in it), to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -63,7 +64,8 @@ def file_crc32(path):
             size += len(chunk)
 
 
-def _write_json_atomically(path, value):
+def write_json_atomically(path, value):
+    """``value`` as JSON at ``path``: a synced temporary renamed onto it."""
     tmp = "%s.tmp-%s" % (path, uuid.uuid4().hex[:8])
     with open(tmp, "w") as f:
         json.dump(value, f, indent=1, sort_keys=True)
@@ -136,8 +138,7 @@ class StepWriter(object):
         for name in sorted(self.files):
             full = os.path.join(self.directory, *name.split("/"))
             try:
-                with open(full, "rb+") as f:
-                    os.fsync(f.fileno())
+                fsync_path(full)
                 crc, size = file_crc32(full)
             except OSError as e:
                 raise self._failed(full, e)
@@ -145,8 +146,8 @@ class StepWriter(object):
         try:
             for d in sorted(set(os.path.dirname(os.path.join(self.directory, *n.split("/")))
                                 for n in self.files) | {self.directory}):
-                _fsync_dir(d)
-            _write_json_atomically(self.record_path(self.rank), record)
+                fsync_path(d)
+            write_json_atomically(self.record_path(self.rank), record)
         except OSError as e:
             raise self._failed(self.directory, e)
         return record
@@ -154,7 +155,7 @@ class StepWriter(object):
     def fail(self, error):
         """Tell the publishing rank that this rank's part failed (best effort)."""
         try:
-            _write_json_atomically(self.record_path(self.rank),
+            write_json_atomically(self.record_path(self.rank),
                                    {"rank": self.rank, "failed": str(error)})
         except OSError:
             pass
@@ -204,12 +205,12 @@ def publish(root, step, size, token, meta=None, keep=2, timeout=600.0, poll=0.00
                                                            for r in range(size)}}
     final = os.path.join(root, step_name(step))
     try:
-        _write_json_atomically(os.path.join(partial, MANIFEST), manifest)
-        _fsync_dir(partial)
+        write_json_atomically(os.path.join(partial, MANIFEST), manifest)
+        fsync_path(partial)
         if os.path.exists(final):  # the same step saved again by a later run
             shutil.rmtree(final)
         os.rename(partial, final)
-        _fsync_dir(root)
+        fsync_path(root)
     except OSError as e:
         raise CheckpointSaveError(
             "checkpoint step %d is not published: cannot write %s (%s); the previous "

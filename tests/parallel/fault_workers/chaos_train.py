@@ -82,7 +82,7 @@ def maybe_die(phase):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-_add, _write_json = commit.StepWriter.add, commit._write_json_atomically
+_add, _write_json = commit.StepWriter.add, commit.write_json_atomically
 
 
 def _add_then_maybe_die(self, name):
@@ -97,7 +97,7 @@ def _write_json_then_maybe_die(path, value):
 
 
 commit.StepWriter.add = _add_then_maybe_die
-commit._write_json_atomically = _write_json_then_maybe_die
+commit.write_json_atomically = _write_json_then_maybe_die
 
 
 # -- the state, whole ----------------------------------------------------------------------
