@@ -9,8 +9,8 @@
 
 import json
 import threading
-import time
 
+from tf_hvd.job import output_prefix
 from tf_hvd.spark import keys
 
 POLL_S = 0.25
@@ -57,9 +57,8 @@ class Printer(object):
                         self._write(rank, json.loads(data.decode()))
 
     def _write(self, rank, lines):
-        stamp = time.strftime("%a %b %d %H:%M:%S %Y") if self.timestamps else ""
+        stamp = output_prefix.stamp() if self.timestamps else ""
         for name, line in lines:
-            stream = self.streams[name]
-            stream.write("%s[%d]<%s>:%s\n" % (stamp, rank, name, line))
+            self.streams[name].write(output_prefix.prefixed(rank, name, line, stamp))
         for stream in self.streams.values():
             stream.flush()

@@ -12,13 +12,13 @@ import os
 import shlex
 import sys
 
-from ...job import auth
+from ...job import auth, fault_record
+from ...job.rank_names import rank_brackets
 from ...job.rendezvous import RendezvousServer
 from ..agent import agent
 from ..agent.outcome import RunOutcome
 from ..agent.static_policy import StaticPolicy
 from ..elastic.elastic_policy import ElasticPolicy
-from ..processes import failures
 from ..processes.output import log_line
 from ..processes.rank_group import RankGroup
 from ..processes.signals import SignalCatcher
@@ -50,21 +50,10 @@ def _report_missing_ranks(server, size):
     if present and missing:
         log_line("rank(s) %s never checked in at the rendezvous (they did not reach "
                  "hvd.init(), or could not connect to %s:%s)"
-                 % (_rank_list(missing), server.bind_address, server.port))
+                 % (rank_brackets(missing), server.bind_address, server.port))
 
 
-FAULT_PREFIX = "tf_hvd/fault/"
-
-
-def fault_records(store):
-    """rank -> failures.FaultRecord: what the ranks' cores reported when they stopped."""
-    records = {}
-    for key in store.keys():
-        if key.startswith(FAULT_PREFIX) and key[len(FAULT_PREFIX):].isdigit():
-            record = failures.parse_record(store.get(key) or b"")
-            if record is not None:
-                records[int(key[len(FAULT_PREFIX):])] = record
-    return records
+fault_records = fault_record.from_store  # rank -> FaultRecord the ranks' cores wrote
 
 
 def elastic_fields(timeout, min_np):
@@ -75,10 +64,6 @@ def elastic_fields(timeout, min_np):
         {'elastic': True, 'elastic_timeout': 30, 'elastic_min_np': 2}
     """
     return {"elastic": True, "elastic_timeout": timeout, "elastic_min_np": min_np}
-
-
-def _rank_list(ranks):
-    return "[" + ",".join(str(r) for r in ranks) + "]"
 
 
 def run(plan):

@@ -20,14 +20,18 @@ The rank with the earliest failure time is named (ties: the lowest rank).
 
 import collections
 
-from . import silent_ranks
+from tf_hvd.job import fault_record, silent_ranks
+from tf_hvd.job.fault_record import FaultRecord  # noqa: F401 - the launcher's name for it
+from tf_hvd.job.rank_names import rank_list, who
 from .signals import signal_name
 
 TRACEBACK_LINE = b"Traceback (most recent call last):"
 
 # returncode: as subprocess (negative: killed by that signal); times: any common clock.
+# pid: the rank's process where the launcher started it on this machine (else None).
 Outcome = collections.namedtuple("Outcome", ["rank", "host", "returncode", "exit_time",
-                                             "traceback_time"])
+                                             "traceback_time", "pid"])
+Outcome.__new__.__defaults__ = (None,)
 
 
 def is_traceback_line(line):
@@ -72,15 +76,13 @@ def exit_code_for(returncode):
 
 
 def describe(outcome, first_exit_time=None):
-    """'rank 2 (on node1) exited with code 1', naming how the rank failed."""
-    who = "rank %d" % outcome.rank
-    if outcome.host:
-        who += " (on %s)" % outcome.host
+    """'rank 2 (on node1, pid 4242) exited with code 1', naming how the rank failed."""
+    name = who(outcome.rank, outcome.host, outcome.pid)
     if outcome.returncode < 0 and first_exit_time is not None and \
             outcome.exit_time is not None and outcome.exit_time > first_exit_time:
         # chosen for its traceback; the signal was the job being torn down
-        return "%s raised an exception (its traceback is above) and was then stopped" % who
-    text = "%s %s" % (who, describe_status(outcome.returncode))
+        return "%s raised an exception (its traceback is above) and was then stopped" % name
+    text = "%s %s" % (name, describe_status(outcome.returncode))
     if outcome.traceback_time is not None and outcome.returncode > 0:
         text += " after raising an exception (its traceback is above)"
     return text
@@ -88,53 +90,15 @@ def describe(outcome, first_exit_time=None):
 
 # -- what the ranks' cores reported ----------------------------------------------------------
 #
-# A rank whose core stopped because of another rank (it called hvd.shutdown(), its process
-# was exiting, its connection closed, ...) tells the launcher which one, through the
-# rendezvous store (cc/common/core/fault_record.h, FaultRecord): the text
-# "culprit=<rank>\nkind=<kind>\n<its error message>". Following these records from any
-# failed rank leads to the rank that failed by itself, whatever the timing.
-
-FaultRecord = collections.namedtuple("FaultRecord", ["culprit", "kind", "message"])
+# A rank whose core stopped because of another rank tells the launcher which one, in a
+# fault record (tf_hvd.job.fault_record, shared by every launcher). Following these
+# records from any failed rank leads to the rank that failed by itself, whatever the timing.
 
 STILL_RAN = "while the other ranks still ran collectives"
-
-
-def parse_record(data):
-    """A FaultRecord from a rank's report (bytes or str), or None if malformed."""
-    if isinstance(data, bytes):
-        data = data.decode("utf-8", "replace")
-    head = data.split("\n", 2)
-    if len(head) < 2 or not head[0].startswith("culprit=") or not head[1].startswith("kind="):
-        return None
-    try:
-        culprit = int(head[0][len("culprit="):])
-    except ValueError:
-        return None
-    return FaultRecord(culprit, head[1][len("kind="):], head[2] if len(head) > 2 else "")
-
-
-def follow_records(rank, records):
-    """From ``rank``, follow "stopped because of rank c" to the rank that failed by itself."""
-    seen = {rank}
-    while True:
-        rec = records.get(rank)
-        if rec is None or rec.culprit < 0 or rec.culprit in seen:
-            return rank
-        rank = rec.culprit
-        seen.add(rank)
-
-
-def blamed_by(rank, records):
-    """The kind of the first record that names ``rank`` as its culprit ('' if none)."""
-    for r in sorted(records):
-        if records[r].culprit == rank:
-            return records[r].kind
-    return ""
-
-
-def culprits_named(records):
-    """Ranks that other ranks' records name as the cause of their failure."""
-    return {rec.culprit for r, rec in records.items() if rec.culprit >= 0 and rec.culprit != r}
+parse_record = fault_record.parse
+follow_records = fault_record.follow
+blamed_by = fault_record.blamed_by
+culprits_named = fault_record.culprits_named
 
 
 def blame(outcomes, records):
@@ -174,11 +138,6 @@ def blame(outcomes, records):
     return root, consequences, first_exit
 
 
-def rank_list(ranks):
-    """'rank 2' / 'ranks 0, 2'."""
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
-
-
 def _own_signal(root, records):
     """A root killed by a signal that the others' records name as the cause and that
     printed no traceback died by itself (a SIGKILL on a remote host whose status came
@@ -192,20 +151,20 @@ def describe_blame(root, consequences, first_exit, records):
     kind = blamed_by(root.rank, records)
     torn_down = root.returncode is not None and root.returncode < 0 and \
         root.exit_time is not None and root.exit_time > first_exit
-    who = "rank %d" % root.rank + (" (on %s)" % root.host if root.host else "")
+    name = who(root.rank, root.host, root.pid)
     silent = silent_ranks.silent(records or {})
     if root.rank in silent:
-        text = silent_ranks.describe(root.rank, root.returncode, silent[root.rank])
+        text = silent_ranks.describe(root.rank, root.returncode, silent[root.rank], root.pid)
     elif kind == "shutdown":
-        text = "%s called hvd.shutdown() %s" % (who, STILL_RAN)
+        text = "%s called hvd.shutdown() %s" % (name, STILL_RAN)
         if torn_down or root.returncode is None:
             text += " and was then stopped"
         else:
             text += " and then %s" % describe_status(root.returncode)
     elif kind == "exiting" and root.returncode == 0:
-        text = "%s exited with code 0 %s" % (who, STILL_RAN)
+        text = "%s exited with code 0 %s" % (name, STILL_RAN)
     elif _own_signal(root, records):
-        text = "%s %s" % (who, describe_status(root.returncode))
+        text = "%s %s" % (name, describe_status(root.returncode))
     else:
         text = describe(root, first_exit)
     if consequences:

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import time
 
+from tf_hvd.job import fault_record
 from . import failures
 from .events import RankExited, Signalled, Tick
 from .rank_group import NEVER, signal_group
@@ -66,13 +67,13 @@ def outcomes(status_dir, end_time_ns):
 
 
 def fault_records(status_dir):
-    """rank -> failures.FaultRecord from the ranks' cores (rank.<r>.fault, written when a
+    """rank -> tf_hvd.job.fault_record.FaultRecord from the ranks' cores (rank.<r>.fault, written when a
     core stopped: which rank made it stop), as Gloo mode reads them from the store."""
     records = {}
     for rank, path in _rank_files(status_dir, ".fault"):
         try:
             with open(path, "rb") as f:
-                record = failures.parse_record(f.read())
+                record = fault_record.parse(f.read(), rank)
         except OSError:
             continue
         if record is not None:

@@ -12,14 +12,20 @@ local time it arrived, as horovodrun writes it:
 ``Mon Nov 23 15:22:20 2026[1]<stdout>:...``.
 
 This module must stay importable on its own (only the standard library): the MPI
-rank wrapper imports it by file location.
+rank wrapper imports it by file location, and it then loads the one prefix format
+(tf_hvd/job/output_prefix.py) by its path (job_files.py).
 """
 
 import os
 import re
 import sys
 import threading
-import time
+
+if __package__:
+    from tf_hvd.job import output_prefix
+else:  # loaded by file location (rank_wrapper.py): stdlib only, the job's file by path
+    import job_files  # noqa: E402
+    output_prefix = job_files.load("output_prefix")
 
 _locks_guard = threading.Lock()
 _locks = {}
@@ -43,7 +49,7 @@ def set_timestamps(enabled):
 
 
 def timestamp():
-    return time.strftime("%a %b %d %H:%M:%S %Y").encode()
+    return output_prefix.stamp().encode()
 
 
 def lock_for(stream):
@@ -68,7 +74,7 @@ def log_line(message):
 
 
 def prefix(rank, stream_name):
-    return ("[%d]<%s>:" % (rank, stream_name)).encode()
+    return output_prefix.prefix(rank, stream_name).encode()
 
 
 def set_quiet(enabled, has_gpu=None):

@@ -17,14 +17,15 @@ to the events the group reports (events.py). What the group does, as horovodrun 
     events = group.events()    # [Tick()], [Signalled(2), Tick(), RankExited(rank)]...
 """
 
-import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 
+from tf_hvd.job.parent_death import pdeathsig_setter
 from . import failures
 from . import output
 from .events import RankExited, Signalled, Tick
@@ -33,18 +34,8 @@ from .signals import SignalCatcher
 NEVER = float("inf")
 
 
-def _make_pdeathsig_setter():
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    PR_SET_PDEATHSIG = 1
-    return lambda: prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-
-
-_set_pdeathsig = _make_pdeathsig_setter()
+_set_pdeathsig = pdeathsig_setter(signal.SIGTERM)
+_THIS_MACHINE = ("localhost", "127.0.0.1", socket.gethostname())
 
 
 def signal_group(pgid, signum):
@@ -76,8 +67,10 @@ class Rank(object):
             self.traceback_time = time.monotonic()
 
     def outcome(self):
+        # A remote rank's process here is its ssh (or srun): its pid would mislead.
+        pid = self.popen.pid if self.host in _THIS_MACHINE else None
         return failures.Outcome(self.rank, self.host, self.returncode, self.exit_time,
-                                self.traceback_time)
+                                self.traceback_time, pid)
 
 
 class RankGroup(object):

@@ -14,11 +14,15 @@ remote rank ended in the way a local rank would:
 Run by file path (stdlib only), like rank_wrapper.py.
 """
 
-import ctypes
 import os
 import signal
 import subprocess
 import sys
+
+if __package__:
+    from . import job_files
+else:  # run as a script: sys.path[0] is this directory
+    import job_files  # noqa: E402
 
 SSH_FAILED = 255
 # Signals a rank can be "killed by" that we can re-raise on ourselves.
@@ -26,13 +30,6 @@ _RERAISABLE = set(range(1, 32)) - {int(signal.SIGSTOP), int(signal.SIGTSTP),
                                    int(signal.SIGTTIN), int(signal.SIGTTOU),
                                    int(signal.SIGCHLD), int(signal.SIGCONT),
                                    int(signal.SIGURG), int(signal.SIGWINCH)}
-
-
-def _pdeathsig():
-    try:
-        ctypes.CDLL(None).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def signal_of(code):
@@ -48,7 +45,8 @@ def main(argv=None):
     if command[:1] == ["--"]:
         command = command[1:]
     try:
-        ssh = subprocess.Popen(command, preexec_fn=_pdeathsig)
+        ssh = subprocess.Popen(
+            command, preexec_fn=job_files.load("parent_death").pdeathsig_setter(signal.SIGTERM))
     except OSError as e:
         sys.stderr.write("cannot run %s: %s\n" % (command[0], e.strerror or e))
         return 127

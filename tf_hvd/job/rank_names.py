@@ -1,0 +1,25 @@
+"""How every launcher names ranks in its lines: one rank with where it ran, and lists.
+
+    >>> who(1, "h2", 4242), who(3)
+    ('rank 1 (on h2, pid 4242)', 'rank 3')
+    >>> rank_list([2]), rank_list([0, 2]), rank_brackets([0, 2])
+    ('rank 2', 'ranks 0, 2', '[0,2]')
+"""
+
+
+def who(rank, host=None, pid=None):
+    """'rank R (on HOST, pid P)', leaving out what is not known."""
+    where = ", ".join(part for part in (
+        "on %s" % host if host else "", "pid %d" % pid if pid else "") if part)
+    return "rank %d" % rank + (" (%s)" % where if where else "")
+
+
+def rank_list(ranks):
+    """'rank 2' / 'ranks 0, 2' (in the order given)."""
+    ranks = list(ranks)
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+
+
+def rank_brackets(ranks):
+    """'[0,2]': the compact form of the launcher's warnings."""
+    return "[" + ",".join(str(r) for r in ranks) + "]"
