@@ -123,7 +123,7 @@ def _check_kills(res, directory, schedule):
                            for _, step, phase in got), (k, got)
         assert set(r for r, _, _ in got) <= set(k["ranks"]), (k, got)
     restarts = re.findall(r"^tfhvdrun: restarting every rank with a fresh rendezvous "
-                          r"\(restart (\d+) of (\d+)\) because rank (\d) \(on localhost\) "
+                          r"\(restart (\d+) of (\d+)\) because rank (\d) \(on localhost, pid \d+\) "
                           r"was killed by signal 9 \(SIGKILL\); rank (\d) stopped in "
                           r"consequence$", res.output, re.M)
     n = len(schedule)

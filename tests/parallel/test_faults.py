@@ -122,15 +122,16 @@ def _needs_mpi(transport):
 
 
 def _killed_line(victim):
-    return re.compile(r"^tfhvdrun: rank %d( \(on \S+\))? was killed by signal 9 \(SIGKILL\)"
+    return re.compile(r"^tfhvdrun: rank %d( \(on \S+(, pid \d+)?\))? was killed by signal 9 "
+                      r"\(SIGKILL\)"
                       % victim, re.M)
 
 
 def _exited_line(rank, code):
     # A rank that raised may still be tearing TensorFlow down when the others
     # have failed; the launcher then names it by its traceback instead.
-    return re.compile(r"^tfhvdrun: rank %d( \(on \S+\))? (exited with code %d|raised an "
-                      r"exception)" % (rank, code), re.M)
+    return re.compile(r"^tfhvdrun: rank %d( \(on \S+(, pid \d+)?\))? (exited with code %d|"
+                      r"raised an exception)" % (rank, code), re.M)
 
 
 # -- a rank dies ------------------------------------------------------------------------------
@@ -181,7 +182,8 @@ def test_rank_raises(tmp_path, np_, transport, victim):
     # exception") or was still shutting down when the others' exits ended the job
     # ("raised an exception ... and was then stopped").
     assert _exited_line(victim, 1).search(job.output) or re.search(
-        r"^tfhvdrun: rank %d( \(on \S+\))? raised an exception" % victim, job.output,
+        r"^tfhvdrun: rank %d( \(on \S+, pid \d+\))? raised an exception" % victim,
+        job.output,
         re.M), job.describe()
     assert len(job.launcher_lines()) == 1, job.describe()
     assert "RuntimeError: deliberate failure on rank %d" % victim in job.output
@@ -203,7 +205,7 @@ def test_collective_after_a_rank_died_names_the_failure(tmp_path_factory):
 # -- the launcher and every survivor name the rank that left, whatever the way -----------
 
 LEAVE_CASES = {
-    # how: (launcher line after "rank 1 (on localhost) ", exit code, survivors' error)
+    # how: (launcher line after "rank 1 (on localhost, pid P) ", exit code, survivors' error)
     "exit": (r"exited with code 3", 3, "rank 1 (on localhost) left the job (its process is "
              "exiting); this collective did not run"),
     "raise": (r"(exited with code 1 after raising an exception|raised an exception) \(its "
@@ -226,7 +228,8 @@ def test_launcher_and_survivors_name_the_rank_that_left(tmp_path, how):
     line, code, survivor_text = LEAVE_CASES[how]
     job = run_job(tmp_path, 3, "gloo", "leave", worker_args=["--victim", 1, "--how", how])
     assert job.launcher_lines() and re.match(
-        r"^tfhvdrun: rank 1 \(on localhost\) %s; ranks 0, 2 stopped in consequence$" % line,
+        r"^tfhvdrun: rank 1 \(on localhost, pid %d\) %s; ranks 0, 2 stopped in consequence$"
+        % (job.require(1, "victim_acts")["pid"], line),
         job.launcher_lines()[0]), job.describe()
     assert len(job.launcher_lines()) == 1, job.describe()
     assert job.code == code, job.describe()

@@ -107,9 +107,11 @@ def test_a_sigstopped_rank_ends_the_job_named(tmp_path):
     stopped = _first(events[1], "victim_acts")["wall"]
     assert ended - stopped < BOUND, (ended - stopped, res.describe())
     lines = _launcher_lines(res.output)
-    assert lines == ["tfhvdrun: rank 1 (on localhost) stopped answering (its core sent no "
-                     "liveness proof for 20 s) and was killed (SIGKILL); ranks 0, 2 stopped "
-                     "in consequence"], res.describe()
+    with open(os.path.join(result_dir, "pid.1")) as f:
+        frozen_pid = int(f.read())
+    assert lines == ["tfhvdrun: rank 1 (on localhost, pid %d) stopped answering (its core sent "
+                     "no liveness proof for 20 s) and was killed (SIGKILL); ranks 0, 2 stopped "
+                     "in consequence" % frozen_pid], res.describe()
     assert res.returncode == 128 + 9, res.describe()
     for r in (0, 2):
         failed = _first(events[r], "collective_failed")

@@ -289,7 +289,8 @@ def test_rank_killed_by_signal(tmp_path):
     proc = run_launcher(["-np", "2", PY, script, str(piddir), "selfkill"], timeout=60)
     err = proc.stderr.decode()
     assert proc.returncode == 128 + 9, err
-    assert "rank 1 (on localhost) was killed by signal 9 (SIGKILL)" in err
+    assert re.search(r"rank 1 \(on localhost, pid \d+\) was killed by signal 9 \(SIGKILL\)",
+                     err), err
     _assert_all_gone(_pids(str(piddir)))
 
 

@@ -77,7 +77,7 @@ _write_atomically("pid.%d" % RANK, str(os.getpid()))
 
 
 def emit(event, **fields):
-    fields.update(event=event, rank=RANK, t=round(time.monotonic() - T0, 3),
+    fields.update(event=event, rank=RANK, pid=os.getpid(), t=round(time.monotonic() - T0, 3),
                   wall=round(time.time(), 3))
     print("FAULT " + append_event(DIR, RANK, fields), flush=True)
 

@@ -75,9 +75,10 @@ def exit_code_for(returncode):
     return returncode if returncode >= 0 else 128 - returncode
 
 
-def describe(outcome, first_exit_time=None):
-    """'rank 2 (on node1, pid 4242) exited with code 1', naming how the rank failed."""
-    name = who(outcome.rank, outcome.host, outcome.pid)
+def describe(outcome, first_exit_time=None, with_pid=False):
+    """'rank 2 (on node1) exited with code 1', naming how the rank failed (with_pid: the
+    root cause of a failed job, 'rank 2 (on node1, pid 4242) ...', as every launcher)."""
+    name = who(outcome.rank, outcome.host, outcome.pid if with_pid else None)
     if outcome.returncode < 0 and first_exit_time is not None and \
             outcome.exit_time is not None and outcome.exit_time > first_exit_time:
         # chosen for its traceback; the signal was the job being torn down
@@ -166,7 +167,7 @@ def describe_blame(root, consequences, first_exit, records):
     elif _own_signal(root, records):
         text = "%s %s" % (name, describe_status(root.returncode))
     else:
-        text = describe(root, first_exit)
+        text = describe(root, first_exit, with_pid=True)
     if consequences:
         text += "; %s stopped in consequence" % rank_list(consequences)
     return text
