@@ -21,6 +21,7 @@ path; the partial directory is left for the next publish to remove, and the prev
 step stays.
 """
 
+import io
 import json
 import os
 import shutil
@@ -62,6 +63,32 @@ def file_crc32(path):
                 return crc & 0xFFFFFFFF, size
             crc = zlib.crc32(chunk, crc)
             size += len(chunk)
+
+
+class _CrcFile(object):
+    """An open file seen write-only, keeping the CRC-32 and the size of what goes through
+    it. It cannot seek, so zipfile writes each member's header once, before the member's
+    data (sizes and CRC in a data descriptor after it): the bytes reach the file in order
+    and their CRC-32 is the file's, with no second reading of the file."""
+
+    def __init__(self, f):
+        self._f = f
+        self.crc = 0
+        self.size = 0
+
+    def read(self, *args):  # np.savez takes what has read() for an open file
+        raise io.UnsupportedOperation("written only")
+
+    def write(self, data):
+        self.crc = zlib.crc32(data, self.crc)
+        self.size += memoryview(data).nbytes
+        return self._f.write(data)
+
+    def tell(self):
+        return self.size
+
+    def flush(self):
+        self._f.flush()
 
 
 def write_json_atomically(path, value):
@@ -108,28 +135,32 @@ class StepWriter(object):
         return full
 
     def add(self, name):
-        """Count file ``name`` (already written at ``path(name)``) in this rank's part."""
+        """Count file ``name`` (already written at ``path(name)``) in this rank's part
+        (``finish`` reads it back for its CRC-32)."""
         self.files[name] = None
 
     def write_arrays(self, name, arrays):
-        """``arrays`` ({key: numpy array}) as one uncompressed .npz file ``name``."""
+        """``arrays`` ({key: numpy array}) as one uncompressed .npz file ``name``, its
+        CRC-32 taken as it is written."""
         full = self.path(name)
         try:
             with open(full, "wb") as f:
-                np.savez(f, **arrays)
+                out = _CrcFile(f)
+                np.savez(out, **arrays)
         except OSError as e:
             raise self._failed(full, e)
-        self.add(name)
+        self.files[name] = (out.crc & 0xFFFFFFFF, out.size)
 
     def write_array(self, name, array):
-        """One array as a .npy file ``name``."""
+        """One array as a .npy file ``name``, its CRC-32 taken as it is written."""
         full = self.path(name)
         try:
             with open(full, "wb") as f:
-                np.save(f, np.asarray(array))
+                out = _CrcFile(f)
+                np.save(out, np.asarray(array))
         except OSError as e:
             raise self._failed(full, e)
-        self.add(name)
+        self.files[name] = (out.crc & 0xFFFFFFFF, out.size)
 
     def finish(self, meta=None):
         """Sync this rank's files and leave their record (sizes and CRC-32s, and
@@ -139,7 +170,8 @@ class StepWriter(object):
             full = os.path.join(self.directory, *name.split("/"))
             try:
                 fsync_path(full)
-                crc, size = file_crc32(full)
+                # read back only the files not written through write_array(s)
+                crc, size = self.files[name] or file_crc32(full)
             except OSError as e:
                 raise self._failed(full, e)
             record["files"][name] = {"size": size, "crc32": crc}
