@@ -10,8 +10,9 @@ environment), which the launchers (tf_hvd.runner, tf_hvd.ray) and the library
 (elastic, the scheduler resolver, the data service) share and which imports
 nothing else of tf_hvd. The launcher is TensorFlow-free and imports nothing of
 the layers above; its rooms import downwards too: processes (rank groups,
-output, ssh...), the agent (its loop, the static policy, RunOutcome), elastic
-(its policy, hosts, discovery, blacklist), modes (Gloo, MPI,
+output, ssh...), the agent's loop (its actions, RunOutcome), elastic (the
+membership, hosts, discovery, blacklist), the policies (the agent room's static and
+elastic policies), modes (Gloo, MPI,
 jsrun/LSF, Slurm, MPI Operator), the command line (parser to Plan), then its
 front door (tf_hvd.runner: tfhvdrun's main and the horovod.run API).
 
@@ -45,8 +46,14 @@ LAYERS = [
     # the launcher's rooms, from the bottom; its front door (tf_hvd.runner: launch and
     # the horovod.run API) is in "leaf" above them
     ("launcher processes", ["tf_hvd.runner.processes"]),
-    ("launcher agent", ["tf_hvd.runner.agent"]),
+    # the agent room is split around elastic: its loop, actions and RunOutcome below it,
+    # its two policies above it, since they ask elastic's Membership who is in the job;
+    # elastic_policy's old address re-exports the policy from above
+    ("launcher agent loop", ["tf_hvd.runner.agent"]),
     ("launcher elastic", ["tf_hvd.runner.elastic"]),
+    ("launcher policies", ["tf_hvd.runner.agent.static_policy",
+                           "tf_hvd.runner.agent.elastic_policy",
+                           "tf_hvd.runner.elastic.elastic_policy"]),
     ("launcher modes", ["tf_hvd.runner.modes"]),
     ("launcher command line", ["tf_hvd.runner.command_line"]),
     ("leaf", ["tf_hvd.build_info", "tf_hvd.platform_floor", "tf_hvd.exceptions",

@@ -12,6 +12,8 @@ from tf_hvd.runner.command_line.launch_config import ElasticSettings, LaunchConf
 from tf_hvd.runner.command_line.parser import check_cooldown_range
 from tf_hvd.runner.elastic.blacklist import Blacklist
 from tf_hvd.runner.elastic.elastic_hosts import ElasticHosts
+from tf_hvd.runner.elastic.membership import Membership
+from tf_hvd.job.elastic_state import StateHolders
 from tf_hvd.runner.modes.gloo_run import GlooJob
 from tf_hvd.runner.agent import agent
 from tf_hvd.runner.processes.output import log_line
@@ -93,13 +95,12 @@ class FakeProc(object):
 
 
 class FakeGroup(object):
-    """The rank group the agent acts on, and the ranks the policy sees (``view``)."""
+    """The rank group the agent acts on, its ranks started already (``procs``)."""
 
     signals = argparse.Namespace(pending=lambda: False)
 
     def __init__(self, n, hosts=None):
         self.procs = [FakeProc(r, hosts[r] if hosts else "localhost") for r in range(n)]
-        self.view = argparse.Namespace(ranks=self.procs, retired=set())
         self.spawned = []
         self.starts = []
         self.retired = []
@@ -140,9 +141,11 @@ def _joiner(cooldown_range, clock, loopback_only=True, group=None, max_np=3):
             {}, (secret + "\n").encode()))
     job = GlooJob(plan)  # as its prepare() leaves it
     job.server, job.secret = argparse.Namespace(port=1, store=FakeStore()), "s3cret"
-    joiner = ElasticHosts(job, group.view,
-                          blacklist=Blacklist(cooldown_range, clock=clock,
-                                              uniform=lambda lo, hi: 0.0))
+    members = Membership(range(3), StateHolders(job.server.store, range(3)),
+                         Blacklist(cooldown_range, clock=clock, uniform=lambda lo, hi: 0.0))
+    for proc in group.procs:
+        members.started(proc)
+    joiner = ElasticHosts(job, members)
     joiner.discovery = argparse.Namespace(poll=lambda: [("localhost", 3)])
     return joiner
 

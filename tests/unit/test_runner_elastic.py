@@ -15,12 +15,13 @@ from tf_hvd.job import slurm_allocation as slurm
 from tf_hvd.runner.elastic.discovery import HostDiscovery, wait_for_slots
 from tf_hvd.job.rank_env import RankEnv
 from tf_hvd.runner.elastic.elastic_hosts import ElasticHosts
+from tf_hvd.runner.elastic.membership import Membership
 from tf_hvd.runner.modes.gloo_run import GlooJob, elastic_fields
 from tf_hvd.job.host_spec import HostSpecError
 from tf_hvd.runner.command_line.plan import Plan
 from tf_hvd.job.rendezvous import RendezvousServer
 from tf_hvd.runner.agent import agent
-from tf_hvd.runner.elastic.elastic_policy import ElasticPolicy
+from tf_hvd.runner.agent.elastic_policy import ElasticPolicy
 from tf_hvd.runner.processes.rank_group import RankGroup
 
 
@@ -137,8 +138,9 @@ class _Hosts(object):
     def rank_lost(self, proc):
         if not self.stop_host:
             return []
-        others = [p for p in self.policy.ranks if p.host == proc.host and p is not proc]
-        self.policy.retired.update(others)
+        members = self.policy.members
+        others = members.retire([p for p in members.ranks if p.host == proc.host
+                                 and p is not proc])
         yield agent.Stop(others)
         return ["blacklisting %s" % proc.host]
 
@@ -211,10 +213,9 @@ def test_a_newcomer_inside_a_slurm_allocation_is_started_by_srun_with_its_enviro
         signals=argparse.Namespace(pending=lambda: False),
         start=lambda rank, host, argv, env, cwd, out, stdin_data=None, redact=None:
         spawned.append((rank, host, argv, env, stdin_data)) or rank)
-    view = argparse.Namespace(ranks=[], retired=set())
     job = GlooJob(plan)
     job.server, job.secret = server, server.secret  # as its prepare() leaves them
-    assert agent.carry_out(group, ElasticHosts(job, view)._start(2, "h2"))
+    assert agent.carry_out(group, ElasticHosts(job, Membership())._start(2, "h2"))
     ((rank, host, argv, env, stdin_data),) = spawned
     assert (rank, host, stdin_data) == (2, "h2", None)
     assert argv[:4] == ["/usr/bin/srun", "--nodes=1", "--ntasks=1", "--nodelist=h2"]

@@ -67,7 +67,8 @@ class _Job(object):
 def test_the_policy_sigkills_a_silent_rank_once_at_the_first_record():
     job = _Job()
     policy = static_policy.StaticPolicy(job)
-    policy.ranks = [_Rank(0), _Rank(1), _Rank(2)]
+    for rank in (_Rank(0), _Rank(1), _Rank(2)):
+        policy.members.started(rank)
     assert list(policy.answer(Tick())) == []
     job.records = {0: _silent()}
     policy.silence_read = 0.0
@@ -86,7 +87,7 @@ def test_under_mpiexec_no_rank_is_killed_alone():
     job = _Job()
     job.launcher = "mpiexec"
     policy = static_policy.StaticPolicy(job)
-    policy.ranks = [_Rank(None)]
+    policy.members.started(_Rank(None))
     job.records = {0: _silent()}
     assert list(policy.answer(Tick())) == []
 
@@ -119,7 +120,7 @@ def test_one_way_loss_is_named_as_such():
 
 
 def test_an_elastic_job_maps_the_cores_ranks_to_its_processes_after_a_re_form():
-    from tf_hvd.runner.elastic.elastic_policy import ElasticPolicy
+    from tf_hvd.runner.agent.elastic_policy import ElasticPolicy
     from tf_hvd.job import elastic_state
 
     class Store(dict):

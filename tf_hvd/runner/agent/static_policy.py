@@ -44,6 +44,7 @@ from ..processes import failures, silent_ranks
 from ..processes.events import RankExited, Signalled, Tick
 from ..processes.output import log_line
 from ..processes.signals import signal_name
+from ..elastic.membership import Membership
 from .agent import RESTART, Abort, Forward, Kill, Stop
 from .outcome import RunOutcome
 
@@ -66,7 +67,7 @@ class StaticPolicy(object):
         self._new_run()
 
     def _new_run(self):
-        self.ranks = []          # what this run's Start actions started
+        self.members = Membership()  # who this run's Start actions started
         self.exited = set()      # the ranks whose exit was reported
         self.failed = None       # the rank that failed first
         self.signalled = None    # the signal that stopped the launcher
@@ -110,7 +111,7 @@ class StaticPolicy(object):
                 return RunOutcome(code)
             if rank is None:
                 return None  # stopped while starting: the signal is answered next
-            self.ranks.append(rank)
+            self.members.started(rank)
 
     def _prepared(self):
         """The run's rendezvous is up, no rank started yet."""
@@ -124,8 +125,13 @@ class StaticPolicy(object):
         elif isinstance(event, Tick):
             yield from self._tick()
 
+    @property
+    def ranks(self):
+        """Every Rank this run started (the membership's, read-only)."""
+        return self.members.ranks
+
     def running(self):
-        return [p for p in self.ranks if p.returncode is None]
+        return self.members.running()
 
     def _signalled(self, signum):
         if self.signalled is None and not self.killed:

@@ -24,19 +24,19 @@ over from nothing.
 Hosts are keyed by the name the script prints: ``localhost`` and ``127.0.0.1`` are two
 hosts, as in Horovod.
 
-Its methods that act are generators of the agent's actions (runner/agent/agent.py:
-Start, Stop); it reads the ranks its policy (elastic_policy.py) started and stopped.
+Who is in the job (the ranks, the retired ones, the blacklist, the holders of the
+committed state) is the Membership's (membership.py): this class tells it what it did
+and asks it what follows, and writes no list of its own about the ranks. Its methods
+that act are generators of the agent's actions (runner/agent/agent.py: Start, Stop).
 
-    hosts = ElasticHosts(job, policy)
+    hosts = ElasticHosts(job, members)
     lines = yield from hosts.rank_lost(rank)    # inside the policy's answer
     lost = yield from hosts.tick()
 """
 
-from ...job.elastic_state import IDS_KEY, StateHolders, id_list
 from ..agent.agent import Stop
-from ..processes import failures
 from ..processes.output import log_line
-from .blacklist import Blacklist
+from ...job.elastic_state import IDS_KEY, id_list
 from .discovery import HostDiscovery
 
 # A host listed again this soon after its ranks were stopped because it was not listed
@@ -50,71 +50,54 @@ def _ranks(procs):
 
 
 class ElasticHosts(object):
-    def __init__(self, job, policy, blacklist=None):
-        """``job``: the mode's side of the run (its ``server``, ``config``, ``size``,
+    def __init__(self, job, members):
+        """``job``: the mode's side of the run (its ``server``, ``config``,
         ``can_join(host)`` and ``new_rank(id, host)``, the Start of a rank it adds);
-        ``policy``: its ``ranks`` (every Rank started) and ``retired`` (the ranks it
-        stopped: their exit is no failure)."""
-        self.job, self.server, self.policy = job, job.server, policy
+        ``members``: the job's Membership."""
+        self.job, self.server, self.members = job, job.server, members
         self.elastic = job.config.elastic  # launch_config.ElasticSettings
         self.discovery = None
         if self.elastic.discovery_script:
             self.discovery = HostDiscovery(self.elastic.discovery_script,
                                            self.elastic.slots_per_host, log=log_line)
-        self.blacklist = blacklist or Blacklist(self.elastic.cooldown_range)
-        self.ids = list(range(job.size))
         self.warned = set()
         self._published = None
-        self.publish(",".join(str(i) for i in self.ids))
-        self.holders = StateHolders(self.server.store, self.ids)
-        self._lost_holders = []  # holders lost since the state last reached new ranks
+        self.publish(",".join(str(i) for i in members.ids))
         self._dropped = {}       # host -> when its ranks were stopped (no longer listed)
         self._listed_since = {}  # host -> since when it is listed without a break
-        self.deferred = {}  # proc -> (since, what it is stopped for): last holders kept
-        self._stopped_new = []
 
     def publish(self, ids):
         if ids != self._published:
             self.server.store.put(IDS_KEY, ids.encode())
             self._published = ids
 
-    def _taking_part(self):
-        return [p for p in self.policy.ranks
-                if p.returncode is None and p not in self.policy.retired]
-
-    def _finishing(self):
-        return any(p.returncode == 0 and p not in self.policy.retired
-                   for p in self.policy.ranks)
-
     def _publish_running(self):
-        self.publish(",".join(str(p.rank) for p in self._taking_part()))
+        self.publish(",".join(str(p.rank) for p in self.members.taking_part()))
 
     def _retire(self, procs, after=None):
         """Stop ``procs`` (their exit is no failure): SIGTERM now, or ``after`` s from now
         when they were asked to leave by themselves; SIGKILL the group's grace later."""
-        procs = [p for p in procs if p.returncode is None and p not in self.policy.retired]
-        self.policy.retired.update(procs)
+        procs = self.members.retire(procs)
         if procs:
             yield Stop(procs, term_in=after or 0.0)
 
     # -- a rank failed ----------------------------------------------------------
     def rank_lost(self, proc):
         """Blacklist the failed rank's host and stop its other ranks (discovery only);
-        return the lines to log (the policy logs them after its own)."""
+        return the lines to log (the policy logs them after its own). The policy has
+        told the membership that ``proc`` is lost."""
         lines = []
         if self.discovery is not None:
             host = proc.host
-            already = self.blacklist.is_blacklisted(host)
-            delay = self.blacklist.add(host)
-            others = [p for p in self._taking_part() if p.host == host and p is not proc
-                      and p not in self.deferred]
-            keep = yield from self._stop(others, "%s (blacklisted)" % host)
+            blacklist = self.members.blacklist
+            already = blacklist.is_blacklisted(host)
+            delay = blacklist.add(host)
+            others = [p for p in self.members.taking_part() if p.host == host
+                      and p is not proc and p not in self.members.pending]
+            keep, _ = yield from self._stop(others, "%s (blacklisted)" % host)
             if not already:
                 lines.append(self._blacklisting(host, proc, delay,
                                                 [p for p in others if p not in keep], keep))
-        if self.holders.holds(proc.rank):
-            self._lost_holders.append(proc)
-        self.holders.forget(proc.rank)
         self._publish_running()
         return lines
 
@@ -127,36 +110,27 @@ class ElasticHosts(object):
             return
         yield from self._retire(procs, after=self.elastic.timeout)
         self._publish_running()
-        self.holders.leaving([p.rank for p in procs])
+        self.members.ask_to_leave(procs)
 
     def _stop(self, procs, why, graceful=False):
         """Stop ``procs`` (``graceful``: at the next commit), except those that are the
         last ranks holding the committed state: they stay until it has moved (at most
-        --elastic-timeout). Returns them."""
-        leaving = set(procs) | set(self.deferred)
-        others = [p for p in self._taking_part()
-                  if p not in leaving and self.holders.holds(p.rank)]
-        keep = [] if others else [p for p in procs if self.holders.holds(p.rank)]
-        now = self.holders.clock()
-        for p in keep:
-            self.deferred[p] = (now, why)
+        --elastic-timeout). Returns (those kept, those stopped that had not received the
+        state)."""
+        keep = self.members.keep_last_holders(procs, why)
         go = [p for p in procs if p not in keep]
-        held = set(p.rank for p in go if self.holders.holds(p.rank))
-        for p in go:
-            self.holders.forget(p.rank)
-        self._stopped_new = [p for p in go if p.rank not in held]
+        held, fresh = self.members.let_go(go)
         if graceful:  # holders leave at a commit; newcomers have nothing to hand on
-            yield from self._leave([p for p in go if p.rank in held])
-            yield from self._retire(self._stopped_new)
+            yield from self._leave(held)
+            yield from self._retire(fresh)
         else:
             yield from self._retire(go)
-        return keep
+        return keep, fresh
 
     def _waiting_for(self):
         """Why the kept holders stay: a phrase naming the ranks that should receive it."""
-        newcomers = [p.rank for p in self._taking_part()
-                     if not self.holders.holds(p.rank)]
-        commit = self.holders.commit()
+        newcomers = self.members.without_state()
+        commit = self.members.commit()
         if newcomers:
             return ("hold the job's committed state (commit %d), which rank(s) %s have not "
                     "received yet: they stay until it has (at most %g s, --elastic-timeout)"
@@ -165,95 +139,51 @@ class ElasticHosts(object):
                 "stay until a new rank has received it (at most %g s, --elastic-timeout)"
                 % (commit, self.elastic.timeout))
 
-    def _follow_deferred(self):
-        """Stop the kept holders once another rank holds the state, or after
+    def _follow_pending(self):
+        """Stop the pending holders once another rank holds the state, or after
         --elastic-timeout."""
-        for p in list(self.deferred):
-            if p.returncode is not None or p in self.policy.retired:
-                del self.deferred[p]
-        if not self.deferred:
+        pending = self.members.pending_holders()
+        if pending is None:
             return
-        holders = [p for p in self._taking_part()
-                   if p not in self.deferred and self.holders.holds(p.rank)]
-        since = min(t for t, _ in self.deferred.values())
-        whys = sorted(set(w for _, w in self.deferred.values()))
-        procs = sorted(self.deferred, key=lambda p: p.rank)
+        procs, since, whys = pending
+        holders = self.members.other_holders()
         if holders:
             log_line("the committed state has reached rank(s) %s: rank(s) %s on %s, leave at "
                      "the next commit (the others re-form without them)"
                      % (_ranks(holders), _ranks(procs), ", ".join(whys)))
-            self.deferred = {}
-            for p in procs:
-                self.holders.forget(p.rank)
-            yield from self._leave(procs)
-            return
-        elif self.holders.clock() - since >= self.elastic.timeout:
+            yield from self._leave(self.members.release_pending())
+        elif self.members.clock() - since >= self.elastic.timeout:
             log_line("no other rank has received the committed state within %g s "
                      "(--elastic-timeout): stopping rank(s) %s on %s all the same"
                      % (self.elastic.timeout, _ranks(procs), ", ".join(whys)))
-            self._lost_holders.extend(procs)
-        else:
-            return
-        self.deferred = {}
-        for p in procs:
-            self.holders.forget(p.rank)
-        yield from self._retire(procs)
+            yield from self._retire(self.members.release_pending(state_lost=True))
 
     def _drop_late(self):
         """Newcomers that have not come within --elastic-timeout of their start."""
         timeout = self.elastic.timeout
-        for i in self.holders.late(timeout):
-            procs = [p for p in self._taking_part() if p.rank == i]
-            self.holders.forget(i)
-            if not procs:
-                continue
-            p = procs[0]
-            delay = self.blacklist.add(p.host)
+        for p in self.members.late(timeout):
+            delay = self.members.blacklist.add(p.host)
             log_line("rank %d (on %s) has not come to the rendezvous within %g s "
                      "(--elastic-timeout) of its start: stopping it, the others go on "
                      "without it; %s is blacklisted%s" % (
-                         i, p.host, timeout, p.host,
+                         p.rank, p.host, timeout, p.host,
                          "" if delay is None else " for %.1f s" % delay))
             yield from self._retire([p])
-
-    def state_lost(self):
-        """The final line when no rank taking part holds the committed state any more
-        (the job must fail rather than start over); else None."""
-        if self._finishing():
-            return None
-        taking = self._taking_part()
-        if [p for p in taking if self.holders.holds(p.rank)]:
-            return None
-        gone = sorted(set(self._lost_holders + [p for p in self.policy.ranks if p not in
-                                                    taking and self.holders.holds(p.rank)]),
-                      key=lambda p: p.rank)
-        newcomers = [p.rank for p in taking]
-        return ("the job failed: its committed state was lost at commit %d: the rank(s) "
-                "that held it are gone (%s)%s; tf_hvd does not start a job over from "
-                "nothing: restart it from a checkpoint of your own"
-                % (self.holders.commit(),
-                   "; ".join(self._gone(p) for p in gone) or "none is left",
-                   (", and rank(s) %s, which joined later, had not received it"
-                    % id_list(newcomers)) if newcomers else ""))
-
-    def _gone(self, p):
-        if p.returncode is not None and p not in self.policy.retired:
-            return failures.describe(p.outcome())
-        return "rank %d (on %s), stopped by the launcher" % (p.rank, p.host)
 
     def _blacklisting(self, host, proc, delay, others, keep=()):
         stopping = ("; stopping its other rank(s) %s" % _ranks(others)) if others else ""
         if keep:
             stopping += "; its other rank(s) %s %s" % (_ranks(keep),
                                                         self._waiting_for())
-        cooldown = self.blacklist.cooldown_range
+        blacklist = self.members.blacklist
+        cooldown = blacklist.cooldown_range
         if delay is None:
             return ("blacklisting %s after rank %d's failure: no rank starts on it for the "
                     "rest of the job (--blacklist-cooldown-range MIN MAX lets it come "
                     "back)%s" % (host, proc.rank, stopping))
         return ("blacklisting %s after rank %d's failure (failure %d of this host): no "
                 "rank starts on it for %.1f s (--blacklist-cooldown-range %d %d)%s"
-                % (host, proc.rank, self.blacklist.count(host), delay, cooldown[0],
+                % (host, proc.rank, blacklist.count(host), delay, cooldown[0],
                    cooldown[1], stopping))
 
     # -- following the discovery script -------------------------------------------
@@ -263,7 +193,7 @@ class ElasticHosts(object):
         dropped = self._dropped.get(host)
         if dropped is None:
             return False
-        now = self.holders.clock()
+        now = self.members.clock()
         since = self._listed_since.get(host, now)
         if now - since >= FLAP_SECONDS:
             del self._dropped[host]
@@ -280,7 +210,7 @@ class ElasticHosts(object):
         a loopback-only job) other machines left out."""
         offered = []
         for host, slots in hosts:
-            if self.blacklist.is_blacklisted(host) or self._flapping(host):
+            if self.members.blacklist.is_blacklisted(host) or self._flapping(host):
                 continue
             if not self.job.can_join(host):
                 if host not in self.warned:
@@ -298,22 +228,22 @@ class ElasticHosts(object):
         OSError if it cannot be started."""
         rank = yield self.job.new_rank(new_id, host)
         if rank is not None:
-            self.policy.ranks.append(rank)
+            self.members.added(rank, new_id)
         return rank is not None
 
     def _stop_unlisted(self, hosts):
         listed = set(h for h, _ in hosts)
         gone = {}
-        for p in self._taking_part():
-            if p.host not in listed and p not in self.deferred:
+        for p in self.members.taking_part():
+            if p.host not in listed and p not in self.members.pending:
                 gone.setdefault(p.host, []).append(p)
         for host, procs in gone.items():
-            self._dropped[host] = self.holders.clock()
-            keep = yield from self._stop(procs, "%s, which is no longer listed" % host,
-                              graceful=True)
+            self._dropped[host] = self.members.clock()
+            keep, fresh = yield from self._stop(
+                procs, "%s, which is no longer listed" % host, graceful=True)
             go = [p for p in procs if p not in keep]
             if not keep:
-                if self._stopped_new == go:
+                if fresh == go:
                     log_line("host discovery: %s is no longer listed; stopping rank(s) %s on "
                              "it, which had not received the committed state yet"
                              % (host, _ranks(procs)))
@@ -331,32 +261,27 @@ class ElasticHosts(object):
         """Called every poll while the job runs; the final line when the job's committed
         state is lost (the policy stops the job), else None."""
         self._publish_running()
-        if self.discovery is None or self._finishing():
+        if self.discovery is None or self.members.finishing():
             return  # no script, or the job is finishing: no rank joins any more
-        taking = set(p.rank for p in self._taking_part())
-        for i in list(self.holders.newcomers):
-            if i not in taking:
-                self.holders.forget(i)
-        if self.holders.refresh():
-            self._lost_holders = []
+        self.members.refresh()
         yield from self._drop_late()
-        yield from self._follow_deferred()
+        yield from self._follow_pending()
         self._publish_running()
-        lost = self.state_lost()
+        lost = self.members.state_lost()
         if lost is not None:
             return lost
-        for host in self.blacklist.returned():
+        for host in self.members.blacklist.returned():
             log_line("%s's blacklist cooldown is over: ranks may start on it again" % host)
         hosts = self.discovery.poll()
         if hosts is None:
             return
-        now = self.holders.clock()
+        now = self.members.clock()
         listed = set(h for h, _ in hosts)
         self._listed_since = dict((h, self._listed_since.get(h, now)) for h in listed)
         # Ranks on hosts no longer listed (or kept there as the last holders) leave room:
         # newcomers start first, so that the state has somewhere to go.
-        running = [p for p in self._taking_part()
-                   if p.host in listed and p not in self.deferred]
+        running = [p for p in self.members.taking_part()
+                   if p.host in listed and p not in self.members.pending]
         per_host = {}
         for p in running:
             per_host[p.host] = per_host.get(p.host, 0) + 1
@@ -366,7 +291,7 @@ class ElasticHosts(object):
         for host, slots in self._offered(hosts):
             started = []
             while room > 0 and per_host.get(host, 0) < slots:
-                new_id = max(self.ids) + 1
+                new_id = self.members.next_id()
                 try:
                     if not (yield from self._start(new_id, host)):
                         break
@@ -374,7 +299,6 @@ class ElasticHosts(object):
                     log_line("host discovery: cannot start a rank on %s: %s"
                              % (host, e.strerror or e))
                     break
-                self.ids.append(new_id)
                 started.append(new_id)
                 per_host[host] = per_host.get(host, 0) + 1
                 room -= 1
@@ -387,5 +311,5 @@ class ElasticHosts(object):
                 all_started.extend(started)
         self._publish_running()
         if all_started:  # listed first: the running ranks' reset waits for them
-            self.holders.started(all_started)
+            self.members.wait_for(all_started)
         yield from self._stop_unlisted(hosts)
