@@ -40,10 +40,11 @@ import tensorflow as tf
 
 from tf_hvd import functions, ops, topology
 from tf_hvd._keras import flavors
+from tf_hvd._keras.sharded_state.protocol import holders as _sharded_state_holders
 from tf_hvd._library import lib as _lib
 from tf_hvd.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from tf_hvd.reduce_ops import Max
-from tf_hvd.sharded_rows import is_sharded_rows, sharded_rows_layers
+from tf_hvd.sharded_rows import holds_sharded_state, is_sharded_rows
 from tf_hvd.job import placement
 from tf_hvd.job import rank_env
 from tf_hvd.job.elastic_state import (COMMIT_KEY, HOSTS_VERSION_KEY, IDS_KEY, JOINED_KEY,
@@ -207,11 +208,13 @@ class TensorFlowKerasState(TensorFlowState):
     After a reset the model's compiled functions are dropped, so that the next fit
     traces them again for the new number of ranks.
 
-    A sharded DistributedOptimizer (``sharded=True``) is kept in a form that does not
-    depend on the number of ranks: a commit gathers its whole state (what an unsharded
-    optimizer would hold) onto every rank, restore gives each rank its slices of it
-    again, and after the job re-forms at another size ``sync`` lays the state out over
-    the new ranks and gives each its slices of rank 0's copy::
+    Sharded state (a sharded DistributedOptimizer's slots, DistributedEmbedding
+    tables) is kept in a form that does not depend on the number of ranks, through the
+    one protocol every holder of it offers (tf_hvd._keras.sharded_state.protocol): a
+    commit gathers each holder's whole state (what one process would hold) onto every
+    rank, restore gives each rank its part of it again, and after the job re-forms at
+    another size ``sync`` lays every holder out over the new ranks and gives each rank
+    its part of rank 0's copy::
 
         opt = hvd.DistributedOptimizer(keras.optimizers.Adam(1e-3), sharded=True)
         model.compile(optimizer=opt, loss="mse")
@@ -223,60 +226,47 @@ class TensorFlowKerasState(TensorFlowState):
         self.model = model
         self.optimizer = optimizer
         self.backend = backend  # accepted as in Horovod; tf_hvd does not need it
-        self._sharded_state = None  # a sharded optimizer's whole state at the last save
-        self._tables_state = None   # DistributedEmbedding tables, whole, at the last save
+        self._whole = []        # each holder's whole state at the last save (or None)
         TensorFlowState.__init__(self, [], **kwargs)
-        self._sharded_state = self._gather_sharded()
-        # DistributedEmbedding tables are gathered at the first sync or commit, not here:
-        # a rank that joins a running job builds its state while the others sync.
-
-    def _gather_tables(self):
-        """The whole tables (and slots) of the model's DistributedEmbedding layers, on
-        every rank (a collective), so that they re-shard at any size."""
-        layers = sharded_rows_layers(self.model)
-        return [layer.gather_whole(None) for layer in layers] if layers else None
-
-    def _load_tables(self, states):
-        for layer, values in zip(sharded_rows_layers(self.model), states or []):
-            layer.load_whole(values)
+        # A process that joined a running job gathers nothing here (the others are in
+        # sync, not here): it takes rank 0's state at its first sync.
+        self._whole = self._gather_whole() if _seen["holds"] else []
 
     def _optimizer(self):
         return self.optimizer if self.optimizer is not None else \
             getattr(self.model, "optimizer", None)
 
-    def _sharded_optimizer(self):
-        """The optimizer if it is a sharded DistributedOptimizer, else None."""
-        opt = self._optimizer()
-        return opt if getattr(type(opt), "_hvd_sharded", False) else None
+    def _holders(self):
+        """The holders of sharded state: the model's layers, then the optimizer."""
+        return _sharded_state_holders(self.model, self._optimizer())
 
-    def _gather_sharded(self):
-        """A built sharded optimizer's whole state, on every rank (a collective)."""
-        opt = self._sharded_optimizer()
-        if opt is None or not flavors.optimizer_built(opt):
-            return None
-        return opt.gather_state(root_rank=None)
+    def _gather_whole(self):
+        """Each holder's whole state on every rank (a collective), None for a holder
+        whose state does not exist yet."""
+        return [h.gather_whole(None) if h.sharded_state_exists() else None
+                for h in self._holders()]
+
+    def _saved_whole(self, count):
+        return list(self._whole) + [None] * (count - len(self._whole))
 
     def save(self):
-        gathered = self._gather_sharded()  # first: should it fail, the last save stays whole
-        tables = self._gather_tables()
+        gathered = self._gather_whole()  # first: should it fail, the last save stays whole
         TensorFlowState.save(self)
-        self._sharded_state = gathered
-        self._tables_state = tables
+        self._whole = gathered
 
     def restore(self):
         TensorFlowState.restore(self)
-        self._load_tables(self._tables_state)  # this rank's rows, in its current layout
-        opt = self._sharded_optimizer()
-        if (opt is not None and self._sharded_state is not None
-                and flavors.optimizer_built(opt)):
-            opt.load_state(self._sharded_state)  # this rank's slices, in its current layout
+        holders = self._holders()
+        for holder, whole in zip(holders, self._saved_whole(len(holders))):
+            if whole is not None and holder.sharded_state_exists():
+                holder.load_whole(whole)  # this rank's part, in its current layout
 
     def _state_variables(self):
-        # a sharded table's rows travel whole, by save/restore/sync's tables state
+        # sharded state travels whole, by save/restore/sync's holders
         variables = [v for v in self.model.weights if not is_sharded_rows(v)]
         opt = self._optimizer()
-        if self._sharded_optimizer() is not None:
-            return variables  # its state travels whole, by save/restore/sync below
+        if holds_sharded_state(opt):
+            return variables
         if opt is not None and not isinstance(opt, str) and flavors.optimizer_built(opt):
             variables += [v for v in flavors.optimizer_variables(opt)
                           if not any(v is w for w in variables)]
@@ -297,40 +287,23 @@ class TensorFlowKerasState(TensorFlowState):
             opt.build(trainable)
 
     def sync(self):
-        self._sync_tables()
-        opt = self._sharded_optimizer()
-        if opt is None:
-            self._build_optimizer()
-            TensorFlowState.sync(self)
-            return
-        # Every rank lays the state out for the ranks as they are now: one that had built
-        # the optimizer lays it out again, one that had not (it joined) builds it.
-        if flavors.optimizer_built(opt):
-            opt.reshard()
-        else:
-            self._build_optimizer()
+        # Every rank lays each holder out for the ranks as they are now, in the same
+        # order (their collectives meet); one that had no state (it joined) makes it.
+        holders = self._holders()
+        for holder in holders:
+            holder.lay_out(self.model)
+        self._build_optimizer()   # an unsharded optimizer's variables, to broadcast
         TensorFlowState.sync(self)
-        held = functions.broadcast_object(self._sharded_state is not None, 0,
-                                          name="elastic.sharded_state")
-        if held:  # rank 0's last save, each rank taking its slices
-            self._sharded_state = opt.load_state(self._sharded_state, root_rank=0)
-        else:     # saved before the optimizer existed: its fresh state is the state
-            self._sharded_state = self._gather_sharded()
-
-    def _sync_tables(self):
-        """Lay the tables out over the ranks as they are now and give each rank its
-        rows of rank 0's last save (a newcomer has none of its own)."""
-        layers = sharded_rows_layers(self.model)
-        if not layers:
-            return
-        for layer in layers:
-            layer.reshard()
-        held = functions.broadcast_object(self._tables_state, 0, name="elastic.tables_state")
-        if held is not None:
-            self._tables_state = held
-            self._load_tables(held)
-        else:
-            self._tables_state = self._gather_tables()
+        held = functions.broadcast_object(
+            [w is not None for w in self._saved_whole(len(holders))], 0,
+            name="elastic.sharded_state")
+        whole = []
+        for holder, saved, has in zip(holders, self._saved_whole(len(holders)), held):
+            if has:   # rank 0's last save, each rank taking its part
+                whole.append(holder.load_whole(saved, root_rank=0))
+            else:     # saved before the state existed: its fresh state is the state
+                whole.append(holder.gather_whole(None))
+        self._whole = whole
 
     def on_reset(self):
         for name in ("train_function", "test_function", "predict_function"):

@@ -11,9 +11,19 @@ variable holds), so it travels wherever the variable goes::
     mark_sharded_rows(table_shard, owner=layer)
     is_sharded_rows(table_shard)      # True
     sharded_rows_owner(table_shard)   # layer
+
+The objects that hold such state (a DistributedEmbedding layer, a sharded
+DistributedOptimizer) carry one class marker, ``SHARDED_STATE``, and offer one
+protocol (tf_hvd._keras.sharded_state.protocol)::
+
+    holds_sharded_state(layer)        # True
 """
 
 _MARK = "_hvd_sharded_rows_owner"
+
+# The class attribute (True) of every holder of sharded state: a sharded
+# DistributedOptimizer's class, DistributedEmbedding.
+SHARDED_STATE = "_hvd_sharded"
 
 
 def _objects(variable):
@@ -49,12 +59,16 @@ def is_sharded_rows(variable):
     return sharded_rows_owner(variable) is not None
 
 
+def holds_sharded_state(obj):
+    """Whether ``obj`` (an optimizer or a layer) holds sharded state: its class
+    carries the marker and it offers the protocol."""
+    return obj is not None and bool(getattr(type(obj), SHARDED_STATE, False))
+
+
 def sharded_rows_layers(model):
     """The layers of ``model`` (a Keras model or layer) that hold sharded rows
-    (DistributedEmbedding): they gather and re-shard their tables themselves
-    (``gather_whole``, ``reshard``, ``load_whole``, ``gather_for_save``)."""
+    (DistributedEmbedding), in Keras' flattening order."""
     flatten = getattr(model, "_flatten_layers", None)
     if flatten is None:
         return []
-    return [layer for layer in flatten(include_self=True)
-            if getattr(type(layer), "_hvd_sharded_rows_layer", False)]
+    return [layer for layer in flatten(include_self=True) if holds_sharded_state(layer)]

@@ -1,4 +1,4 @@
-"""DistributedEmbedding's pure parts: which rank owns which row (row_layout.py),
+"""DistributedEmbedding's pure parts: which rank owns which row (sharded_state/row_layout.py),
 the message for tables that differ across ranks, and keras-rs' config fields."""
 
 import dataclasses
@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tf_hvd._keras.embedding.row_layout import RowLayout
+from tf_hvd._keras.sharded_state.row_layout import RowLayout
 
 
 @pytest.mark.parametrize("mode", ["mod", "range"])

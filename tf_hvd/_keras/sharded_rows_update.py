@@ -6,16 +6,18 @@ row's gradient, averaged, to the rank that owns the row) and Keras' dense
 update never runs on them: the layer applies the optimizer's sparse rule to
 the rows in the batch (``apply_sparse_gradient``), with the optimizer's
 learning rate and ``iterations``, before Keras updates the other variables and
-counts the step::
+counts the step. The other variables' gradients are averaged unless a
+DistributedGradientTape averaged them all (a mixture is a ShardingError: one rule,
+tf_hvd._keras.sharded_state.pre_reduced)::
 
     dense = prepare(optimizer, variables)         # in build(): slots for the tables
     apply(optimizer, base_class, grads, variables)
 """
 
+from tf_hvd._keras.sharded_state.pre_reduced import pre_reduced
 from tf_hvd._keras.state import build_on_first_apply
 from tf_hvd.exceptions import ShardingError
 from tf_hvd.sharded_rows import sharded_rows_owner
-from tf_hvd.tape import REDUCED_MARK
 
 
 def has_sharded_rows(variables):
@@ -35,12 +37,6 @@ def prepare(optimizer, variables):
     return dense
 
 
-def _pre_reduced(grads):
-    """Whether a DistributedGradientTape averaged these gradients already."""
-    marked = [getattr(g, REDUCED_MARK, False) for g in grads if g is not None]
-    return bool(marked) and all(marked)
-
-
 def apply(optimizer, base, grads, variables):
     """One step of ``optimizer`` (a DistributedOptimizer of Keras class ``base``)
     with some variables holding sharded rows."""
@@ -55,7 +51,8 @@ def apply(optimizer, base, grads, variables):
     dense = [(g, v) for g, v in zip(grads, variables) if sharded_rows_owner(v) is None]
     dense_grads = [g for g, _ in dense]
     dense_vars = [v for _, v in dense]
-    if dense and not _pre_reduced(dense_grads):
+    # the tables' gradients are not asked: no tape reduces them (sharded_state.pre_reduced)
+    if dense and not pre_reduced(dense_grads):
         dense_grads = state.compute(dense_grads, dense_vars)
     for g, v in tables:
         if g is not None:

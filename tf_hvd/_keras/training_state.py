@@ -3,8 +3,9 @@
 The saving rank writes ``model.npz``: every variable of ``model.variables`` (weights,
 non-trainable statistics and the layers' random seed states) except the rows of sharded
 embedding tables, under ``model/<index>``, and the optimizer's state in the form an
-unsharded optimizer of the same class holds it (a sharded DistributedOptimizer gathers
-its slots first), under ``optimizer/<index>``; their names and shapes go into the
+unsharded optimizer of the same class holds it (a sharded DistributedOptimizer, a holder
+of sharded state, gathers its whole state first: tf_hvd._keras.sharded_state.protocol),
+under ``optimizer/<index>``; their names and shapes go into the
 manifest. The tables' rows are written by the ranks that hold them (the embedding
 checkpoint's files, under ``embeddings/``). So a step loads at any number of ranks, into
 a sharded or an unsharded optimizer::
@@ -20,7 +21,7 @@ import tensorflow as tf
 from tf_hvd._keras import flavors
 from tf_hvd._keras.embedding import checkpoint as embedding_checkpoint
 from tf_hvd.exceptions import CheckpointError, ShardingError
-from tf_hvd.sharded_rows import is_sharded_rows, sharded_rows_layers
+from tf_hvd.sharded_rows import holds_sharded_state, is_sharded_rows, sharded_rows_layers
 
 MODEL_FILE = "model.npz"
 EMBEDDINGS = "embeddings"
@@ -33,10 +34,6 @@ def _name(v):
 def model_variables(model):
     """The model's variables a step holds whole (not the rows of sharded tables)."""
     return [v for v in model.variables if not is_sharded_rows(v)]
-
-
-def is_sharded(optimizer):
-    return getattr(type(optimizer), "_hvd_sharded", False)
 
 
 def build_optimizer(model, optimizer):
@@ -57,8 +54,8 @@ def gather(model, optimizer, rank, root_rank=0):
     """({key: array}, meta) of the model and optimizer on ``root_rank`` (None, None
     elsewhere). Every rank calls it: a sharded optimizer gathers its slots."""
     build_optimizer(model, optimizer)
-    if optimizer is not None and is_sharded(optimizer):
-        opt_values = optimizer.gather_state(root_rank)
+    if holds_sharded_state(optimizer):   # the whole state, as one process holds it
+        opt_values = optimizer.gather_whole(root_rank)
         opt_names = ["slot %d" % i for i in range(len(opt_values or []))]
     elif optimizer is not None:
         variables = flavors.optimizer_variables(optimizer)
@@ -150,9 +147,9 @@ def load(step, model, optimizer):
 
 
 def _load_optimizer(path, meta, optimizer, values):
-    if is_sharded(optimizer):
+    if holds_sharded_state(optimizer):   # this rank's part of the whole state
         try:
-            optimizer.load_state(values)
+            optimizer.load_whole(values)
         except ShardingError as e:
             raise CheckpointError("checkpoint file %s: %s" % (path, e))
         return

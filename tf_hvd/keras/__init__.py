@@ -26,6 +26,7 @@ from tf_hvd._keras import flavors as _flavors
 from tf_hvd._keras.optimizer import (create_distributed_optimizer,
                                      distributed_optimizer_class,
                                      is_distributed_optimizer)
+from tf_hvd._keras.sharded_state.protocol import holders as _sharded_state_holders
 from tf_hvd.basics import init, shutdown
 from tf_hvd.checkpoint import atomic as _atomic
 from tf_hvd.compression import Compression
@@ -35,7 +36,6 @@ from tf_hvd.process_sets import (ProcessSet, global_process_set, add_process_set
                                  remove_process_set)
 from tf_hvd.reduce_ops import Average, Sum, Adasum, Min, Max, Product
 from tf_hvd.reduction_params import ReductionParams
-from tf_hvd.sharded_rows import sharded_rows_layers
 from tf_hvd.sync_batch_norm import sync_batch_norm_class
 from tf_hvd.topology import (is_initialized, size, rank, local_size, local_rank,
                              cross_size, cross_rank, is_homogeneous, mpi_built,
@@ -307,12 +307,9 @@ def save_model(model, filepath, root_rank=0, **kwargs):
         hvd.save_model(model, "checkpoint.keras")          # every rank
         model = hvd.load_model("checkpoint.keras", sharded=True)   # any np
     """
-    opt = getattr(model, "optimizer", None)
-    if (opt is not None and getattr(type(opt), "_hvd_sharded", False)
-            and _flavors.optimizer_built(opt)):
-        opt.gather_state(root_rank)
-    for layer in sharded_rows_layers(model):
-        layer.gather_for_save(root_rank)   # whole tables to root_rank
+    # every holder of sharded state (tables, then a sharded optimizer's slots)
+    for holder in _sharded_state_holders(model, getattr(model, "optimizer", None)):
+        holder.gather_for_save(root_rank)   # whole to root_rank
     if rank() == int(root_rank):
         _save_atomically(model, filepath, kwargs)
 

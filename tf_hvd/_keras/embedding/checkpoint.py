@@ -53,10 +53,7 @@ def rows_of(full, layout, rank, table_name):
         raise ShardingError(
             "DistributedEmbedding table '%s': the saved table has %d rows, the layer's "
             "vocabulary_size is %d" % (table_name, full.shape[0], expected))
-    if layout.mode == "mod":
-        return np.asarray(full[rank::layout.n])
-    start = layout.start(rank)
-    return np.asarray(full[start:start + layout.rows_on(rank)])
+    return layout.rows_of(full, rank)
 
 
 def gather_rows(variable, layout, root_rank, name):

@@ -3,7 +3,7 @@
 ``TableConfig`` and ``FeatureConfig`` have the fields of ``keras_rs.layers``'
 classes of those names (keras-rs 0.4), so a keras-rs model moves by changing
 its import; keras-rs' own config objects are accepted as they are. Two things
-are tf_hvd's: ``TableConfig.sharding`` (``"mod"`` or ``"range"``, row_layout.py)
+are tf_hvd's: ``TableConfig.sharding`` (``"mod"`` or ``"range"``, sharded_state/row_layout.py)
 and the default ``optimizer=None``, meaning "the optimizer that applies the
 gradients" (keras-rs' default ``"adam"`` is honoured when given: that table is
 then updated by its own Adam, as keras-rs does on TPU)::
@@ -16,7 +16,7 @@ then updated by its own Adam, as keras-rs does on TPU)::
 import dataclasses
 from typing import Any, Optional, Sequence
 
-from tf_hvd._keras.embedding.row_layout import MODES
+from tf_hvd._keras.sharded_state.row_layout import MODES
 
 COMBINERS = ("sum", "mean", "sqrtn")
 

@@ -4,7 +4,7 @@ The tables of one width and dtype are looked up together. For the ids this rank 
 (every feature of a table, flattened):
 
 1. duplicates are removed (``tf.unique``): each distinct id travels once;
-2. each table's ids are ordered by owning rank (row_layout.py's rule, in TF ops)
+2. each table's ids are ordered by owning rank (sharded_state/row_layout.py's rule, in TF ops)
    and one ``hvd.alltoall(ids, splits)`` sends every table's ids; each
    destination's part starts with ``[has_bad_id, bad_id, table]`` and the number
    of ids of every table, so that an id outside its vocabulary stops *every* rank
@@ -27,20 +27,6 @@ where the library is built with it.
 import tensorflow as tf
 
 from tf_hvd import ops
-
-
-def _owner_and_local(ids, layout):
-    """row_layout.RowLayout's owner/local_row in TF ops (int64)."""
-    n = layout.n
-    if layout.mode == "mod":
-        return ids % n, ids // n
-    base, extra = layout.base, layout.extra
-    if base == 0:
-        return ids, tf.zeros_like(ids)
-    boundary = extra * (base + 1)
-    owner = tf.where(ids < boundary, ids // (base + 1), extra + (ids - boundary) // base)
-    start = owner * base + tf.minimum(owner, extra)
-    return owner, ids - start
 
 
 @tf.custom_gradient
@@ -134,7 +120,7 @@ def lookup_group(tables, ctx):
     plans = []
     for t, (ids, _, _) in zip(tables, checked):
         unique, position = tf.unique(ids)
-        owner, _ = _owner_and_local(unique, t.layout)
+        owner, _ = t.layout.locate(unique, tf)
         order = tf.argsort(owner, stable=True)
         counts = tf.math.bincount(tf.cast(owner, tf.int32), minlength=n, maxlength=n,
                                   dtype=tf.int32)
@@ -165,7 +151,7 @@ def lookup_group(tables, ctx):
         for source in range(n):
             segments = tf.split(from_ranks[source][head:], wanted[source], num=count)
             for t, segment in zip(tables, segments):
-                _, local = _owner_and_local(segment, t.layout)
+                _, local = t.layout.locate(segment, tf)
                 rows.append(tf.gather(t.shard, local))
     rows = _scale_gradient(tf.concat(rows, 0), 1.0 / n)
     back, _ = ops.alltoall(rows, splits=received_splits - head,

@@ -1,7 +1,7 @@
 """DistributedEmbedding: a Keras 3 layer whose tables are sharded over the ranks.
 
 Each table's rows are split over the ranks (TableConfig.sharding: ``"mod"`` or
-``"range"``, row_layout.py); each rank holds its rows (a Keras variable of
+``"range"``, tf_hvd._keras.sharded_state.row_layout); each rank holds its rows (a Keras variable of
 ``rows_on(rank)`` rows, marked as sharded so that no allreduce or broadcast
 touches it) and, once an optimizer updates it, that optimizer's slots for
 those rows. A call looks every table's ids up over the ranks
@@ -9,7 +9,11 @@ those rows. A call looks every table's ids up over the ranks
 features with the table's combiner. The table's gradient (an IndexedSlices of
 local rows, averaged over ranks by the backward alltoall) is applied by a
 tf_hvd DistributedOptimizer through ``apply_sparse_gradient``: only the rows
-in the batch change (sparse_rules.py).
+in the batch change (sparse_rules.py). A table's initial rows depend on its
+initializer's seed and the row ids, not on the number of ranks
+(sharded_state/initial_rows.py). The layer is a holder of sharded state
+(sharded_state/protocol.py): elastic states, save_model and checkpoints gather,
+load and re-shard it through that protocol.
 
     layer = DistributedEmbedding({"item": FeatureConfig("item", items, (None,), (None, 16))})
     vectors = layer({"item": ids})["item"]          # [batch, 16]
@@ -24,12 +28,13 @@ import tensorflow as tf
 from tf_hvd import topology
 from tf_hvd._keras.embedding import checkpoint, config as config_lib
 from tf_hvd._keras.embedding.exchange import LookupContext, TableIds, lookup_group
-from tf_hvd._keras.embedding.row_layout import RowLayout
 from tf_hvd._keras.embedding.sparse_rules import rule_for
+from tf_hvd._keras.sharded_state.initial_rows import initial_rows
+from tf_hvd._keras.sharded_state.row_layout import RowLayout
 from tf_hvd._keras.state import var_key
 from tf_hvd.exceptions import ShardingError
-from tf_hvd.functions import allgather_object
-from tf_hvd.sharded_rows import mark_sharded_rows, sharded_rows_owner
+from tf_hvd.functions import allgather_object, broadcast_object
+from tf_hvd.sharded_rows import SHARDED_STATE, mark_sharded_rows, sharded_rows_owner
 
 
 def _rank_size():
@@ -109,8 +114,6 @@ class DistributedEmbedding(keras.layers.Layer):
     (2, 4)
     """
 
-    _hvd_sharded_rows_layer = True   # tf_hvd.sharded_rows.sharded_rows_layers finds it
-
     def __init__(self, feature_configs, *, table_stacking="auto", update_stats=False,
                  default_row=None, table_sharding=None, **kwargs):
         super().__init__(**kwargs)
@@ -148,7 +151,7 @@ class DistributedEmbedding(keras.layers.Layer):
             state = _Table(table, RowLayout(table.vocabulary_size, size,
                                             table.sharding), rank)
             state.shard = self.add_weight(
-                shape=state.local_shape(), initializer=table.initializer,
+                shape=state.local_shape(), initializer=_initializer_of(state),
                 name=name, trainable=True, dtype=self.variable_dtype)
             mark_sharded_rows(state.shard, self)
             if table.optimizer is not None:
@@ -307,9 +310,25 @@ class DistributedEmbedding(keras.layers.Layer):
         """
         return checkpoint.gather_layer(self, root_rank)
 
-    def load_whole(self, values):
-        """Each rank takes its rows of ``values`` (``gather_whole``'s result)."""
+    def load_whole(self, values, root_rank=None):
+        """Each rank takes its rows of ``values`` (``gather_whole``'s result); with
+        ``root_rank``, that rank's ``values`` are broadcast first (a collective).
+        Returns the values loaded."""
+        if root_rank is not None and _rank_size()[1] > 1:
+            values = broadcast_object(values, int(root_rank),
+                                      name="DistributedEmbedding.%s.whole" % self.name)
         checkpoint.load_whole(self, values)
+        return values
+
+    # -- the sharded-state protocol (tf_hvd._keras.sharded_state.protocol) --
+    def sharded_state_exists(self):
+        """Whether the tables were laid out with the other ranks (the layer has
+        looked ids up or re-sharded): a rank that just joined has not."""
+        return bool(self.built and self._hvd.checked)
+
+    def lay_out(self, model=None):
+        """``reshard``: lay the tables out over the ranks as they are now."""
+        self.reshard()
 
     def save_own_variables(self, store):
         checkpoint.save_layer(self, store)
@@ -357,6 +376,20 @@ class DistributedEmbedding(keras.layers.Layer):
         config["feature_configs"] = _map_feature_dicts(feature, config["feature_configs"])
         return cls(**config)
 
+
+
+# the marker of a holder of sharded state (tf_hvd._keras.sharded_state.protocol)
+setattr(DistributedEmbedding, SHARDED_STATE, True)
+
+
+def _initializer_of(state):
+    """The Keras initializer of ``state``'s shard: this rank's rows of the whole
+    table, each row's value fixed by the seed and its id (not by the ranks)."""
+    def initialize(shape, dtype=None):
+        return initial_rows(state.config.initializer, state.layout.vocabulary_size,
+                            state.config.embedding_dim,
+                            state.layout.global_ids(state.rank), dtype)
+    return initialize
 
 
 def _feature_config(feature):

@@ -8,7 +8,8 @@
 import tensorflow as tf
 
 from tf_hvd._keras.sharding import clipping, full_state
-from tf_hvd._keras.sharding.methods import make_sharded_class, pre_reduced
+from tf_hvd._keras.sharded_state.pre_reduced import pre_reduced
+from tf_hvd._keras.sharding.methods import make_sharded_class
 from tf_hvd._keras.sharding.state import ShardedState
 from tf_hvd._keras.sharding.support import SUPPORTED, check_no_ema, updating_optimizer
 from tf_hvd._keras.state import build_on_first_apply
@@ -93,7 +94,7 @@ def sharded_class(base, params, name):
         else:
             variables = list(trainable_variables)
             build_on_first_apply(self, variables)
-        reduced = pre_reduced(grads)
+        reduced = pre_reduced(grads, "sharded optimizer")
         dense = st.in_layout_order(grads, variables)
 
         def step(gradients):

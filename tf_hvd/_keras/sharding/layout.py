@@ -4,7 +4,8 @@ The layout of tf_hvd's sharded optimizer is *flat slices*: the model's
 trainable variables of one dtype, in the order the optimizer is built on, are
 laid end to end in one flat space of ``total`` elements; rank ``q`` of ``n``
 owns the contiguous slice that ``hvd.reducescatter`` gives it (``total // n``
-elements, one more for the first ``total % n`` ranks). A slice may cut a
+elements, one more for the first ``total % n`` ranks: the ``"range"`` row layout of
+sharded state, tf_hvd._keras.sharded_state.row_layout, over the elements). A slice may cut a
 variable in two; every rank owns the same number of elements (+-1) whatever
 the sizes of the variables::
 
@@ -18,6 +19,8 @@ the sizes of the variables::
 import collections
 
 import numpy as np
+
+from tf_hvd._keras.sharded_state.row_layout import RowLayout
 
 Piece = collections.namedtuple("Piece", "var lo hi at")
 Piece.__doc__ = ("Elements ``lo:hi`` of variable ``var`` (flattened), found at "
@@ -34,9 +37,7 @@ def _numel(shape):
 def shard_bounds(total, n, q):
     """``(start, end)`` of rank ``q``'s slice of ``total`` elements over ``n``
     ranks: reducescatter's split of dimension 0."""
-    base, extra = divmod(int(total), int(n))
-    start = q * base + min(q, extra)
-    return start, start + base + (1 if q < extra else 0)
+    return RowLayout(total, n, "range").bounds(q)
 
 
 class ShardGroup(object):
@@ -50,9 +51,10 @@ class ShardGroup(object):
         self.offsets = list(np.cumsum([0] + self.sizes[:-1]).astype(int)) if sizes else []
         self.total = int(sum(self.sizes))
         self.n = n
+        self.rows = RowLayout(self.total, n, "range")
 
     def bounds(self, q):
-        return shard_bounds(self.total, self.n, q)
+        return self.rows.bounds(q)
 
     def shard_size(self, q):
         start, end = self.bounds(q)

@@ -1,6 +1,7 @@
 """What every sharded optimizer class has, whatever its Keras: the methods of
 ``ShardedMethods`` (the state as a whole: gather_state, load_state, reshard, saving and
-loading), and the class-making step that adds one Keras' own step (keras3.py,
+loading, and the sharded-state protocol, tf_hvd._keras.sharded_state.protocol, that
+elastic states, save_model and checkpoints ask), and the class-making step that adds one Keras' own step (keras3.py,
 tf_keras.py)::
 
     cls = make_sharded_class(keras.optimizers.Adam, params, dict(apply=apply, ...))
@@ -10,21 +11,7 @@ import tensorflow as tf
 
 from tf_hvd._keras.sharding import full_state
 from tf_hvd.exceptions import ShardingError
-from tf_hvd.tape import REDUCED_MARK
-
-
-def pre_reduced(grads):
-    """True if every gradient came from a DistributedGradientTape (already
-    averaged), False if none did; ShardingError for a mixture."""
-    marks = [bool(getattr(g, REDUCED_MARK, False)) for g in grads if g is not None]
-    if marks and all(marks):
-        return True
-    if any(marks):
-        raise ShardingError(
-            "sharded optimizer: some gradients were averaged by a "
-            "DistributedGradientTape and some were not; pass the gradients of a plain "
-            "tf.GradientTape (the optimizer averages them with one reduce-scatter)")
-    return False
+from tf_hvd.sharded_rows import SHARDED_STATE
 
 
 class ShardedMethods(object):
@@ -99,6 +86,33 @@ class ShardedMethods(object):
             st.unbuild()
         self.build(variables)
 
+    # -- the sharded-state protocol (tf_hvd._keras.sharded_state.protocol) --
+    def sharded_state_exists(self):
+        """Whether the slots exist (the optimizer was built with the other ranks)."""
+        return self._hvd_shard.layout is not None
+
+    def gather_whole(self, root_rank=None):
+        """``gather_state``: the whole state, in the unsharded optimizer's order."""
+        return self.gather_state(root_rank)
+
+    def load_whole(self, values, root_rank=None):
+        """``load_state``: this rank's slices of a whole state."""
+        return self.load_state(values, root_rank)
+
+    def lay_out(self, model):
+        """``reshard`` if built; a rank that has no slots yet (it joined) builds the
+        optimizer on ``model``'s trainable variables: the same collective."""
+        if self.sharded_state_exists():
+            self.reshard()
+        elif list(model.trainable_variables):
+            self.build(list(model.trainable_variables))
+
+    def gather_for_save(self, root_rank=0):
+        """Gather the slots to ``root_rank`` for its next Keras save (nothing to do
+        before the optimizer is built: it then saves what Keras saves)."""
+        if self.sharded_state_exists():
+            self.gather_state(root_rank)
+
     def replicated_variables(self):
         """The optimizer variables every rank holds in full (iterations,
         learning rate, a loss scale), what a broadcast may send."""
@@ -148,7 +162,7 @@ def make_sharded_class(base, params, methods):
         "__qualname__": getattr(base, "__qualname__", base.__name__),
         "__doc__": base.__doc__,
         "_hvd_distributed": True,
-        "_hvd_sharded": True,
+        SHARDED_STATE: True,      # the marker of a holder of sharded state
         "_hvd_params": params,
         "_hvd_base": base,
     })

@@ -30,7 +30,8 @@ import tensorflow as tf
 
 from tf_hvd._keras import flavors
 from tf_hvd._keras.sharding import clipping
-from tf_hvd._keras.sharding.methods import make_sharded_class, pre_reduced
+from tf_hvd._keras.sharded_state.pre_reduced import pre_reduced
+from tf_hvd._keras.sharding.methods import make_sharded_class
 from tf_hvd._keras.sharding.state import ShardedState
 from tf_hvd._keras.sharding.support import (SUPPORTED, check_no_ema,
                                             check_no_weight_decay_exclusions)
@@ -108,7 +109,7 @@ def sharded_class(base, params, name):
         st = self._hvd_shard
         if st.layout is None:
             self.build(variables)
-        reduced = pre_reduced(grads)
+        reduced = pre_reduced(grads, "sharded optimizer")
         dense = st.in_layout_order(grads, variables)
 
         def step(gradients):
