@@ -7,7 +7,7 @@ srun; processes/mpiexec_group.py: one mpiexec) starts, polls, signals and stops 
 and decides nothing. At each poll it reports events (processes/events.py):
 ``Signalled(signum)``, then ``Tick()``, then ``RankExited(rank)`` per rank that ended.
 The policy decides everything (static_policy.py: failures, the launcher's signals,
---max-restarts; elastic/elastic_policy.py: an elastic job's hosts, min-np, reset limit
+--max-restarts; elastic_policy.py: an elastic job's hosts, min-np, reset limit
 and committed state); the agent carries out its actions on the group, and nothing else.
 
 A policy has three methods:

@@ -32,6 +32,10 @@ and exit code), ``fault_records()``, ``ended(outcome)`` and ``close()`` after a 
 ``size``, ``start_timeout`` (seconds or None) and ``launcher`` (None, or the name of the
 one process that starts every rank: "mpiexec").
 
+The ranks it started are its Membership's (runner/elastic/membership.py), told at each
+start and read as a tuple (``ranks``): in a job of fixed size nobody is retired or
+lost, so the elastic policy (elastic_policy.py) is the only one to tell it more.
+
     policy = StaticPolicy(GlooJob(plan, signals), max_restarts=2)
     outcome = agent.run(plan, RankGroup(signals), policy)
 """
