@@ -10,11 +10,13 @@ np covering every configuration:
   (hvd.save_model) and by rank (save_embedding_shards: a step of the commit
   protocol), loaded back at np=2; a save one rank cannot write fails on both and
   leaves a half-written step that loads ignore (saying so); a flipped byte, a table
-  of another size and the earlier layout; then, tf_hvd shut down,
+  of another size and the earlier layout; seeded tables' initial rows, gathered,
+  equal one process's and keras-rs' (kept for np=3); then, tf_hvd shut down,
   plain ``keras.models.load_model`` reads the file's whole tables in rank 0 alone;
 * np=3: fit with SGD+momentum and Adagrad, the loop with Adam and Ftrl (so each
   optimizer, one-hot and multi-hot, at both sizes), bad input, and the np=2 checkpoints loaded
-  (each rank its rows; the half-written step ignored), 3 more steps equal to the np=2 job's.
+  (each rank its rows; the half-written step ignored), 3 more steps equal to the np=2 job's;
+  the initial rows equal np=2's, one process's and keras-rs'.
 """
 
 import os
@@ -35,7 +37,7 @@ def _run(np_, sections, directory, timeout=240):
 @pytest.fixture(scope="module")
 def saved_at_np2(tmp_path_factory):
     directory = tmp_path_factory.mktemp("embedding")
-    rc, out = _run(2, "fit,loop,bad_input,ckpt_save,ckpt_plain", directory)
+    rc, out = _run(2, "fit,loop,bad_input,initial,ckpt_save,ckpt_plain", directory)
     return directory, rc, out
 
 
@@ -47,5 +49,5 @@ def test_embedding_np2_equivalence_bad_input_and_save(saved_at_np2):
 def test_embedding_np3_equivalence_and_resume_from_np2(saved_at_np2):
     directory, rc, _ = saved_at_np2
     assert rc == 0, "the np=2 job did not save its checkpoint"
-    rc, out = _run(3, "fit,loop,bad_input,ckpt_resume", directory)
+    rc, out = _run(3, "fit,loop,bad_input,initial,ckpt_resume", directory)
     assert_training_ok(rc, out, 3)

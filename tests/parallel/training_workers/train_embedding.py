@@ -15,6 +15,10 @@ loop         a tf.function loop with DistributedGradientTape: a one-hot, a ragge
 bad_input    an id outside a table (every rank: InvalidArgumentError naming table,
              id and rank), default_row, tables differing across ranks, optimizers
              that cannot update rows (ShardingError naming them)
+initial      seeded tables ("mod" and "range"; uniform, glorot, truncated normal) built
+             at this np and gathered whole equal one process's (a layer built as np=1
+             in the rank) and keras-rs' CPU layer's; tables of several blocks too; at
+             np=2 rank 0 keeps them as DIR/initial_np2.npz, at np=3 they equal those
 ckpt_save    3 Adam steps, hvd.save_model (whole tables) to DIR/emb.keras and
              save_embedding_shards to DIR/shards (step 0 of the commit protocol), the
              state as DIR/emb_state.npz; 3 more steps, the result as DIR/emb_after.npz;
@@ -50,6 +54,8 @@ from tf_hvd.checkpoint import commit  # noqa: E402
 from tf_hvd.exceptions import CheckpointError, CheckpointSaveError, ShardingError  # noqa: E402
 from tf_hvd.keras.layers import (DistributedEmbedding, FeatureConfig, TableConfig,  # noqa: E402
                                  load_embedding_shards, save_embedding_shards)
+from tf_hvd._keras.embedding import layer as layer_module  # noqa: E402
+from tf_hvd._keras.sharded_state import initial_rows  # noqa: E402
 import embedding_lib as lib  # noqa: E402
 from trainlib import Checks  # noqa: E402
 
@@ -357,6 +363,73 @@ def section_ckpt_resume():
                        saved, warns=True)
 
 
+def _initial_features():
+    import keras_rs
+    inits = [("uniform", 50, 4, "mod", keras.initializers.RandomUniform(seed=7)),
+             ("glorot", 31, 3, "range", keras.initializers.GlorotUniform(seed=3)),
+             ("truncated", 17, 5, "mod", keras.initializers.TruncatedNormal(seed=11))]
+    tables = {name: keras_rs.layers.TableConfig(name, vocabulary_size=v, embedding_dim=d,
+                                                initializer=init)
+              for name, v, d, _, init in inits}
+    features = {name: keras_rs.layers.FeatureConfig(name, t, (2,), (2, t.embedding_dim))
+                for name, t in tables.items()}
+    return features, {name: mode for name, _, _, mode, _ in inits}
+
+
+def _gathered_initial(features, sharding):
+    emb = DistributedEmbedding(features, table_sharding=sharding)
+    emb.build(None)
+    return {name: emb.get_table(name) for name in emb.table_names()}   # collectives
+
+
+def _one_process_initial(features, sharding):
+    # the layer as one process builds it (its build runs no collective)
+    at_np = layer_module._rank_size
+    layer_module._rank_size = lambda: (0, 1)
+    try:
+        emb = DistributedEmbedding(features, table_sharding=sharding)
+        emb.build(None)
+        return {name: emb._hvd.tables[name].shard.numpy() for name in emb.table_names()}
+    finally:
+        layer_module._rank_size = at_np
+
+
+def section_initial():
+    """A table's initial rows depend on the seed and the row id, not on np."""
+    import keras_rs
+    features, sharding = _initial_features()
+    here = _gathered_initial(features, sharding)
+    one = _one_process_initial(features, sharding)
+    rs = keras_rs.layers.DistributedEmbedding(features)
+    rs({name: np.array([0, 1]) for name in features})
+    rs_tables = {name: np.asarray(v) for name, v in rs.get_embedding_tables().items()}
+    for name in sorted(here):
+        C.close("initial rows at np=%d: %s equals one process's" % (N, name),
+                [here[name]], [one[name]], rtol=0, atol=0)
+        C.close("initial rows at np=%d: %s equals keras-rs'" % (N, name),
+                [here[name]], [rs_tables[name]], rtol=0, atol=0)
+    blocks = initial_rows.ELEMENTS_PER_BLOCK
+    initial_rows.ELEMENTS_PER_BLOCK = 40      # several blocks a table
+    try:
+        many = _gathered_initial(features, sharding)
+        many_one = _one_process_initial(features, sharding)
+    finally:
+        initial_rows.ELEMENTS_PER_BLOCK = blocks
+    for name in sorted(many):
+        C.close("initial rows of several blocks at np=%d: %s equals one process's"
+                % (N, name), [many[name]], [many_one[name]], rtol=0, atol=0)
+    path = os.path.join(DIR, "initial_np2.npz")
+    if N == 2 and R == 0:
+        np.savez(path, **dict(list(here.items()) +
+                              [("blocks:" + k, v) for k, v in many.items()]))
+    elif N == 3:
+        with np.load(path) as saved:
+            for name in sorted(here):
+                C.close("initial rows at np=3: %s equals np=2's" % name,
+                        [here[name], many[name]],
+                        [saved[name], saved["blocks:" + name]], rtol=0, atol=0)
+
+
 def section_ckpt_plain():
     """Last: tf_hvd shut down, rank 0 is one plain process: Keras' own load_model
     reads DIR/emb.keras with whole tables."""
@@ -376,6 +449,7 @@ def section_ckpt_plain():
 C.section("fit", section_fit)
 C.section("loop", section_loop)
 C.section("bad_input", section_bad_input)
+C.section("initial", section_initial)
 C.section("ckpt_save", section_ckpt_save)
 C.section("ckpt_resume", section_ckpt_resume)
 C.section("ckpt_plain", section_ckpt_plain)
