@@ -35,7 +35,7 @@ def _is_sparse(grad):
     return isinstance(grad, tf.IndexedSlices)
 
 
-def _scale_factors(op, gradient_predivide_factor):
+def scale_factors(op, gradient_predivide_factor):
     """Split the averaging into a factor applied before and after the sum."""
     if gradient_predivide_factor == 1.0:
         return op, 1.0, 1.0
@@ -183,7 +183,7 @@ def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
                               sparse_as_dense, op, gradient_predivide_factor,
                               groups, process_set=None):
     _check_groups(groups)
-    op, prescale_factor, postscale_factor = _scale_factors(
+    op, prescale_factor, postscale_factor = scale_factors(
         op, gradient_predivide_factor)
     scope = (name or "DistributedGradients") + "_Allreduce"
 
@@ -254,6 +254,9 @@ def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
 
 # Horovod's private name, kept for users who reached for it.
 _make_allreduce_grads_fn = make_allreduce_grads_fn
+
+# kept for importers being moved (tf_hvd/_keras/sharding/state.py)
+_scale_factors = scale_factors
 
 
 def groups_from_num_groups(num_groups, groups):

@@ -21,7 +21,7 @@ from tf_hvd._library import lib as _lib, op_lib as _op_lib  # noqa: F401 (re-exp
 from tf_hvd.reduce_ops import (  # noqa: F401 (re-exported)
     REDUCE_OP_NAMES as _REDUCE_OP_NAMES, Adasum, Average, Max, Min, Product, Sum)
 from tf_hvd.topology import (  # noqa: F401 (re-exported)
-    NOT_INITIALIZED_MESSAGE, _check_initialized, _check_topology, _raise_not_running,
+    NOT_INITIALIZED_MESSAGE, check_initialized, check_topology, raise_not_running,
     ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled,
     is_homogeneous, is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
     mpi_threads_supported, nccl_built, rank, rocm_built, size, start_timeline,
@@ -63,8 +63,8 @@ def init(comm=None, process_sets=None):
     """
     if not _lib.is_initialized():  # started by srun or torchrun-style: join that job
         scheduler.prepare(os.environ, lambda: _lib.knob_values()["HOROVOD_START_TIMEOUT"])
-    comm_ranks, comm_handle, base = _process_sets._job_communicator(comm)
-    sets, set_ranks = _process_sets._split_init_sets(process_sets, base, comm_ranks)
+    comm_ranks, comm_handle, base = _process_sets.job_communicator(comm)
+    sets, set_ranks = _process_sets.split_init_sets(process_sets, base, comm_ranks)
     # Parses every HOROVOD_* knob (HOROVOD_TF_THREADS included) before joining
     # the job: a malformed one raises RuntimeError naming it.
     if os.environ.get(elastic.JOIN_ENV) == "1" and not _lib.is_initialized():
@@ -74,7 +74,7 @@ def init(comm=None, process_sets=None):
     tf_threads.configure(_lib.local_size(), _lib.local_rank())
     if not _atexit_registered:
         _register_atexit()
-    _process_sets._init_process_sets(sets)
+    _process_sets.register_init_sets(sets)
 
 
 _atexit_registered = False

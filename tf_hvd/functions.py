@@ -12,10 +12,11 @@ import cloudpickle
 import numpy as np
 import tensorflow as tf
 
-from tf_hvd.ops import _allgather, _broadcast, _noname
-from tf_hvd.process_sets import _process_set_id
+from tf_hvd.ops.naming import noname
+from tf_hvd.ops.raw import raw_allgather, raw_broadcast
+from tf_hvd.process_sets import registered_set_id
 from tf_hvd.sharded_rows import is_sharded_rows
-from tf_hvd.topology import _check_initialized, rank
+from tf_hvd.topology import check_initialized, rank
 
 # ---------------------------------------------------------------------------
 # Variables
@@ -29,10 +30,10 @@ _OP_DTYPES = frozenset([tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int
 
 def _broadcast_value(value, root_rank, name=None, process_set_id=0, require_init=True):
     if value.dtype in _OP_DTYPES:
-        return _broadcast(value, root_rank, name=name, process_set_id=process_set_id,
-                          require_init=require_init)
-    raw = _broadcast(tf.bitcast(value, tf.uint8), root_rank, name=name,
-                     process_set_id=process_set_id, require_init=require_init)
+        return raw_broadcast(value, root_rank, name=name, process_set_id=process_set_id,
+                             require_init=require_init)
+    raw = raw_broadcast(tf.bitcast(value, tf.uint8), root_rank, name=name,
+                        process_set_id=process_set_id, require_init=require_init)
     return tf.bitcast(raw, value.dtype)
 
 
@@ -76,8 +77,8 @@ def broadcast_variables(variables, root_rank, process_set=None, inplace=False):
 
     ```
     """
-    _check_initialized()
-    set_id = _process_set_id(process_set)
+    check_initialized()
+    set_id = registered_set_id(process_set)
     # Variables holding this rank's rows of a sharded table differ on purpose.
     variables = [v for v in variables if not is_sharded_rows(v)]
     if inplace:
@@ -123,8 +124,8 @@ def broadcast_(variables, root_rank, name=None, process_set=None):
       A list of tensors: the updated values (in a graph they are read after
       the update).
     """
-    _check_initialized()
-    set_id = _process_set_id(process_set)
+    check_initialized()
+    set_id = registered_set_id(process_set)
     variables = list(variables)
     update = _update_from_root(variables, root_rank, name, set_id)
     deps = [] if update is None else [update]
@@ -202,24 +203,24 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None
     Inside a tf.function it runs once, when the function is traced.
     With ``process_set``, only its ranks take part (``root_rank`` is global).
     """
-    _check_initialized()
-    set_id = _process_set_id(process_set)
+    check_initialized()
+    set_id = registered_set_id(process_set)
     root_rank = int(root_rank)
     if name is None:
-        name = _noname("broadcast_object")
+        name = noname("broadcast_object")
 
     def run(evaluate):
         if rank() == root_rank:
             payload = _to_bytes_tensor(obj)
         else:
             payload = np.zeros([0], dtype=np.uint8)
-        length = _broadcast(tf.constant([payload.size], dtype=tf.int64), root_rank,
-                            name=name + ".size", process_set_id=set_id)
+        length = raw_broadcast(tf.constant([payload.size], dtype=tf.int64), root_rank,
+                               name=name + ".size", process_set_id=set_id)
         (length,) = evaluate([length])
         if rank() != root_rank:
             payload = np.zeros([int(length[0])], dtype=np.uint8)
-        data = _broadcast(tf.constant(payload), root_rank, name=name + ".data",
-                          process_set_id=set_id)
+        data = raw_broadcast(tf.constant(payload), root_rank, name=name + ".data",
+                             process_set_id=set_id)
         (data,) = evaluate([data])
         return pickle.loads(data.tobytes())
 
@@ -236,8 +237,8 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
         bcast = hvd.broadcast_object_fn(root_rank=0)
         config = bcast(config if hvd.rank() == 0 else None)
     """
-    _check_initialized()
-    _process_set_id(process_set)  # checks it now
+    check_initialized()
+    registered_set_id(process_set)  # checks it now
     name = name or "broadcast_object_fn"
 
     def _bcast(obj):
@@ -253,16 +254,16 @@ def allgather_object(obj, session=None, name=None, process_set=None):
     graph mode (``session`` is accepted for compatibility and not needed).
     With ``process_set``, the objects of its ranks, in their order.
     """
-    _check_initialized()
-    set_id = _process_set_id(process_set)
+    check_initialized()
+    set_id = registered_set_id(process_set)
     if name is None:
-        name = _noname("allgather_object")
+        name = noname("allgather_object")
 
     def run(evaluate):
         payload = _to_bytes_tensor(obj)
-        lengths = _allgather(tf.constant([payload.size], dtype=tf.int64),
-                             name=name + ".size", process_set_id=set_id)
-        data = _allgather(tf.constant(payload), name=name + ".data", process_set_id=set_id)
+        lengths = raw_allgather(tf.constant([payload.size], dtype=tf.int64),
+                                name=name + ".size", process_set_id=set_id)
+        data = raw_allgather(tf.constant(payload), name=name + ".data", process_set_id=set_id)
         lengths, data = evaluate([lengths, data])
         objects, start = [], 0
         for n in lengths.tolist():

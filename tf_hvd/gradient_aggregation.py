@@ -38,7 +38,7 @@ averaged gradients of the other variables::
 import tensorflow as tf
 
 from tf_hvd import topology
-from tf_hvd.ops import _check_process_set
+from tf_hvd.process_sets import registered_set_id
 
 
 def _ref(var):
@@ -263,7 +263,7 @@ class LocalGradientAggregationHelper(_AggregationBase):
                  sparse_as_dense=False, average_aggregated_gradients=False,
                  rank=None, optimizer_type=None, process_set=None,
                  scale_local_gradients=True, name=""):
-        _check_process_set(process_set)
+        registered_set_id(process_set)
         super(LocalGradientAggregationHelper, self).__init__(
             backward_passes_per_step, allreduce_func, sparse_as_dense,
             average_aggregated_gradients, name)

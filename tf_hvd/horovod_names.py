@@ -5,7 +5,7 @@ Libraries built on Horovod (embedding libraries, model zoos) and large code base
 ``horovod.tensorflow`` and its submodules in many files. ``pip install
 "tf_hvd[horovod]"`` installs the small ``tf-hvd-horovod`` distribution, whose one
 ``.pth`` line calls :func:`install` at interpreter start-up, and a ``horovodrun``
-command that is ``tfhvdrun`` (tf_hvd.runner.horovodrun). After that::
+command that is ``tfhvdrun`` (tf_hvd.horovodrun). After that::
 
     import horovod.tensorflow.keras as hvd      # is tf_hvd.keras
     from horovod.tensorflow.mpi_ops import Sum  # is tf_hvd.mpi_ops.Sum

@@ -17,15 +17,17 @@ ranks = hvd.mpi_ops.allgather(tf.constant([hvd.rank()]))  # [0, 1, ..., size-1]
 ```
 """
 
-from tf_hvd import ops as _ops
 from tf_hvd.basics import init, shutdown
 from tf_hvd.functions import broadcast_
-from tf_hvd.ops import (_normalize_name, allgather, broadcast,
-                        check_num_rank_power_of_2, grouped_allgather,
+from tf_hvd.ops import (allgather, broadcast, check_num_rank_power_of_2, grouped_allgather,
                         handle_average_backwards_compatibility, join, local_rank_op,
                         local_size_op, process_set_included_op, rank_op, size_op)
-from tf_hvd.process_sets import (ProcessSet, _process_set_id, add_process_set,
-                                 global_process_set, remove_process_set)
+# Horovod's mpi_ops spells it _normalize_name.
+from tf_hvd.ops.naming import normalize_name as _normalize_name, sub_name  # noqa: F401
+from tf_hvd.ops.raw import (raw_allreduce, raw_alltoall, raw_grouped_allreduce,
+                            raw_reducescatter)
+from tf_hvd.process_sets import (ProcessSet, add_process_set, global_process_set,
+                                 registered_set_id, remove_process_set)
 from tf_hvd.reduce_ops import Adasum, Average, Max, Min, Product, Sum
 from tf_hvd.topology import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built,
                              gloo_built, gloo_enabled, is_homogeneous, is_initialized,
@@ -37,46 +39,46 @@ from tf_hvd.topology import (ccl_built, cross_rank, cross_size, cuda_built, ddl_
 def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
                ignore_name_scope=False, process_set=global_process_set):
     """One HorovodAllreduce op over ``process_set`` (default: a sum over every rank)."""
-    return _ops._allreduce(tensor, name=name, op=op, prescale_factor=prescale_factor,
-                           postscale_factor=postscale_factor,
-                           ignore_name_scope=ignore_name_scope,
-                           process_set_id=_process_set_id(process_set))
+    return raw_allreduce(tensor, name=name, op=op, prescale_factor=prescale_factor,
+                         postscale_factor=postscale_factor,
+                         ignore_name_scope=ignore_name_scope,
+                         process_set_id=registered_set_id(process_set))
 
 
 def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0,
                        postscale_factor=1.0, ignore_name_scope=False,
                        process_set=global_process_set):
     """One HorovodGroupedAllreduce op: ``tensors`` reduced together."""
-    return _ops._grouped_allreduce(tensors, name=name, op=op,
-                                   prescale_factor=prescale_factor,
-                                   postscale_factor=postscale_factor,
-                                   ignore_name_scope=ignore_name_scope,
-                                   process_set_id=_process_set_id(process_set))
+    return raw_grouped_allreduce(tensors, name=name, op=op,
+                                 prescale_factor=prescale_factor,
+                                 postscale_factor=postscale_factor,
+                                 ignore_name_scope=ignore_name_scope,
+                                 process_set_id=registered_set_id(process_set))
 
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
              process_set=global_process_set):
     """The raw HorovodAlltoall op: always ``(received tensor, received splits)``, with or
     without ``splits`` (``hvd.alltoall`` returns the splits only when given them)."""
-    return _ops._alltoall(tensor, splits=splits, name=name,
-                          ignore_name_scope=ignore_name_scope,
-                          process_set_id=_process_set_id(process_set))
+    return raw_alltoall(tensor, splits=splits, name=name,
+                        ignore_name_scope=ignore_name_scope,
+                        process_set_id=registered_set_id(process_set))
 
 
 def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False,
                    process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """One HorovodReducescatter op: this rank's slice of the reduced tensor."""
-    return _ops._reducescatter(tensor, name=name, op=op, prescale_factor=prescale_factor,
-                               postscale_factor=postscale_factor,
-                               ignore_name_scope=ignore_name_scope,
-                               process_set_id=_process_set_id(process_set))
+    return raw_reducescatter(tensor, name=name, op=op, prescale_factor=prescale_factor,
+                             postscale_factor=postscale_factor,
+                             ignore_name_scope=ignore_name_scope,
+                             process_set_id=registered_set_id(process_set))
 
 
 def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
                            process_set=global_process_set, prescale_factor=1.0,
                            postscale_factor=1.0):
     """A reducescatter of each tensor of a list (``<name>_<i>`` when named)."""
-    return [_reducescatter(t, name=_ops._sub_name(name, i), op=op,
+    return [_reducescatter(t, name=sub_name(name, i), op=op,
                            prescale_factor=prescale_factor,
                            postscale_factor=postscale_factor,
                            ignore_name_scope=ignore_name_scope, process_set=process_set)

@@ -22,8 +22,8 @@ from tf_hvd.reduce_ops import Adasum, Average
 from tf_hvd.reduction_params import ReductionParams
 # Re-exported so that ``tf_hvd`` finds every training name here.
 from tf_hvd.hooks import BroadcastGlobalVariablesHook
-from tf_hvd.tape import (DistributedGradientTape, PartialDistributedGradientTape, _ref,
-                         reduce_skipping_local)
+from tf_hvd.tape import (DistributedGradientTape, PartialDistributedGradientTape,
+                         reduce_skipping_local, variable_key)
 
 __all__ = ["DistributedOptimizer", "DistributedGradientTape",
            "PartialDistributedGradientTape", "BroadcastGlobalVariablesHook"]
@@ -73,7 +73,7 @@ class _DistributedOptimizer(_LegacyOptimizer):
         if self._agg_helper is not None:
             self._agg_helper.register_local_var(var)
         else:
-            self._local_vars.add(_ref(var))
+            self._local_vars.add(variable_key(var))
 
     def compute_gradients(self, *args, **kwargs):
         """Compute the local gradients with the wrapped optimizer, then
@@ -88,7 +88,7 @@ class _DistributedOptimizer(_LegacyOptimizer):
         elif self._local_vars:
             reduced = reduce_skipping_local(
                 self._allreduce_grads, grads, variables,
-                [_ref(v) in self._local_vars for v in variables],
+                [variable_key(v) in self._local_vars for v in variables],
                 self.scale_local_gradients)
         else:
             reduced = self._allreduce_grads(grads, variables)

@@ -26,7 +26,7 @@ provided process set ..."``) from a collective on the set.
 import os
 
 from tf_hvd._library import lib as _lib
-from tf_hvd.topology import _check_initialized
+from tf_hvd.topology import check_initialized
 
 
 def _is_iterable(x):
@@ -113,7 +113,7 @@ global_process_set = ProcessSet([])
 global_process_set.process_set_id = 0
 
 
-def _job_communicator(comm):
+def job_communicator(comm):
     """hvd.init's ``comm`` as (MPI_COMM_WORLD ranks, Fortran handle or None,
     the mpi4py communicator of the job or None)."""
     if comm is None:
@@ -150,7 +150,7 @@ def _comm_job_ranks(comm, base, comm_ranks):
     return sorted(world)
 
 
-def _split_init_sets(process_sets, base=None, comm_ranks=()):
+def split_init_sets(process_sets, base=None, comm_ranks=()):
     """Returns (process sets as given, lists of ranks for the core); sets made
     from an mpi4py communicator get their ranks here."""
     if process_sets is None:
@@ -170,7 +170,7 @@ def _split_init_sets(process_sets, base=None, comm_ranks=()):
     return sets, [list(ps.ranks) for ps in sets]
 
 
-def _init_process_sets(sets):
+def register_init_sets(sets):
     """After the core started: gives each set object its id; a duplicate
     (same ranks as an earlier entry or as the global set) raises ValueError as
     in Horovod."""
@@ -201,7 +201,7 @@ def add_process_set(process_set):
         ps = hvd.add_process_set([0, 1])
         hvd.allreduce(x, process_set=ps)      # on ranks 0 and 1
     """
-    _check_initialized()
+    check_initialized()
     if not isinstance(process_set, ProcessSet):
         process_set = ProcessSet(process_set)
     if process_set.ranks is None and process_set.mpi_comm is not None:
@@ -223,7 +223,7 @@ def remove_process_set(process_set):
     on the set fail with ``tf.errors.AbortedError``. The object becomes
     unregistered (``process_set_id`` None).
     """
-    _check_initialized()
+    check_initialized()
     set_id = process_set.process_set_id
     if set_id is None or set_id == 0:
         return False
@@ -231,7 +231,7 @@ def remove_process_set(process_set):
     return bool(_lib.remove_process_set(int(set_id)))
 
 
-def _process_set_id(process_set):
+def registered_set_id(process_set):
     """The id a collective's ``process_set=`` argument stands for (None: 0)."""
     if process_set is None:
         return 0
@@ -249,7 +249,7 @@ def _process_set_id(process_set):
     raise ValueError("process_set must be an hvd.ProcessSet, got %r" % (process_set,))
 
 
-def _set_rank_size(process_set_id):
+def set_rank_size(process_set_id):
     """(rank within the set, set size) of this process; the global ones for 0."""
     if process_set_id == 0:
         return int(_lib.rank()), int(_lib.size())
@@ -257,3 +257,8 @@ def _set_rank_size(process_set_id):
     if topology is None:
         raise ValueError("Process is not part of provided process set.")
     return int(topology[0]), int(topology[1])
+
+
+# kept for importers being moved (tf_hvd/_keras/sharding/state.py)
+_process_set_id = registered_set_id
+_set_rank_size = set_rank_size

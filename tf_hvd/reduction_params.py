@@ -16,7 +16,7 @@ import dataclasses
 
 from tf_hvd.allreduce_grads import groups_from_num_groups, make_allreduce_grads_fn
 from tf_hvd.compression import Compression
-from tf_hvd.ops import _check_process_set
+from tf_hvd.process_sets import registered_set_id
 from tf_hvd.reduce_ops import Average
 
 
@@ -44,7 +44,7 @@ class ReductionParams:
     scale_local_gradients: bool = True
 
     def __post_init__(self):
-        _check_process_set(self.process_set)
+        registered_set_id(self.process_set)
         if self.gradient_predivide_factor != 1.0 and self.op != Average:
             raise ValueError("gradient_predivide_factor not supported with op != "
                              "Average")

@@ -26,7 +26,8 @@ def _mark_reduced(grads, is_local):
             pass
 
 
-def _ref(var):
+def variable_key(var):
+    """A hashable key for a variable (tf.Variable, Keras variables; else its id)."""
     ref = getattr(var, "ref", None)
     return ref() if callable(ref) else id(var)
 
@@ -108,10 +109,10 @@ class _DistributedTapeMixin(object):
         """Marks ``source`` (a variable) as worker-local: its gradient is not
         allreduced; with ``scale_local_gradients`` (Horovod's default) it is
         divided by ``hvd.size()`` like the averaged ones."""
-        self._hvd_local_sources.add(_ref(source))
+        self._hvd_local_sources.add(variable_key(source))
 
     def _is_local(self, source):
-        return bool(self._hvd_local_sources) and _ref(source) in self._hvd_local_sources
+        return bool(self._hvd_local_sources) and variable_key(source) in self._hvd_local_sources
 
     def gradient(self, target, sources, output_gradients=None, use_generic_names=False,
                  unconnected_gradients=tf.UnconnectedGradients.NONE):

@@ -15,7 +15,7 @@ from tf_hvd._library import lib as _lib
 NOT_INITIALIZED_MESSAGE = "Horovod has not been initialized; use hvd.init()."
 
 
-def _raise_not_running():
+def raise_not_running():
     """Raises the error that says why collectives cannot run now (one message).
 
     * never initialized, or this process called hvd.shutdown(): ValueError, as in
@@ -38,17 +38,17 @@ def _raise_not_running():
     raise error_class(None, None, message)
 
 
-def _check_topology():
+def check_topology():
     """Raises ValueError unless this process's hvd.init() succeeded and it has not
     called hvd.shutdown() (the topology outlives a core stopped by another rank's exit)."""
     if not _lib.topology_known():
         raise ValueError(NOT_INITIALIZED_MESSAGE)
 
 
-def _check_initialized():
+def check_initialized():
     """Raises ValueError unless hvd.init() has been called (and no shutdown since)."""
     if not _lib.is_initialized():
-        _raise_not_running()
+        raise_not_running()
 
 
 def is_initialized():
@@ -58,43 +58,43 @@ def is_initialized():
 
 def size():
     """Number of processes in the job."""
-    _check_topology()
+    check_topology()
     return int(_lib.size())
 
 
 def rank():
     """This process's rank in the job, 0 <= rank < size."""
-    _check_topology()
+    check_topology()
     return int(_lib.rank())
 
 
 def local_size():
     """Number of processes of the job on this host."""
-    _check_topology()
+    check_topology()
     return int(_lib.local_size())
 
 
 def local_rank():
     """This process's rank among the processes on this host."""
-    _check_topology()
+    check_topology()
     return int(_lib.local_rank())
 
 
 def cross_size():
     """Number of hosts (processes with the same local rank)."""
-    _check_topology()
+    check_topology()
     return int(_lib.cross_size())
 
 
 def cross_rank():
     """This host's index among the hosts."""
-    _check_topology()
+    check_topology()
     return int(_lib.cross_rank())
 
 
 def is_homogeneous():
     """True if every host runs the same number of processes."""
-    _check_topology()
+    check_topology()
     return bool(_lib.is_homogeneous())
 
 
@@ -118,7 +118,7 @@ def mpi_enabled():
 
 def mpi_threads_supported():
     """True if MPI was initialized with MPI_THREAD_MULTIPLE (valid after init())."""
-    _check_initialized()
+    check_initialized()
     fn = getattr(_lib, "mpi_threads_supported", None)
     return bool(fn()) if fn is not None else False
 
@@ -160,7 +160,7 @@ def ccl_built():
 
 def start_timeline(file_path, mark_cycles=False):
     """Starts writing a timeline to ``file_path`` (also: HOROVOD_TIMELINE)."""
-    _check_initialized()
+    check_initialized()
     fn = getattr(_lib, "start_timeline", None)
     if fn is None:
         raise NotImplementedError(
@@ -171,7 +171,7 @@ def start_timeline(file_path, mark_cycles=False):
 
 def stop_timeline():
     """Stops writing the timeline started by start_timeline."""
-    _check_initialized()
+    check_initialized()
     fn = getattr(_lib, "stop_timeline", None)
     if fn is None:
         raise NotImplementedError("stop_timeline is not available in this build.")

@@ -246,10 +246,10 @@ def _grad_graph(fn, x, w):
 
 def test_eager_noname_is_the_kind():
     # Independent of how many collectives ran before: ranks stay in step.
-    assert hvd_ops._names("allreduce", "HorovodAllreduce", None) == (None, "allreduce.noname")
+    assert hvd_ops.op_names("allreduce", "HorovodAllreduce", None) == (None, "allreduce.noname")
     hvd.allreduce(tf.constant([1.0]))
-    assert hvd_ops._names("allreduce", "HorovodAllreduce", None) == (None, "allreduce.noname")
-    assert hvd_ops._names("allgather", "HorovodAllgather", "given") == (None, "given")
+    assert hvd_ops.op_names("allreduce", "HorovodAllreduce", None) == (None, "allreduce.noname")
+    assert hvd_ops.op_names("allgather", "HorovodAllgather", "given") == (None, "given")
 
 
 def test_graph_op_names():

@@ -37,6 +37,9 @@ _README_LINK = re.compile(
     r"\]\(((?:\.\./)*(?:benchmark-results|examples|experiments)/(?:[^)\s]*/)?)README\.md([#)])")
 _DIRECTIVE = re.compile(r"^::: (tf_hvd\.[A-Za-z_][A-Za-z0-9_]*)\s*$", re.M)
 _package = {}
+# Subpackages that are one layer of the top-level API split by job (tf_hvd.ops: naming,
+# raw, reduce, exchange, gradients), searched like tf_hvd's own modules.
+SPLIT_PACKAGES = ("ops",)
 
 
 def on_files(files, config):
@@ -79,7 +82,10 @@ def defining_path(dotted):
     if name in package.members:
         return dotted
     found = []
-    for module in package.modules.values():
+    modules = list(package.modules.values())
+    for split in SPLIT_PACKAGES:  # their modules define names of the top-level API
+        modules += list(package.modules[split].modules.values())
+    for module in modules:
         if module.filepath.name == "__init__.py" or module.name.startswith("_"):
             continue  # subpackages (keras, runner) have pages of their own
         member = module.members.get(name)

@@ -3,6 +3,9 @@ names, docs/horovod-names.md): ``tfhvdrun`` under Horovod's name, unless a real 
 installed, whose own ``horovodrun`` pip wrote this one over.
 
     horovodrun -np 2 python train.py      # the same as tfhvdrun -np 2 python train.py
+
+It lives beside the names (tf_hvd.horovod_names), above the launcher it runs: the
+launcher (tf_hvd.runner) imports nothing of the Horovod names.
 """
 
 import sys
