@@ -1,7 +1,9 @@
 """tf_hvd.runner.run (horovod.run): a function runs on every rank, the results come
-back in rank order, on Gloo and on MPI; a failing rank fails the call."""
+back in rank order, on Gloo and on MPI; a failing rank fails the call, named as every
+launcher names it (a raising, a killed and a frozen rank: rank_faults.py)."""
 
 import os
+import re
 import sys
 
 import pytest
@@ -9,6 +11,8 @@ import pytest
 import tf_hvd
 import tf_hvd.runner
 from jobrunner import base_env, mpiexec_path
+from rank_faults import FIRST_LINES, fail_rank_one
+from tf_hvd.exceptions import HorovodInternalError
 
 
 def collective_step(scale, offset=0.0):
@@ -65,9 +69,28 @@ def test_run_closure_and_failure(job_environment, capfd):
 
     assert tf_hvd.runner.run(plain, args=("a",), num_proc=3) == [
         (0, 7, "a"), (1, 7, "a"), (2, 7, "a")]
-    with pytest.raises(RuntimeError, match="the job failed"):
+    with pytest.raises(ValueError, match=r"^rank 1 \(on localhost, pid \d+\) exited with "
+                       r"code 1 after raising an exception") as raised:
         tf_hvd.runner.run(plain, args=("fail",), num_proc=2)
+    assert "rank one fails on purpose" in str(raised.value.__cause__)  # its traceback
     err = capfd.readouterr().err
     assert "rank one fails on purpose" in err and "tfhvdrun: rank 1" in err, err[-2000:]
     with pytest.raises(ValueError, match="use_gloo or use_mpi"):
         tf_hvd.runner.run(plain, use_gloo=True, use_mpi=True)
+
+
+# tfhvdrun names a rank that raised by its traceback (its words: test_faults.py); the
+# error raised here has the rank's own type.
+RUN_LINES = dict(FIRST_LINES, **{"raise": r"(exited with code 1 after raising an exception|"
+                                         r"raised an exception) \(its traceback is above\)"})
+
+
+@pytest.mark.parametrize("how", ["raise", "kill", "freeze"])
+def test_the_root_cause_is_named_first_with_host_and_pid(job_environment, capfd, how):
+    job_environment.setenv("HOROVOD_PEER_TIMEOUT_SECONDS", "4")
+    with pytest.raises(KeyError if how == "raise" else HorovodInternalError) as raised:
+        tf_hvd.runner.run(fail_rank_one, args=(how,), num_proc=2)
+    pid = re.search(r"^\[1\]<stdout>:pid (\d+)$", capfd.readouterr().out, re.M).group(1)
+    first = str(raised.value.args[0]).splitlines()[0]
+    assert re.match(r"^rank 1 \(on localhost, pid %s\) %s(; rank 0 stopped in consequence)?$"
+                    % (pid, RUN_LINES[how]), first), first

@@ -25,20 +25,22 @@ STILL_RAN = "while the other ranks still ran collectives"
 
 
 class RankEnd(collections.namedtuple("RankEnd", ["rank", "host", "pid", "raised", "signal",
-                                                 "exit_code", "ok"])):
+                                                 "exit_code", "died", "ok"])):
     """How one rank ended, as its launcher saw it. raised: a rank_function.Raised (or its
-    tuple); signal / exit_code: how its process ended; ok: its function returned."""
+    tuple); signal / exit_code: how its process ended; died: the launcher's words where it
+    knows no more ('lost its Ray worker process (...)'); ok: its function returned."""
 
     __slots__ = ()
 
     def __new__(cls, rank, host=None, pid=None, raised=None, signal=None, exit_code=None,
-                ok=False):
-        return super(RankEnd, cls).__new__(cls, rank, host, pid, raised, signal, exit_code, ok)
+                died=None, ok=False):
+        return super(RankEnd, cls).__new__(cls, rank, host, pid, raised, signal, exit_code,
+                                           died, ok)
 
     @property
     def failed(self):
         return not self.ok and (self.raised is not None or self.signal is not None or
-                                bool(self.exit_code))
+                                bool(self.exit_code) or self.died is not None)
 
 
 def root_cause(ends, records):
@@ -55,15 +57,21 @@ def root_cause(ends, records):
     if leads:
         return leads[0]
     own = [r for r in failed if records.get(r) is None or records[r].culprit < 0]
-    for kind in ("raised", "signal", "exit_code"):
+    for kind in ("raised", "signal", "exit_code", "died"):
         first = [r for r in own if getattr(ends[r], kind)]
         if first:
             return first[0]
     return failed[0] if failed else None
 
 
-def _how(end, records):
-    """What the root rank did: 'raised KeyError: ...', 'was killed by signal 9 (SIGKILL)'."""
+# What the others' cores say of a root rank its launcher saw nothing of.
+_CORE_KINDS = {"shutdown": "called hvd.shutdown() " + STILL_RAN,
+               "exiting": "returned " + STILL_RAN,
+               "lost": "left the job (its connection to the others closed)"}
+
+
+def how(end, records=None):
+    """What the rank did: 'raised KeyError: ...', 'was killed by signal 9 (SIGKILL)'."""
     if end.raised is not None:
         return "raised %s: %s" % (end.raised[1], end.raised[2])
     if end.signal:
@@ -74,19 +82,19 @@ def _how(end, records):
         return "was killed by signal %d (%s)" % (end.signal, name)
     if end.exit_code:
         return "exited with code %d" % end.exit_code
+    if end.died:
+        return end.died
+    records = records or {}
     kind = next((records[r].kind for r in sorted(records)
                  if records[r].culprit == end.rank), "")
-    if kind == "shutdown":
-        return "called hvd.shutdown() " + STILL_RAN
-    if kind == "exiting":
-        return "returned " + STILL_RAN
-    return "was lost (%s)" % (kind or "no word from it")
+    return _CORE_KINDS.get(kind, "failed (its peers' cores say: %s)" % (kind or "nothing"))
 
 
-def first_line(ends, records, killed=()):
+def first_line(ends, records, killed=(), label="rank"):
     """'rank R (on HOST, pid P) <how it failed>; ranks ... stopped in consequence'.
 
-    ``killed``: ranks the launcher killed (a silent rank: 'and was killed (SIGKILL)')."""
+    ``killed``: ranks the launcher killed (a silent rank: 'and was killed (SIGKILL)');
+    ``label``: 'worker' where the launcher numbers workers, not ranks (elastic Ray)."""
     root = root_cause(ends, records)
     if root is None:
         return None
@@ -96,7 +104,7 @@ def first_line(ends, records, killed=()):
         text = silent_ranks.describe(root, -9 if root in killed else None, silent[root],
                                      end.pid)
     else:
-        text = "%s %s" % (who(root, end.host, end.pid), _how(end, records))
+        text = "%s %s" % (who(root, end.host, end.pid, label), how(end, records))
     others = sorted(r for r, e in ends.items() if r != root and not e.ok)
     if others:
         text += "; %s stopped in consequence" % rank_list(others)
@@ -110,12 +118,18 @@ class RemoteTraceback(Exception):
         return "\n" + self.args[0]
 
 
-def job_error(ends, records, internal_error, killed=(), note=""):
+def job_error(ends, records, internal_error, killed=(), note="", label="rank"):
     """The exception for a failed job: the root rank's own type where it raised, else
     ``internal_error``; its message the first line (then ``note``, if any)."""
     root = root_cause(ends, records)
-    message = first_line(ends, records, killed) + (("\n" + note) if note else "")
-    raised = ends[root].raised if root in ends else None
+    message = first_line(ends, records, killed, label) + (("\n" + note) if note else "")
+    return error_for(ends[root].raised if root in ends else None, message, internal_error)
+
+
+def error_for(raised, message, internal_error):
+    """``message`` as an exception: the type of ``raised`` (a Raised record, or None) where
+    it loads here, else ``internal_error`` (RuntimeError for another type that does not);
+    the rank's traceback as its cause."""
     error = None
     if raised is not None and raised[0] is not None:
         try:

@@ -4,14 +4,21 @@
     ('rank 1 (on h2, pid 4242)', 'rank 3')
     >>> rank_list([2]), rank_list([0, 2]), rank_brackets([0, 2])
     ('rank 2', 'ranks 0, 2', '[0,2]')
+    >>> rank_of("rank 1 (on h2, pid 4242) was killed by signal 9 (SIGKILL)")
+    1
 """
 
+import re
 
-def who(rank, host=None, pid=None):
-    """'rank R (on HOST, pid P)', leaving out what is not known."""
+_WHO = re.compile(r"^rank (\d+)\b")
+
+
+def who(rank, host=None, pid=None, label="rank"):
+    """'rank R (on HOST, pid P)', leaving out what is not known (label: 'worker' for an
+    elastic Ray worker's id)."""
     where = ", ".join(part for part in (
         "on %s" % host if host else "", "pid %d" % pid if pid else "") if part)
-    return "rank %d" % rank + (" (%s)" % where if where else "")
+    return "%s %d" % (label, rank) + (" (%s)" % where if where else "")
 
 
 def rank_list(ranks):
@@ -23,3 +30,9 @@ def rank_list(ranks):
 def rank_brackets(ranks):
     """'[0,2]': the compact form of the launcher's warnings."""
     return "[" + ",".join(str(r) for r in ranks) + "]"
+
+
+def rank_of(line):
+    """The rank a launcher's line starts with (as ``who`` writes it), or None."""
+    m = _WHO.match(line or "")
+    return int(m.group(1)) if m else None

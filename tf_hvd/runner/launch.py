@@ -29,6 +29,16 @@ from .processes import ssh
 
 USAGE_EXIT = 2
 SSH_FAILED_EXIT = 255  # as ssh's own
+# Where tf_hvd.run (run_func.py) asks for the failure's one line, to raise it as the error.
+REPORT_FILE_ENV = "TF_HVD_RUN_REPORT_FILE"
+
+
+def _leave_report(outcome, environ=None):
+    """The failed job's line (the root cause first) in $TF_HVD_RUN_REPORT_FILE, if set."""
+    path = (os.environ if environ is None else environ).get(REPORT_FILE_ENV)
+    if path and outcome.code != 0 and outcome.why:
+        with open(path, "w") as f:
+            f.write(outcome.why)
 
 
 def _usage_error(message):
@@ -85,7 +95,9 @@ def main(argv=None):
         sys.stderr.flush()
         return SSH_FAILED_EXIT
     mode = mpi_run if config.mode in ("mpi", "jsrun") else gloo_run
-    return mode.run(plan).code
+    outcome = mode.run(plan)
+    _leave_report(outcome)
+    return outcome.code
 
 
 def console_main():

@@ -22,8 +22,11 @@ must be on a file system every host shares.
 The parameters are horovod.run's (Horovod 0.28.1), in its order, so positional calls
 mean the same; ``network_interfaces`` (list or comma-separated string) is the current
 spelling, ``network_interface`` the deprecated one; both may be given, as in Horovod.
-Differences from Horovod: a failed job raises RuntimeError naming the launcher's exit
-code (its own report, naming the failed rank, is on stderr); elastic parameters
+A failed job raises as every launcher does (tf_hvd.job.failure_report): the exception
+type the root-cause rank raised, else HorovodInternalError, with tfhvdrun's line as its
+message ("rank 1 (on localhost, pid 4242) raised ...; rank 0 stopped in consequence"),
+the rank's traceback as the cause; RuntimeError naming tfhvdrun's exit code where the
+job failed before any rank did. Differences from Horovod: elastic parameters
 (min_num_proc, max_num_proc, slots, reset_limit, cooldown_range, host_discovery_script)
 need tfhvdrun's elastic flags and raise ValueError while this tfhvdrun lacks them.
 """
@@ -36,6 +39,10 @@ import sys
 import tempfile
 import warnings
 
+from ..exceptions import HorovodInternalError
+from ..job import failure_report, rank_function
+from ..job.rank_names import rank_of
+from .launch import REPORT_FILE_ENV
 from .serialization import serializer
 from .command_line.parser import build_parser
 
@@ -69,6 +76,28 @@ def _launcher_argv(num_proc, options):
             # --opt=value, so that a value starting with '-' (--mpi-args) is not a flag
             argv.append("%s=%s" % (option, value))
     return argv
+
+
+def _job_error(directory, code):
+    """The error of a failed job: tfhvdrun's line, with the root rank's own exception type
+    where its function raised (DIR/error.<rank>), else HorovodInternalError."""
+    try:
+        with open(os.path.join(directory, "report")) as f:
+            line = f.read().strip()
+    except OSError:
+        line = ""
+    root = rank_of(line)
+    if root is None:
+        return RuntimeError("tf_hvd.runner.run: the job failed (tfhvdrun exit code %d; "
+                            "its report above names the rank)" % code)
+    raised = None
+    try:
+        with open(os.path.join(directory, "error.%d" % root), "rb") as f:
+            raised = rank_function.read_raised(f.read())
+    except OSError:
+        pass
+    # tfhvdrun's line already names the root and the others: it is the message.
+    return failure_report.error_for(raised, line, HorovodInternalError)
 
 
 def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=None,
@@ -139,11 +168,11 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
             os.path.abspath(__file__))))
         env["PYTHONPATH"] = os.pathsep.join(
             [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        env[REPORT_FILE_ENV] = os.path.join(directory, "report")
         code = subprocess.call([sys.executable, "-m", "tf_hvd.runner"] + launcher_args +
                                command, env=env)
         if code != 0:
-            raise RuntimeError("tf_hvd.runner.run: the job failed (tfhvdrun exit code %d; "
-                               "its report above names the rank)" % code)
+            raise _job_error(directory, code)
         results = []
         for rank in range(num_proc):
             path = os.path.join(directory, "result.%d" % rank)
