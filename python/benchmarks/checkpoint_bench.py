@@ -315,6 +315,15 @@ def plot(figures, header, path, last_rank):
     plt.close(fig)
 
 
+def _load_note(header):
+    """The machine's load over the run, in words (other work on it skews the figures)."""
+    m = header.get("machine", {})
+    start, end = m.get("loadavg"), m.get("loadavg_end")
+    return ("1-minute load average %.1f at the start, %.1f at the end, on %s CPUs; this job "
+            "itself keeps about %d busy" % (start[0] if start else -1, end[0] if end else -1,
+                                              m.get("cpus"), header.get("np") or 0))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--np", type=int, default=2)
@@ -380,10 +389,12 @@ def main(argv=None):
                  "model_npz_bytes": saved[0] if saved else None,
                  "tf_threads_per_rank": per_rank[0].get("threads"),
                  "figures_ms": figures, "goals": goals, "records": records})
+    data["load_note"] = _load_note(header)
     jsonio.write_json(os.path.join(results_dir, tag + ".json"), data)
     plot(figures, header, os.path.join(results_dir, tag + ".png"), last)
-    tables.log("state %.1f MB, model.npz %s bytes; wrote %s/%s.json and .png"
-               % (per_rank[0]["state_bytes"] / 1e6, data["model_npz_bytes"], results_dir, tag))
+    tables.log("%s\nstate %.1f MB, model.npz %s bytes; wrote %s/%s.json and .png"
+               % (data["load_note"], per_rank[0]["state_bytes"] / 1e6,
+                  data["model_npz_bytes"], results_dir, tag))
     return 0
 
 
