@@ -4,7 +4,8 @@ start them), one session for the module.
 
 * tf_hvd.spark.run: num_proc defaults to the cluster's 2 task slots; the ranks' lines
   reach the driver's streams; a rank that raises gives the same exception type on the
-  driver, naming the rank and its executor, and leaves no rank process behind (results
+  driver, a killed or frozen rank HorovodInternalError, each naming the rank first with
+  its host and pid as tfhvdrun does, and leaves no rank process behind (results
   in rank order with real collectives: the estimator's fit here, and
   test_spark_cluster.py on two hosts).
 * Bad input, each a clear error on the driver before anything runs: num_proc above the
@@ -17,7 +18,9 @@ start them), one session for the module.
 
 import io
 import os
+import re
 import secrets
+import socket
 import sys
 import tempfile
 import threading
@@ -26,6 +29,7 @@ import time
 import numpy as np
 import pytest
 
+from tf_hvd.exceptions import HorovodInternalError
 from spark_support import EXAMPLES, rank_processes, session_conf, spark_unavailable
 
 pytestmark = pytest.mark.timeout(600)
@@ -63,6 +67,7 @@ def _rank_one_raises():
     import time
     print("rank %s of %s on %s" % (os.environ["HOROVOD_RANK"], os.environ["HOROVOD_SIZE"],
                                    os.environ["HOROVOD_LOCAL_SIZE"]), flush=True)
+    print("pid %d" % os.getpid(), flush=True)
     if os.environ["HOROVOD_RANK"] == "1":
         raise KeyError("shard 7 is missing")
     time.sleep(600)  # rank 0 waits: Spark must stop it when rank 1 fails
@@ -81,14 +86,40 @@ def test_a_failing_rank_raises_its_error_on_the_driver_and_nothing_stays(spark):
     # the rank's lines reach the driver's stream; both executors share this host
     assert "[1]<stdout>:rank 1 of 2 on 2" in out.getvalue().splitlines(), out.getvalue()
     message = raised.value.args[0]
-    assert message.startswith("rank 1 (executor ") and "KeyError: 'shard 7 is missing'" \
-        in message, message
+    assert message.splitlines() == [
+        "rank 1 (on %s, pid %s) raised KeyError: 'shard 7 is missing'; rank 0 stopped in "
+        "consequence" % (socket.gethostname(), _pid_of(1, out.getvalue())),
+        "(rank 1 ran in Spark executor %s)" % message.rsplit(" ", 1)[1][:-1]], message
     assert "_rank_one_raises" in str(raised.value.__cause__)  # the rank's traceback
     assert took < 120, took
     deadline = time.monotonic() + 30
     while rank_processes() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert rank_processes() == []  # rank 0's process went with its task
+
+
+def _pid_of(rank, output):
+    return re.search(r"^\[%d\]<stdout>:pid (\d+)$" % rank, output, re.M).group(1)
+
+
+@pytest.mark.parametrize("how", ["kill", "freeze"])
+def test_a_killed_or_frozen_rank_is_named_first_with_host_and_pid(spark, how):
+    """As tfhvdrun names them (rank_faults.py): from the cores' fault records, whichever
+    task Spark saw fail first; the frozen rank's process goes with its task."""
+    import tf_hvd.spark
+    from rank_faults import FIRST_LINES, fail_rank_one
+    out = io.StringIO()
+    with pytest.raises(HorovodInternalError) as raised:
+        tf_hvd.spark.run(fail_rank_one, args=(how,), stdout=out,
+                         env={"HOROVOD_PEER_TIMEOUT_SECONDS": "4"})
+    first = raised.value.args[0].splitlines()[0]
+    host = socket.gethostname() if how == "kill" else r"\S+"  # the core's name of the host
+    assert re.match(r"^rank 1 \(on %s, pid %s\) %s; rank 0 stopped in consequence$"
+                    % (host, _pid_of(1, out.getvalue()), FIRST_LINES[how]), first), first
+    deadline = time.monotonic() + 30
+    while rank_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert rank_processes() == []
 
 
 def test_bad_input_is_refused_on_the_driver_before_anything_runs(spark, tmp_path):

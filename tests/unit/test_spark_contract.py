@@ -40,21 +40,47 @@ def _store(tasks, records):
     return store
 
 
-TASKS = {0: {"rank": 0, "executor": "0", "hostname": "h1"},
-         1: {"rank": 1, "executor": "1", "hostname": "h2"}}
+TASKS = {0: {"rank": 0, "executor": "0", "hostname": "h1", "pid": 11},
+         1: {"rank": 1, "executor": "1", "hostname": "h2", "pid": 12}}
 SPARK = ("Could not recover from a failed barrier ResultStage. Most recent failure reason: "
          "Stage failed because barrier task ResultTask(3, %d) finished unsuccessfully.\n%s")
 
 
-def test_the_rank_that_raised_first_is_named_with_its_exception_type():
-    peer = (None, "AbortedError", "rank 1 (on h2) left the job (its process is exiting)", "")
-    own = (pickle.dumps(KeyError("x")), "KeyError", "'shard 7'", "Traceback: ...")
-    # Spark names rank 0's task (its peer-loss error came first); the driver names rank 1
-    error = errors.job_error(_store(TASKS, {0: peer, 1: own}), "j", 2,
-                             RuntimeError(SPARK % (0, "PythonException")))
+def test_the_rank_that_raised_is_named_first_with_its_exception_type():
+    # rank 0's collective failed because rank 1 went (its core's record says so); Spark
+    # names rank 0's task, whose error came first; the driver names rank 1
+    peer = {"raised": (None, "UnavailableError", "whatever the core's words are", "")}
+    own = {"raised": (pickle.dumps(KeyError("x")), "KeyError", "'shard 7'", "Traceback: ...")}
+    store = _store(TASKS, {0: peer, 1: own})
+    store.put("tf_hvd/fault/0", b"culprit=1\nkind=exiting\nrank 1 (on h2) left the job")
+    error = errors.job_error(store, "j", 2, RuntimeError(SPARK % (0, "PythonException")))
     assert type(error) is KeyError
-    assert error.args[0] == "rank 1 (executor 1 on h2): KeyError: 'shard 7'"
+    assert error.args[0] == ("rank 1 (on h2, pid 12) raised KeyError: 'shard 7'; rank 0 "
+                             "stopped in consequence\n(rank 1 ran in Spark executor 1)")
     assert "Traceback: ..." in str(error.__cause__)
+
+
+def test_a_killed_rank_is_named_from_the_records_whichever_task_failed_first():
+    peer = {"raised": (pickle.dumps(ValueError("x")), "ValueError", "words", "")}
+    died = {"signal": 9, "tail": ["step 3"]}
+    store = _store(TASKS, {0: peer, 1: died})
+    store.put("tf_hvd/fault/0", b"culprit=1\nkind=lost\nrank 1 (on h2) exited or crashed")
+    error = errors.job_error(store, "j", 2, RuntimeError(SPARK % (0, "PythonException")))
+    assert isinstance(error, HorovodInternalError)
+    assert str(error) == ("rank 1 (on h2, pid 12) was killed by signal 9 (SIGKILL); rank 0 "
+                          "stopped in consequence\n(rank 1 ran in Spark executor 1); its last "
+                          "lines:\nstep 3")
+
+
+def test_a_frozen_rank_is_named_from_the_others_records():
+    store = _store(TASKS, {0: {"raised": (None, "UnavailableError", "words", "")}})
+    store.put("tf_hvd/fault/0", b"culprit=1\nkind=silent\nrank 1 (on h2) stopped answering: "
+              b"its core sent no liveness proof for 6 s (HOROVOD_PEER_TIMEOUT_SECONDS=6)")
+    error = errors.job_error(store, "j", 2, RuntimeError(SPARK % (0, "PythonException")))
+    assert isinstance(error, HorovodInternalError)
+    assert str(error).splitlines()[0] == (
+        "rank 1 (on h2, pid 12) stopped answering (its core sent no liveness proof for 6 s) "
+        "and was killed (SIGKILL); rank 0 stopped in consequence")
 
 
 def test_a_lost_executor_names_its_rank():

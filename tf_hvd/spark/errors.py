@@ -1,13 +1,12 @@
 """The error tf_hvd.spark.run raises on the driver when its job fails, naming the rank.
 
-What the driver knows: Spark's reason for failing the barrier stage (which names the
-first task that failed, by partition, and whether its executor was lost), and what the
-tasks left in its rendezvous store: each task's rank and executor, and the error record
-of each rank whose function raised or whose process died (tf_hvd.spark.rank_main).
-
-* the function raised: the same exception type, ``rank R (executor E on HOST): `` in
-  front of its message, the rank's traceback as the cause;
-* the rank's process died, or its executor was lost: HorovodInternalError saying so.
+What the driver knows: what the tasks left in its rendezvous store (each task's rank,
+executor, host and rank pid; how each failed rank ended: what its function raised, or its
+process's signal or exit code), the cores' fault records in the same store, and Spark's
+reason for failing the barrier stage. The rank is named as every launcher names it
+(tf_hvd.job.failure_report): the root cause first, with host and pid, then the ranks that
+stopped in consequence; the error has the root rank's own exception type where its
+function raised (its traceback as the cause), else HorovodInternalError.
 
     >>> failed_partition("... barrier task ResultTask(3, 1) finished unsuccessfully ...")
     1
@@ -16,19 +15,16 @@ of each rank whose function raised or whose process died (tf_hvd.spark.rank_main
 import json
 import pickle
 import re
+import time
 
 from tf_hvd.exceptions import HorovodInternalError
+from tf_hvd.job import failure_report, fault_record, silent_ranks
 from tf_hvd.spark import keys
-from tf_hvd.spark.task import peer_loss
 
 _BARRIER_TASK = re.compile(r"barrier task ResultTask\(\d+, (\d+)\)")
-
-
-class RemoteTraceback(Exception):
-    """The traceback of a rank's exception, as text (the cause of the driver's error)."""
-
-    def __str__(self):
-        return "\n" + self.args[0]
+# The root rank's own record may still be on its way when Spark fails the stage (its
+# task writes it the moment its process ends): wait this long for it, and only then.
+ROOT_RECORD_WAIT_S = 3.0
 
 
 def failed_partition(spark_message):
@@ -38,7 +34,7 @@ def failed_partition(spark_message):
 
 
 def tasks(store, job, num_proc):
-    """{partition: {rank, address, hostname, executor}} of the tasks that started."""
+    """{partition: {rank, address, hostname, executor, pid}} of the tasks that started."""
     found = {}
     for p in range(num_proc):
         data = store.get(keys.task_key(job, p))
@@ -55,22 +51,31 @@ def _spark_reason(spark_message):
     return lines[0][:400] if lines else "(Spark gave no reason)"
 
 
-def _rebuild(record, where):
-    blob, type_name, message, text = record
-    full = "%s: %s: %s" % (where, type_name, message)
-    error = None
-    if blob is not None:
-        try:
-            original = pickle.loads(blob)
-            error = type(original)(full)
-        except Exception:  # noqa: BLE001 - a type that needs other arguments
-            error = None
-    if error is None:
-        error = (HorovodInternalError if type_name == "HorovodInternalError"
-                 else RuntimeError)(full)
-    if text:
-        error.__cause__ = RemoteTraceback(text)
-    return error
+def _ends(store, job, by_rank):
+    """rank -> failure_report.RankEnd of every rank that started, and its last lines."""
+    ends, tails = {}, {}
+    for rank, task in by_rank.items():
+        data = store.get(keys.error_key(job, rank))
+        end = pickle.loads(data) if data is not None else {}
+        ends[rank] = failure_report.RankEnd(
+            rank, task.get("hostname"), task.get("pid"), raised=end.get("raised"),
+            signal=end.get("signal"), exit_code=end.get("exit_code"))
+        tails[rank] = end.get("tail") or []
+    return ends, tails
+
+
+def _root_reported(store, job, by_rank):
+    """The ends and records once the root rank's own end is in (ROOT_RECORD_WAIT_S)."""
+    deadline = time.monotonic() + ROOT_RECORD_WAIT_S
+    while True:
+        ends, tails = _ends(store, job, by_rank)
+        records = fault_record.from_store(store)
+        root = failure_report.root_cause(ends, records)
+        known = root is None or root not in ends or ends[root].failed or \
+            root in silent_ranks.silent(records)  # a silent rank has nothing to add
+        if known or time.monotonic() >= deadline:
+            return ends, tails, records
+        time.sleep(0.1)
 
 
 def job_error(store, job, num_proc, spark_error):
@@ -78,32 +83,23 @@ def job_error(store, job, num_proc, spark_error):
     message = str(spark_error)
     started = tasks(store, job, num_proc)
     by_rank = {t["rank"]: t for t in started.values()}
-
-    def where(rank):
-        t = by_rank.get(rank, {})
-        return "rank %d (executor %s on %s)" % (rank, t.get("executor", "?"),
-                                                t.get("hostname", "?"))
-
-    records = {}
-    for rank in by_rank:
-        data = store.get(keys.error_key(job, rank))
-        if data is not None:
-            records[rank] = pickle.loads(data)
+    ends, tails, records = _root_reported(store, job, by_rank)
+    root = failure_report.root_cause(ends, records)
+    if root is not None:
+        task = by_rank.get(root, {})
+        note = "(rank %d ran in Spark executor %s)" % (root, task.get("executor", "?"))
+        if ends.get(root) is not None and ends[root].raised is None and tails.get(root):
+            note += "; its last lines:\n" + "\n".join(tails[root])
+        return failure_report.job_error(ends, records, HorovodInternalError,
+                                        killed=set(by_rank), note=note)
     partition = failed_partition(message)
     rank = started[partition]["rank"] if partition in started else None
-    # A rank whose collective failed because another one went is not the cause.
-    causes = [r for r in sorted(records) if not peer_loss(records[r])]
-    if causes and (rank is None or rank not in causes):
-        return _rebuild(records[causes[0]], where(causes[0]))
-    if rank is not None and rank in records:
-        return _rebuild(records[rank], where(rank))
     if rank is not None:
+        task = by_rank[rank]
         return HorovodInternalError(
-            "tf_hvd.spark.run: %s was lost before its function returned: %s"
-            % (where(rank), _spark_reason(message)))
-    if records:
-        first = min(records)
-        return _rebuild(records[first], where(first))
+            "tf_hvd.spark.run: rank %d (executor %s on %s) was lost before its function "
+            "returned: %s" % (rank, task.get("executor", "?"), task.get("hostname", "?"),
+                              _spark_reason(message)))
     missing = sorted(set(range(num_proc)) - set(by_rank))
     return RuntimeError("tf_hvd.spark.run: the Spark job failed before %s: %s"
                         % ("every rank started (rank(s) %s did not)" % missing if missing

@@ -4,9 +4,11 @@ The task finds its rank from where every task of the stage runs (``allGather``, 
 tf_hvd.spark.placement), reports it to the driver's rendezvous store, starts the rank's
 own Python process (tf_hvd.spark.rank_main) with the variables a Gloo rank gets from
 tfhvdrun, copies its output to the executor's log and, in batches, to the driver, and
-returns its pickled result. A rank that fails leaves its error record in the driver's
-store and fails the task: Spark then fails the barrier stage as a whole and kills the
-other ranks' tasks (and with them their processes).
+returns its pickled result. A rank that fails leaves how it ended in the driver's store
+(what it raised, or its process's signal or exit code, and its last lines) and fails the
+task: Spark then fails the barrier stage as a whole and kills the other ranks' tasks (and
+with them their processes). Which rank caused it the driver reads from the structured
+records (tf_hvd.job.failure_report), not from which task failed first.
 """
 
 import collections
@@ -17,19 +19,14 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.parse
 
+from tf_hvd.job.output_prefix import prefixed
 from tf_hvd.job.rank_env import RankEnv, process_env, quiet_env
 from tf_hvd.job.rendezvous import RendezvousClient
 from tf_hvd.spark import keys
 from tf_hvd.spark.placement import TaskPlace, host_gpus, ranks_of
 
-# A rank whose collective failed because another rank went away waits this long before
-# failing its task, so that Spark reports the rank that went first.
-PEER_LOSS_GRACE_S = 3.0
-# How the core's errors say that another rank went away (cc/common: fault_reporter, gloo).
-PEER_LOSS_WORDS = ("exited or crashed", "left the job", "stopped after another rank")
 OUTPUT_BATCH_S = 0.5
 TAIL_LINES = 30
 
@@ -82,7 +79,7 @@ class _Output(object):
     def read(self, stream, name):
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
-            sys.stderr.write("[%d]<%s>:%s\n" % (self.rank, name, line))
+            sys.stderr.write(prefixed(self.rank, name, line))
             with self.lock:
                 self.pending.append([name, line])
                 self.tail.append(line)
@@ -109,17 +106,11 @@ def _start_rank(spec, workdir, env):
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
 
 
-def _failure(code, tail):
-    """The error record (rank_main's form) of a rank's process that ended without one."""
-    how = "was killed by signal %d" % -code if code < 0 else "exited with code %d" % code
-    message = ("its process %s before its function returned; its last lines:\n%s"
-               % (how, "\n".join(tail) or "(none)"))
-    return (None, "HorovodInternalError", message, "")
-
-
-def peer_loss(record):
-    """Whether a rank failed because another rank went away (the core's words)."""
-    return any(words in record[2] for words in PEER_LOSS_WORDS)
+def ending(code, raised, tail):
+    """What the task leaves in the store for a rank that failed (the driver's RankEnd):
+    the pickled Raised record of its function, or how its process ended; its last lines."""
+    return {"raised": raised, "signal": -code if code < 0 else None,
+            "exit_code": code if code > 0 else None, "tail": list(tail)}
 
 
 def run_rank(spec, ctx):
@@ -130,8 +121,7 @@ def run_rank(spec, ctx):
     slot = slots[me.partition]
     client = RendezvousClient(spec.rendezvous_addr, spec.rendezvous_port, spec.secret)
     where = {"rank": slot.rank, "address": me.address, "hostname": me.hostname,
-             "executor": me.executor, "pid": os.getpid()}
-    client.put(keys.task_key(spec.job, me.partition), json.dumps(where).encode())
+             "executor": me.executor}
     rank_vars = RankEnv.for_slot(
         slot, hostname=me.address, slot_hostname=me.hostname,
         rendezvous_addr=spec.rendezvous_addr, rendezvous_port=spec.rendezvous_port,
@@ -150,6 +140,8 @@ def run_rank(spec, ctx):
     proc = None
     try:
         proc = _start_rank(spec, workdir, env)
+        where["pid"] = proc.pid  # the rank's own process, named when it fails
+        client.put(keys.task_key(spec.job, me.partition), json.dumps(where).encode())
         readers = [threading.Thread(target=output.read, args=(s, n), daemon=True)
                    for s, n in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]
         pump = threading.Thread(target=output.pump, daemon=True)
@@ -166,18 +158,16 @@ def run_rank(spec, ctx):
             with open(ok, "rb") as f:
                 return slot.rank, f.read()
         error = os.path.join(workdir, "error.pkl")
+        raised = None
         if os.path.exists(error):
             with open(error, "rb") as f:
-                blob = f.read()
-            record = pickle.loads(blob)
-        else:
-            record = _failure(code, output.tail)
-            blob = pickle.dumps(record)
-        client.put(keys.error_key(spec.job, slot.rank), blob)
-        if peer_loss(record) and code >= 0:
-            time.sleep(PEER_LOSS_GRACE_S)  # the rank that went first is Spark's report
-        raise RuntimeError("tf_hvd.spark: rank %d (executor %s on %s) failed: %s: %s"
-                           % (slot.rank, me.executor, me.hostname, record[1], record[2]))
+                raised = pickle.loads(f.read())
+        end = ending(code, raised, output.tail)
+        client.put(keys.error_key(spec.job, slot.rank), pickle.dumps(end))
+        how = ("raised %s: %s" % tuple(raised[1:3]) if raised is not None else
+               "was killed by signal %d" % -code if code < 0 else "exited with code %d" % code)
+        raise RuntimeError("tf_hvd.spark: rank %d (executor %s on %s, pid %d) %s"
+                           % (slot.rank, me.executor, me.hostname, proc.pid, how))
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
