@@ -9,6 +9,7 @@ ElasticRayExecutor) are in test_ray_cluster.py.
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.timeout(300)
 def local_ray():
     # The actors import ray_fns by name: Ray's workers inherit this environment.
     old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([FNS_DIR] + ([old] if old else []))
+    os.environ["PYTHONPATH"] = os.pathsep.join([FNS_DIR, HERE] + ([old] if old else []))
     for name in [k for k in os.environ if k.startswith("HOROVOD_")]:
         del os.environ[name]  # an enclosing job's variables must not reach the actors
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
@@ -91,7 +92,8 @@ def test_worker_exception_names_the_rank_and_keeps_its_type(executor):
     with pytest.raises(ValueError) as info:
         executor.run(ray_fns.fail_on_rank_one, args=["bad shard 7"])
     message = str(info.value)
-    assert message.startswith("rank 1 (on %s): ValueError: bad shard 7" % executor.hosts[1])
+    assert message == "rank 1 (on %s, pid %d) raised ValueError: bad shard 7" \
+        % (executor.hosts[1], executor.pids[1]), message
     # the executor stays usable after a function failed
     assert executor.run(ray_fns.my_rank_plus, args=[0]) == [0, 1]
 
@@ -102,11 +104,32 @@ def test_dead_worker_is_named(local_ray):
     try:
         assert ex.execute(ray_fns.executable_is) == [True, True]
         with pytest.raises(HorovodInternalError,
-                           match=r"^rank 1 \(on [0-9.]+\): its Ray worker process died"):
+                           match=r"^rank 1 \(on [0-9.]+, pid %d\) lost its Ray worker "
+                                 r"process" % ex.pids[1]):
             ex.run(ray_fns.die_on_rank_one)
     finally:
         ex.shutdown()
     assert ex.workers == []
+
+
+@pytest.mark.parametrize("how", ["raise", "kill", "freeze"])
+def test_the_root_cause_is_named_first_with_host_and_pid(local_ray, how):
+    """As tfhvdrun names them (rank_faults.py), from the failed calls and the cores' fault
+    records; the frozen rank's actor is killed. Ray tells no signal: a killed rank's
+    worker process is named lost."""
+    from rank_faults import FIRST_LINES, fail_rank_one
+    ex = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=2)
+    ex.start(extra_env_vars={"HOROVOD_PEER_TIMEOUT_SECONDS": "4"})
+    lines = dict(FIRST_LINES, kill=r"lost its Ray worker process \(.*\)")
+    try:
+        with pytest.raises(KeyError if how == "raise" else HorovodInternalError) as raised:
+            ex.run(fail_rank_one, args=[how])
+        first = str(raised.value.args[0]).splitlines()[0]
+        assert re.match(r"^rank 1 \(on %s, pid %d\) %s; rank 0 stopped in consequence$"
+                        % (re.escape(ex.hosts[1]) if how != "freeze" else r"\S+", ex.pids[1],
+                           lines[how]), first), first
+    finally:
+        ex.shutdown()
 
 
 def test_placement_timeout_says_what_was_asked(local_ray):

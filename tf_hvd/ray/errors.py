@@ -1,31 +1,44 @@
-"""Turning what Ray reports about a failed actor call into an error naming the rank."""
+"""Turning what Ray reports about failed actor calls into the error every launcher raises
+(tf_hvd.job.failure_report): the root-cause rank first, with its host and pid, then the
+ranks that stopped in consequence; the rank's own exception type where its function
+raised, else HorovodInternalError.
+
+    >>> rank_end(1, "10.0.0.2", 4242, ValueError("bad shard")).raised[1:3]
+    ('ValueError', 'bad shard')
+"""
 
 import ray
 
 from tf_hvd.exceptions import HorovodInternalError
+from tf_hvd.job import failure_report, rank_function
 
 
-def worker_error(rank, host, error, label="rank"):
-    """The exception to raise in the driver for rank ``rank``'s failed call.
-
-    A function that raised keeps its type (``ValueError`` stays ``ValueError``) with
-    ``rank R (on HOST):`` in front of its message; the remote traceback stays attached
-    as the cause. A worker whose process died gives HorovodInternalError.
-    """
-    where = "%s %d (on %s)" % (label, rank, host)
-    if isinstance(error, ray.exceptions.RayTaskError):
-        cause = error.cause if getattr(error, "cause", None) is not None else error
-        message = "%s: %s: %s" % (where, type(cause).__name__, cause)
-        try:
-            new = type(cause)(message)
-        except Exception:  # noqa: BLE001 - a type that needs other arguments
-            new = RuntimeError(message)
-        new.__cause__ = error
-        return new
+def rank_end(rank, host, pid, error):
+    """The RankEnd of a rank whose call failed with ``error`` (what ray.get raised)."""
     if isinstance(error, ray.exceptions.RayActorError):
-        return HorovodInternalError("%s: its Ray worker process died (%s)"
-                                    % (where, _first_line(error)))
-    return RuntimeError("%s: %s: %s" % (where, type(error).__name__, _first_line(error)))
+        return failure_report.RankEnd(rank, host, pid,
+                                      died="lost its Ray worker process (%s)"
+                                      % _first_line(error))
+    cause = error
+    if isinstance(error, ray.exceptions.RayTaskError) and \
+            getattr(error, "cause", None) is not None:
+        cause = error.cause
+    raised = rank_function.raised(cause)
+    if cause is not error:  # the remote traceback is in Ray's own text
+        raised = raised._replace(traceback=str(error))
+    return failure_report.RankEnd(rank, host, pid, raised=raised)
+
+
+def job_error(ends, records, killed=()):
+    """The exception for a failed job (failure_report.job_error with HorovodInternalError)."""
+    return failure_report.job_error(ends, records, HorovodInternalError, killed)
+
+
+def worker_error(rank, host, error, label="rank", pid=None):
+    """The exception for one failed call on its own (an elastic worker's): 'worker 3 (on
+    HOST) raised ValueError: ...' with the function's type, or HorovodInternalError."""
+    return failure_report.job_error({rank: rank_end(rank, host, pid, error)}, {},
+                                    HorovodInternalError, label=label)
 
 
 def _first_line(error):

@@ -58,6 +58,7 @@ class RayExecutor(object):
         self.use_current_placement_group = use_current_placement_group
         self.workers = []   # actors, index = rank
         self.hosts = []     # node IP per rank
+        self.pids = []      # each actor's process id, named when its rank fails
         self._placement_group = None
         self._server = None
 
@@ -118,6 +119,7 @@ class RayExecutor(object):
         self.workers = [actors[i] for i in order]
         infos = [infos[i] for i in order]
         self.hosts = [info.ip for info in infos]
+        self.pids = ray.get([a.pid.remote() for a in self.workers], timeout=timeout)
         self._server, address = driver.start_rendezvous()
         gpus = topology.node_gpus(infos) if self.gpus_per_worker else {}
         knobs = driver.knobs(self.settings.nics, extra_env_vars)
@@ -139,7 +141,7 @@ class RayExecutor(object):
     def shutdown(self):
         """Kill the actors, release the placement group, stop the rendezvous server."""
         driver.kill_all(self.workers)
-        self.workers, self.hosts = [], []
+        self.workers, self.hosts, self.pids = [], [], []
         if self._placement_group is not None:
             try:
                 ray.util.remove_placement_group(self._placement_group)
@@ -156,7 +158,10 @@ class RayExecutor(object):
             raise RuntimeError("the RayExecutor is not started: call start() first")
 
     def _gather(self, refs, timeout=None):
-        return driver.gather(refs, list(range(len(refs))), self.hosts, timeout)
+        return driver.gather(refs, list(range(len(refs))), self.hosts, timeout,
+                             pids=self.pids or None,
+                             store=self._server.store if self._server else None,
+                             actors=self.workers)
 
     def run_remote(self, fn, args=None, kwargs=None):
         """``fn(*args, **kwargs)`` on every rank; returns Ray object refs (rank order)."""
