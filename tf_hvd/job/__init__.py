@@ -10,7 +10,10 @@ importing nothing else of tf_hvd.
   and the secret of a job no launcher started;
 * job_server: that store served by a driver for the ranks it starts (Ray, Spark);
 * network, placement, slurm_hostlist: which host is this one and how to reach others,
-  which rank goes where, Slurm's host lists.
+  which rank goes where, Slurm's host lists;
+* the rank side every launcher shares: fault_record and silent_ranks (what the cores
+  report), failure_report (the root cause first, with host and pid), rank_function (a
+  rank's function run once for all), parent_death, output_prefix, rank_names.
 
     >>> from tf_hvd.job.rank_env import RankEnv
     >>> RankEnv(rank=0, size=2).to_environ()
