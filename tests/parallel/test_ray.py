@@ -128,6 +128,7 @@ def test_the_root_cause_is_named_first_with_host_and_pid(local_ray, how):
         assert re.match(r"^rank 1 \(on %s, pid %d\) %s; rank 0 stopped in consequence$"
                         % (re.escape(ex.hosts[1]) if how != "freeze" else r"\S+", ex.pids[1],
                            lines[how]), first), first
+        print(type(raised.value).__name__, first)  # the closing note quotes it (pytest -s)
     finally:
         ex.shutdown()
 

@@ -90,6 +90,7 @@ def test_a_failing_rank_raises_its_error_on_the_driver_and_nothing_stays(spark):
         "rank 1 (on %s, pid %s) raised KeyError: 'shard 7 is missing'; rank 0 stopped in "
         "consequence" % (socket.gethostname(), _pid_of(1, out.getvalue())),
         "(rank 1 ran in Spark executor %s)" % message.rsplit(" ", 1)[1][:-1]], message
+    print("KeyError", message.splitlines()[0])  # the closing note quotes it (pytest -s)
     assert "_rank_one_raises" in str(raised.value.__cause__)  # the rank's traceback
     assert took < 120, took
     deadline = time.monotonic() + 30
@@ -116,6 +117,7 @@ def test_a_killed_or_frozen_rank_is_named_first_with_host_and_pid(spark, how):
     host = socket.gethostname() if how == "kill" else r"\S+"  # the core's name of the host
     assert re.match(r"^rank 1 \(on %s, pid %s\) %s; rank 0 stopped in consequence$"
                     % (host, _pid_of(1, out.getvalue()), FIRST_LINES[how]), first), first
+    print(type(raised.value).__name__, first)  # the closing note quotes it (pytest -s)
     deadline = time.monotonic() + 30
     while rank_processes() and time.monotonic() < deadline:
         time.sleep(0.2)

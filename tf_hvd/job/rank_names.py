@@ -6,11 +6,15 @@
     ('rank 2', 'ranks 0, 2', '[0,2]')
     >>> rank_of("rank 1 (on h2, pid 4242) was killed by signal 9 (SIGKILL)")
     1
+    >>> with_how("rank 1 (on h2, pid 7) exited with code 1; rank 0 stopped in consequence",
+    ...          "raised KeyError: 'k'")
+    "rank 1 (on h2, pid 7) raised KeyError: 'k'; rank 0 stopped in consequence"
 """
 
 import re
 
 _WHO = re.compile(r"^rank (\d+)\b")
+_LINE = re.compile(r"^(rank \d+(?: \([^)]*\))?) (.*?)((?:; .*)?)$")
 
 
 def who(rank, host=None, pid=None, label="rank"):
@@ -36,3 +40,10 @@ def rank_of(line):
     """The rank a launcher's line starts with (as ``who`` writes it), or None."""
     m = _WHO.match(line or "")
     return int(m.group(1)) if m else None
+
+
+def with_how(line, how):
+    """A launcher's line ('rank R (...) <how>; <the others>') with what the rank did
+    replaced by ``how`` (a driver that knows more than the launcher: what it raised)."""
+    m = _LINE.match(line or "")
+    return "%s %s%s" % (m.group(1), how, m.group(3)) if m else line

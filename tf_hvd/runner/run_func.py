@@ -24,7 +24,8 @@ mean the same; ``network_interfaces`` (list or comma-separated string) is the cu
 spelling, ``network_interface`` the deprecated one; both may be given, as in Horovod.
 A failed job raises as every launcher does (tf_hvd.job.failure_report): the exception
 type the root-cause rank raised, else HorovodInternalError, with tfhvdrun's line as its
-message ("rank 1 (on localhost, pid 4242) raised ...; rank 0 stopped in consequence"),
+message ("rank 1 (on localhost, pid 4242) raised KeyError: 'k'; rank 0 stopped in
+consequence": what the rank raised in place of tfhvdrun's "exited ... after raising"),
 the rank's traceback as the cause; RuntimeError naming tfhvdrun's exit code where the
 job failed before any rank did. Differences from Horovod: elastic parameters
 (min_num_proc, max_num_proc, slots, reset_limit, cooldown_range, host_discovery_script)
@@ -41,7 +42,7 @@ import warnings
 
 from ..exceptions import HorovodInternalError
 from ..job import failure_report, rank_function
-from ..job.rank_names import rank_of
+from ..job.rank_names import rank_of, with_how
 from .launch import REPORT_FILE_ENV
 from .serialization import serializer
 from .command_line.parser import build_parser
@@ -96,7 +97,8 @@ def _job_error(directory, code):
             raised = rank_function.read_raised(f.read())
     except OSError:
         pass
-    # tfhvdrun's line already names the root and the others: it is the message.
+    if raised is not None:  # what it raised, as the other function launchers say it
+        line = with_how(line, failure_report.how(failure_report.RankEnd(root, raised=raised)))
     return failure_report.error_for(raised, line, HorovodInternalError)
 
 
