@@ -82,12 +82,17 @@ def maybe_die(phase):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-_add, _write_json = commit.StepWriter.add, commit.write_json_atomically
+_write_json = commit.write_json_atomically
 
 
-def _add_then_maybe_die(self, name):
-    _add(self, name)
-    maybe_die("write")
+def _then_maybe_die(write):
+    # every way a rank's file enters its part (added by path, or written with its
+    # CRC-32 taken on the way): the kill comes after the first one
+    def wrapped(self, *args, **kwargs):
+        out = write(self, *args, **kwargs)
+        maybe_die("write")
+        return out
+    return wrapped
 
 
 def _write_json_then_maybe_die(path, value):
@@ -96,7 +101,8 @@ def _write_json_then_maybe_die(path, value):
         maybe_die("publish")
 
 
-commit.StepWriter.add = _add_then_maybe_die
+for _method in ("add", "write_arrays", "write_array"):
+    setattr(commit.StepWriter, _method, _then_maybe_die(getattr(commit.StepWriter, _method)))
 commit.write_json_atomically = _write_json_then_maybe_die
 
 
