@@ -294,6 +294,8 @@ class TensorFlowKerasState(TensorFlowState):
             holder.lay_out(self.model)
         self._build_optimizer()   # an unsharded optimizer's variables, to broadcast
         TensorFlowState.sync(self)
+        if not holders:
+            return
         held = functions.broadcast_object(
             [w is not None for w in self._saved_whole(len(holders))], 0,
             name="elastic.sharded_state")
