@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from one_process import initialized  # noqa: F401 (hvd.init() once, autouse)
 
+import tf_hvd as hvd
 import tf_hvd.keras as hk
 from tf_hvd._keras.embedding import checkpoint, layer as layer_module
 from tf_hvd._keras.sharded_state import initial_rows, protocol
@@ -163,3 +164,24 @@ def test_a_table_of_several_blocks_is_the_same_at_np_1_2_and_3(as_rank, monkeypa
     # glorot scales by the whole table's fans, not a block's: the same bound
     limit = np.sqrt(6.0 / (31 + 3))
     assert np.abs(one["glorot"]).max() <= limit and np.abs(one["glorot"]).max() > 0.8 * limit
+
+
+def test_a_checkpoint_keeps_the_step_counts_of_tables_with_their_own_optimizer(tmp_path):
+    def model_and_layer():
+        table = keras_rs.layers.TableConfig("t", vocabulary_size=6, embedding_dim=2,
+                                            optimizer="adam")
+        emb = DistributedEmbedding(FeatureConfig("f", table, (4,), (4, 2)), name="emb")
+        ids = keras.Input((), dtype="int32")
+        model = keras.Model(ids, keras.layers.Dense(1)(emb(ids)))
+        model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)),
+                      loss="mse")
+        return model, emb
+    model, emb = model_and_layer()
+    model.fit(np.array([0, 1, 2, 5]), np.ones((4, 1)), batch_size=2, epochs=1, verbose=0)
+    assert emb.own_steps() == {"t": 2}
+    hvd.Checkpointer(str(tmp_path), model).save(2)
+    again, emb_again = model_and_layer()
+    assert emb_again.own_steps() == {"t": 0}
+    hvd.Checkpointer(str(tmp_path), again).restore()
+    assert emb_again.own_steps() == {"t": 2}
+    np.testing.assert_array_equal(emb_again.get_table("t"), emb.get_table("t"))

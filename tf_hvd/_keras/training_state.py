@@ -71,19 +71,15 @@ def gather(model, optimizer, rank, root_rank=0):
         arrays["model/%05d" % i] = np.asarray(tf.convert_to_tensor(v))
     for i, value in enumerate(opt_values):
         arrays["optimizer/%05d" % i] = np.asarray(value)
-    for layer, state in _own_optimizers(model):  # a table's own optimizer's step count
-        arrays["iterations/%s/%s" % (layer.name, state.name)] = np.asarray(
-            int(state.own_optimizer.iterations.numpy()), dtype=np.int64)
+    for layer in sharded_rows_layers(model):  # the tables' own optimizers' step counts
+        for table, steps in layer.own_steps().items():
+            arrays["iterations/%s/%s" % (layer.name, table)] = np.asarray(steps,
+                                                                         dtype=np.int64)
     meta = {"model_variables": [[_name(v), list(arrays["model/%05d" % i].shape)]
                                 for i, v in enumerate(variables)],
             "optimizer": None if optimizer is None else type(optimizer).__name__,
             "optimizer_variables": opt_names}
     return arrays, meta
-
-
-def _own_optimizers(model):
-    return [(layer, state) for layer in sharded_rows_layers(model)
-            for state in layer._hvd.tables.values() if state.own_optimizer is not None]
 
 
 def write_tables(model, writer):
@@ -129,10 +125,11 @@ def load(step, model, optimizer):
             v.assign(data["model/%05d" % i])
         opt_values = [data["optimizer/%05d" % i]
                       for i in range(len(meta.get("optimizer_variables", [])))]
-        for layer, state in _own_optimizers(model):
-            key = "iterations/%s/%s" % (layer.name, state.name)
-            if key in data.files:
-                state.own_optimizer.iterations.assign(int(data[key]))
+        for layer in sharded_rows_layers(model):
+            keys = dict((table, "iterations/%s/%s" % (layer.name, table))
+                        for table in layer.own_steps())
+            layer.load_own_steps(dict((table, int(data[key])) for table, key in keys.items()
+                                      if key in data.files))
     if optimizer is not None:
         build_optimizer(model, optimizer)
         _load_optimizer(path, meta, optimizer, opt_values)

@@ -320,6 +320,20 @@ class DistributedEmbedding(keras.layers.Layer):
         checkpoint.load_whole(self, values)
         return values
 
+    def own_steps(self):
+        """``{table name: step count}`` of the tables that have their own optimizer
+        (TableConfig.optimizer), what a checkpoint keeps beside the rows."""
+        return dict((name, int(state.own_optimizer.iterations.numpy()))
+                    for name, state in self._hvd.tables.items()
+                    if state.own_optimizer is not None)
+
+    def load_own_steps(self, steps):
+        """Set the step counts ``own_steps`` returned (tables not named keep theirs)."""
+        for name, count in steps.items():
+            state = self._hvd.tables.get(name)
+            if state is not None and state.own_optimizer is not None:
+                state.own_optimizer.iterations.assign(int(count))
+
     # -- the sharded-state protocol (tf_hvd._keras.sharded_state.protocol) --
     def sharded_state_exists(self):
         """Whether the tables were laid out with the other ranks (the layer has
