@@ -48,6 +48,7 @@ ELASTIC_JOIN = "TF_HVD_ELASTIC_JOIN"     # "1": started to join a running job
 ELASTIC_HOST = "TF_HVD_ELASTIC_HOST"     # the host it was started on, as the user named it
 QUIET_TF_STARTUP = "TF_HVD_QUIET_TF_STARTUP"  # "1": drop TensorFlow's start-up lines
 FAULT_FILE = "TF_HVD_FAULT_FILE"         # where the core writes its fault report (MPI)
+RUN_REPORT_FILE = "TF_HVD_RUN_REPORT_FILE"  # where tfhvdrun leaves a failed job's line (tf_hvd.run)
 # tf_hvd's own, set by users.
 LIBRARY = "TF_HVD_LIBRARY"               # the op library to load instead of the package's
 CACHE_DIR = "TF_HVD_CACHE_DIR"           # the launcher's cache (default ~/.tf_hvd)

@@ -29,13 +29,10 @@ from .processes import ssh
 
 USAGE_EXIT = 2
 SSH_FAILED_EXIT = 255  # as ssh's own
-# Where tf_hvd.run (run_func.py) asks for the failure's one line, to raise it as the error.
-REPORT_FILE_ENV = "TF_HVD_RUN_REPORT_FILE"
-
-
 def _leave_report(outcome, environ=None):
-    """The failed job's line (the root cause first) in $TF_HVD_RUN_REPORT_FILE, if set."""
-    path = (os.environ if environ is None else environ).get(REPORT_FILE_ENV)
+    """The failed job's line (the root cause first) in $TF_HVD_RUN_REPORT_FILE, if set:
+    tf_hvd.run (run_func.py) raises it as the job's error."""
+    path = (os.environ if environ is None else environ).get(rank_env.RUN_REPORT_FILE)
     if path and outcome.code != 0 and outcome.why:
         with open(path, "w") as f:
             f.write(outcome.why)

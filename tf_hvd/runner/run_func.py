@@ -41,9 +41,8 @@ import tempfile
 import warnings
 
 from ..exceptions import HorovodInternalError
-from ..job import failure_report, rank_function
+from ..job import failure_report, rank_env, rank_function
 from ..job.rank_names import rank_of, with_how
-from .launch import REPORT_FILE_ENV
 from .serialization import serializer
 from .command_line.parser import build_parser
 
@@ -170,7 +169,7 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
             os.path.abspath(__file__))))
         env["PYTHONPATH"] = os.pathsep.join(
             [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        env[REPORT_FILE_ENV] = os.path.join(directory, "report")
+        env[rank_env.RUN_REPORT_FILE] = os.path.join(directory, "report")
         code = subprocess.call([sys.executable, "-m", "tf_hvd.runner"] + launcher_args +
                                command, env=env)
         if code != 0:

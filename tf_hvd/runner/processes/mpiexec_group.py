@@ -67,8 +67,8 @@ def outcomes(status_dir, end_time_ns):
 
 
 def fault_records(status_dir):
-    """rank -> tf_hvd.job.fault_record.FaultRecord from the ranks' cores (rank.<r>.fault, written when a
-    core stopped: which rank made it stop), as Gloo mode reads them from the store."""
+    """rank -> FaultRecord (tf_hvd.job.fault_record) from the ranks' cores (rank.<r>.fault,
+    written when a core stopped: which rank made it stop), as Gloo mode reads the store."""
     records = {}
     for rank, path in _rank_files(status_dir, ".fault"):
         try:
