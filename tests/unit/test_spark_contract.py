@@ -88,8 +88,14 @@ def test_a_lost_executor_names_its_rank():
               "Reason: Command exited with code 137")
     error = errors.job_error(_store(TASKS, {}), "j", 2, RuntimeError(SPARK % (1, reason)))
     assert isinstance(error, HorovodInternalError)
-    assert str(error) == ("tf_hvd.spark.run: rank 1 (executor 1 on h2) was lost before its "
-                          "function returned: " + reason)
+    assert str(error) == ("rank 1 (on h2, pid 12) was lost with its Spark executor 1 before "
+                          "its function returned: " + reason + "; rank 0 stopped in "
+                          "consequence\n(rank 1 ran in Spark executor 1)")
+    # a task that never said which rank it runs: Spark's words alone
+    error = errors.job_error(_store({1: TASKS[1]}, {}), "j", 2,
+                             RuntimeError(SPARK % (0, reason)))
+    assert str(error).startswith("tf_hvd.spark.run: the Spark job failed before every rank "
+                                 "started"), str(error)
 
 
 def test_a_job_that_failed_before_its_ranks_started_says_so():

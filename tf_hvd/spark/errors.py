@@ -84,6 +84,13 @@ def job_error(store, job, num_proc, spark_error):
     started = tasks(store, job, num_proc)
     by_rank = {t["rank"]: t for t in started.values()}
     ends, tails, records = _root_reported(store, job, by_rank)
+    partition = failed_partition(message)
+    lost = started[partition]["rank"] if partition in started else None
+    if lost is not None and not ends[lost].failed and "ExecutorLost" in message:
+        # its task could say nothing: Spark's reason is all there is of how it ended
+        ends[lost] = ends[lost]._replace(died=(
+            "was lost with its Spark executor %s before its function returned: %s"
+            % (by_rank[lost].get("executor", "?"), _spark_reason(message))))
     root = failure_report.root_cause(ends, records)
     if root is not None:
         task = by_rank.get(root, {})
@@ -92,13 +99,11 @@ def job_error(store, job, num_proc, spark_error):
             note += "; its last lines:\n" + "\n".join(tails[root])
         return failure_report.job_error(ends, records, HorovodInternalError,
                                         killed=set(by_rank), note=note)
-    partition = failed_partition(message)
-    rank = started[partition]["rank"] if partition in started else None
-    if rank is not None:
-        task = by_rank[rank]
+    if lost is not None:  # Spark named the task, which left no word (nor did the others)
+        task = by_rank[lost]
         return HorovodInternalError(
             "tf_hvd.spark.run: rank %d (executor %s on %s) was lost before its function "
-            "returned: %s" % (rank, task.get("executor", "?"), task.get("hostname", "?"),
+            "returned: %s" % (lost, task.get("executor", "?"), task.get("hostname", "?"),
                               _spark_reason(message)))
     missing = sorted(set(range(num_proc)) - set(by_rank))
     return RuntimeError("tf_hvd.spark.run: the Spark job failed before %s: %s"
