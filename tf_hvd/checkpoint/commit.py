@@ -25,8 +25,10 @@ import io
 import json
 import os
 import shutil
+import threading
 import time
 import uuid
+import zipfile
 import zlib
 
 import numpy as np
@@ -91,6 +93,17 @@ class _CrcFile(object):
         self._f.flush()
 
 
+def write_npy(out, array):
+    """``array`` in .npy format to ``out``: the header, then a plain array's own buffer
+    in one write (np.save to a file-like object copies it chunk by chunk)."""
+    array = np.asarray(array)
+    if array.dtype.hasobject or array.dtype.fields or not array.flags.c_contiguous:
+        np.lib.format.write_array(out, array)
+        return
+    np.lib.format.write_array_header_1_0(out, np.lib.format.header_data_from_array_1_0(array))
+    out.write(array.reshape(-1).view(np.uint8))
+
+
 def write_json_atomically(path, value):
     """``value`` as JSON at ``path``: a synced temporary renamed onto it."""
     tmp = "%s.tmp-%s" % (path, uuid.uuid4().hex[:8])
@@ -146,7 +159,11 @@ class StepWriter(object):
         try:
             with open(full, "wb") as f:
                 out = _CrcFile(f)
-                np.savez(out, **arrays)
+                # np.savez's own format, its members written from the arrays' buffers
+                with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+                    for key, value in arrays.items():
+                        with z.open(key + ".npy", "w", force_zip64=True) as member:
+                            write_npy(member, value)
         except OSError as e:
             raise self._failed(full, e)
         self.files[name] = (out.crc & 0xFFFFFFFF, out.size)
@@ -253,12 +270,42 @@ def publish(root, step, size, token, meta=None, keep=2, timeout=600.0, poll=0.00
 
 def prune(root, keep, token=None):
     """Remove complete steps older than the newest ``keep`` and the partial directories
-    of other runs (``token``'s own, of steps not yet published, stay)."""
+    of other runs (``token``'s own, of steps not yet published, stay). Each is renamed
+    out of the steps' names at once (no loader sees it again) and deleted by a
+    background thread, off the training's path; a job stopped before that thread ends
+    leaves ``*.removing-*`` directories that the next prune deletes."""
     steps = complete_steps(root)
+    doomed = []
     if keep is not None and keep > 0:
-        for step in steps[:-keep]:
-            shutil.rmtree(os.path.join(root, step_name(step)), ignore_errors=True)
+        doomed += [step_name(step) for step in steps[:-keep]]
     newest = steps[-1] if steps else -1
-    for step, name, its_token in partial_dirs(root):
-        if its_token != token or step <= newest:
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    doomed += [name for step, name, its_token in partial_dirs(root)
+               if its_token != token or step <= newest]
+    gone = [name for name in os.listdir(root) if ".removing-" in name]
+    for name in doomed:
+        away = "%s.removing-%s" % (name, uuid.uuid4().hex[:8])
+        try:
+            os.rename(os.path.join(root, name), os.path.join(root, away))
+            gone.append(away)
+        except OSError:
+            pass
+    if gone:
+        thread = threading.Thread(target=_remove_all, args=(root, gone), daemon=True,
+                                  name="tf_hvd-checkpoint-prune")
+        thread.start()
+        _pruning[:] = [t for t in _pruning if t.is_alive()] + [thread]
+    return gone
+
+
+_pruning = []
+
+
+def _remove_all(root, names):
+    for name in names:
+        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def wait_pruned(timeout=None):
+    """Wait for the background removals of old steps (tests, and a job's last save)."""
+    while _pruning:
+        _pruning.pop().join(timeout)
