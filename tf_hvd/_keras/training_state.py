@@ -57,6 +57,8 @@ def gather(model, optimizer, rank, root_rank=0):
     if holds_sharded_state(optimizer):   # the whole state, as one process holds it
         opt_values = optimizer.gather_whole(root_rank)
         opt_names = ["slot %d" % i for i in range(len(opt_values or []))]
+    elif rank != int(root_rank):  # nothing to gather: only the root reads its state
+        return None, None
     elif optimizer is not None:
         variables = flavors.optimizer_variables(optimizer)
         opt_values = [v.numpy() for v in variables]
