@@ -61,6 +61,7 @@ class _Worker(object):
     def __init__(self, wid, actor, node_id, ip):
         self.id, self.actor, self.node_id, self.ip = wid, actor, node_id, ip
         self.ref = None
+        self.pid = None  # its actor's process, named when it fails (set with its env)
 
 
 class ElasticRayExecutor(object):
@@ -155,7 +156,11 @@ class ElasticRayExecutor(object):
                                         self._server.secret, knobs,
                                         **self._elastic_fields(w.id, joining))
             refs.append(w.actor.set_env.remote(env))
-        driver.gather(refs, [w.id for w in workers], [w.ip for w in workers], timeout)
+        pids = ray.get([w.actor.pid.remote() for w in workers], timeout=timeout)
+        for w, pid in zip(workers, pids):
+            w.pid = pid
+        driver.gather(refs, [w.id for w in workers], [w.ip for w in workers], timeout,
+                      pids=pids)
 
     def _publish_ids(self):
         ids = sorted(list(self.workers))
@@ -234,7 +239,7 @@ class ElasticRayExecutor(object):
                     "worker %d on %s died and only %d worker(s) are left, fewer than "
                     "min_np=%d" % (w.id, w.ip, left, self.settings.min_np or 1))
         except ray.exceptions.RayTaskError as e:
-            error = worker_error(w.id, w.ip, e, label="worker")
+            error = worker_error(w.id, w.ip, e, label="worker", pid=w.pid)
             if isinstance(error, HorovodInternalError):
                 # a newcomer's reset that found no holder says so: the driver names them
                 self._forget(w, "worker %d on %s failed (%s)" % (w.id, w.ip, error),
