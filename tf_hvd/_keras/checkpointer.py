@@ -138,7 +138,8 @@ class Checkpointer(object):
             if arrays is not None:
                 writer.write_arrays(training_state.MODEL_FILE, arrays)
             tables = training_state.write_tables(self.model, writer)
-            writer.finish({"tables": tables} if tables is not None else {})
+            own = writer.finish({"tables": tables} if tables is not None else {},
+                                publishing=rank == self.root_rank)
         except CheckpointSaveError as e:
             writer.fail(e)
             raise
@@ -148,4 +149,4 @@ class Checkpointer(object):
         if tables is not None:
             meta["tables"] = tables
         return publish(self.directory, step, size, token, meta=meta, keep=self.keep,
-                       timeout=self.timeout)
+                       timeout=self.timeout, own=own)

@@ -179,9 +179,11 @@ class StepWriter(object):
             raise self._failed(full, e)
         self.files[name] = (out.crc & 0xFFFFFFFF, out.size)
 
-    def finish(self, meta=None):
+    def finish(self, meta=None, publishing=False):
         """Sync this rank's files and leave their record (sizes and CRC-32s, and
-        ``meta``) for the publishing rank. Returns the record."""
+        ``meta``) for the publishing rank. Returns the record. The publishing rank
+        (``publishing=True``) hands its record to ``publish`` instead, whose sync of
+        the directory after the manifest covers its files' entries too."""
         record = {"rank": self.rank, "files": {}, "meta": meta or {}}
         for name in sorted(self.files):
             full = os.path.join(self.directory, *name.split("/"))
@@ -193,10 +195,16 @@ class StepWriter(object):
                 raise self._failed(full, e)
             record["files"][name] = {"size": size, "crc32": crc}
         try:
-            for d in sorted(set(os.path.dirname(os.path.join(self.directory, *n.split("/")))
-                                for n in self.files) | {self.directory}):
+            folders = set(os.path.dirname(os.path.join(self.directory, *n.split("/")))
+                          for n in self.files)
+            if publishing:
+                folders.discard(self.directory)
+            else:
+                folders.add(self.directory)
+            for d in sorted(folders):
                 fsync_path(d)
-            write_json_atomically(self.record_path(self.rank), record)
+            if not publishing:
+                write_json_atomically(self.record_path(self.rank), record)
         except OSError as e:
             raise self._failed(self.directory, e)
         return record
@@ -213,16 +221,18 @@ class StepWriter(object):
         return os.path.join(self.directory, "rank%d.files.json" % rank)
 
 
-def publish(root, step, size, token, meta=None, keep=2, timeout=600.0, poll=0.002):
-    """On one rank: wait for the records of all ``size`` ranks of the partial step,
-    write the manifest last, rename the step into place, then remove older steps
-    (beyond ``keep``) and other runs' partial directories. Returns the step's path.
+def publish(root, step, size, token, meta=None, keep=2, timeout=600.0, poll=0.002,
+            own=None):
+    """On one rank: wait for the records of all ``size`` ranks of the partial step
+    (``own``: this rank's, as its ``finish(publishing=True)`` returned it), write the
+    manifest last, rename the step into place, then remove older steps (beyond
+    ``keep``) and other runs' partial directories. Returns the step's path.
 
     Raises CheckpointSaveError naming the rank whose part failed or did not come
     within ``timeout`` seconds, or the path that could not be written."""
     root = str(root)
     partial = os.path.join(root, partial_name(step, token))
-    records = {}
+    records = {} if own is None else {int(own["rank"]): own}
     deadline = time.monotonic() + timeout
     while len(records) < size:
         for r in range(size):
