@@ -183,4 +183,6 @@ def test_the_reset_limit_ends_the_job_saying_so(cluster, tmp_path):
         launcher[2]], launcher
     # the final report names rank 0 (rank 1, alone at np=1 meanwhile, may have finished
     # before the launcher saw rank 0's exit: it is not named as a failure then)
-    assert launcher[2].startswith("tfhvdrun: rank 0 (on h1) %s" % RAISED), launcher
+    # (with its pid: the namespace hosts' ranks run on the launcher's machine)
+    assert re.match(r"tfhvdrun: rank 0 \(on h1, pid \d+\) %s" % re.escape(RAISED),
+                    launcher[2]), launcher

@@ -52,12 +52,10 @@ LAYERS = [
     ("launcher processes", ["tf_hvd.runner.processes"]),
     # the agent room is split around elastic: its loop, actions and RunOutcome below it,
     # its two policies above it, since they ask elastic's Membership who is in the job;
-    # elastic_policy's old address re-exports the policy from above
     ("launcher agent loop", ["tf_hvd.runner.agent"]),
     ("launcher elastic", ["tf_hvd.runner.elastic"]),
     ("launcher policies", ["tf_hvd.runner.agent.static_policy",
-                           "tf_hvd.runner.agent.elastic_policy",
-                           "tf_hvd.runner.elastic.elastic_policy"]),
+                           "tf_hvd.runner.agent.elastic_policy"]),
     ("launcher modes", ["tf_hvd.runner.modes"]),
     ("launcher command line", ["tf_hvd.runner.command_line"]),
     ("leaf", ["tf_hvd.build_info", "tf_hvd.platform_floor", "tf_hvd.exceptions",
@@ -272,16 +270,6 @@ def test_the_checks_see_a_cycle_and_a_hidden_import():
 # alias of the public name given here in the comment; switch the importer to it, then
 # remove the entry (and, once unused, the alias).
 PRIVATE_IMPORTS_ALLOWED = {
-    # -> tf_hvd.allreduce_grads.scale_factors
-    ("tf_hvd._keras.sharding.state", "tf_hvd.allreduce_grads", "_scale_factors"),
-    # -> tf_hvd.process_sets.registered_set_id
-    ("tf_hvd._keras.sharding.state", "tf_hvd.process_sets", "_process_set_id"),
-    # -> tf_hvd.process_sets.set_rank_size
-    ("tf_hvd._keras.sharding.state", "tf_hvd.process_sets", "_set_rank_size"),
-    # config.py's _shape wants a public name in config.py (or to move to layer.py)
-    ("tf_hvd._keras.embedding.layer", "tf_hvd._keras.embedding.config", "_shape"),
-    # spark/runner.py's _start_timeout wants a public name there
-    ("tf_hvd.spark.keras.estimator", "tf_hvd.spark.runner", "_start_timeout"),
 }
 
 

@@ -1,10 +1,11 @@
-"""The launcher and ranks that stopped answering (tf_hvd/runner/processes/silent_ranks.py,
+"""The launcher and ranks that stopped answering (tf_hvd/job/silent_ranks.py,
 the static policy's _kill_silent): named from the others' "silent" fault records, killed
 at once with SIGKILL (no SIGTERM, no grace), not waited for under mpiexec."""
 
 from tf_hvd.runner.agent import static_policy
 from tf_hvd.runner.agent.agent import Stop
-from tf_hvd.runner.processes import failures, silent_ranks
+from tf_hvd.job import silent_ranks
+from tf_hvd.runner.processes import failures
 from tf_hvd.runner.processes.events import Tick
 from tf_hvd.runner.processes.failures import Outcome
 

@@ -59,7 +59,7 @@ def spark_context():
     return sc
 
 
-def _start_timeout(start_timeout):
+def start_timeout_s(start_timeout):
     if start_timeout is None:
         start_timeout = float(os.environ.get(START_TIMEOUT_ENV, DEFAULT_START_TIMEOUT_S))
     if float(start_timeout) <= 0:
@@ -170,7 +170,7 @@ def run(fn, args=(), kwargs={}, num_proc=None, start_timeout=None, use_mpi=None,
                          "over Gloo through the driver's rendezvous")
     sc = spark_context()
     payload = _payload(fn, args, kwargs)
-    start_timeout = _start_timeout(start_timeout)
+    start_timeout = start_timeout_s(start_timeout)
     num_proc = slots.resolve_num_proc(sc, num_proc, start_timeout)
     server, address = _start_rendezvous(sc)
     job = uuid.uuid4().hex[:12]

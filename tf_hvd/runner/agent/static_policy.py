@@ -17,7 +17,7 @@ The same rules as horovodrun's, stated precisely:
   HOROVOD_PEER_TIMEOUT_SECONDS: it is stopped, or its host is cut off) never ends by
   itself: it is SIGKILLed as soon as the first record says so (a remote rank's ssh
   session, so no wait on an unreachable host), not given ``grace`` to end, and named
-  as "stopped answering" (processes/silent_ranks.py); under mpiexec the job is stopped
+  as "stopped answering" (tf_hvd/job/silent_ranks.py); under mpiexec the job is stopped
   without waiting for it;
 * exit code: the failed rank's code (128+N for a rank killed by signal N; the first
   non-zero code if the named rank was stopped by the launcher), 128+N when the launcher
@@ -43,8 +43,9 @@ lost, so the elastic policy (elastic_policy.py) is the only one to tell it more.
 import itertools
 import time
 
-from ...job import rank_env
-from ..processes import failures, silent_ranks
+from ...job import rank_env, silent_ranks
+from ...job.rank_names import rank_brackets
+from ..processes import failures
 from ..processes.events import RankExited, Signalled, Tick
 from ..processes.output import log_line
 from ..processes.signals import signal_name
@@ -56,10 +57,6 @@ from .outcome import RunOutcome
 # How often the fault records are read for silent ranks while the job runs.
 SILENCE_POLL_S = 0.25
 NEVER_S = 1e9  # a Stop's SIGTERM that never comes (the SIGKILL comes first)
-
-
-def id_list(ranks):
-    return "[" + ",".join(str(r) for r in ranks) + "]"
 
 
 class StaticPolicy(object):
@@ -97,7 +94,7 @@ class StaticPolicy(object):
             if time.monotonic() > deadline:
                 why = ("could not start rank(s) %s within the start-up timeout of %s s "
                        "(--start-timeout / HOROVOD_START_TIMEOUT)"
-                       % (id_list(range(i, self.job.size)),
+                       % (rank_brackets(range(i, self.job.size)),
                           rank_env.number_text(timeout)))
                 self.log(why)
                 yield Abort()

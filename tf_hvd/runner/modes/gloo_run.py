@@ -18,7 +18,7 @@ from ...job.rendezvous import RendezvousServer
 from ..agent import agent
 from ..agent.outcome import RunOutcome
 from ..agent.static_policy import StaticPolicy
-from ..elastic.elastic_policy import ElasticPolicy
+from ..agent.elastic_policy import ElasticPolicy
 from ..processes.output import log_line
 from ..processes.rank_group import RankGroup
 from ..processes.signals import SignalCatcher

@@ -138,7 +138,7 @@ class KerasEstimator(Estimator):
     def _fit(self, df):
         p, store, roles = self._check(df)
         sc = runner.spark_context()
-        num_proc = slots.resolve_num_proc(sc, p["num_proc"], runner._start_timeout(
+        num_proc = slots.resolve_num_proc(sc, p["num_proc"], runner.start_timeout_s(
             p["start_timeout"]))
         run_id = p["run_id"] or "keras_%d" % int(time.time() * 1000)
         cols = [c for cols in roles.values() for c in cols]
