@@ -255,9 +255,6 @@ def _build_allreduce_grads_fn(name, device_dense, device_sparse, compression,
 # Horovod's private name, kept for users who reached for it.
 _make_allreduce_grads_fn = make_allreduce_grads_fn
 
-# kept for importers being moved (tf_hvd/_keras/sharding/state.py)
-_scale_factors = scale_factors
-
 
 def groups_from_num_groups(num_groups, groups):
     """Horovod's deprecated num_groups argument folded into groups."""

@@ -258,7 +258,3 @@ def set_rank_size(process_set_id):
         raise ValueError("Process is not part of provided process set.")
     return int(topology[0]), int(topology[1])
 
-
-# kept for importers being moved (tf_hvd/_keras/sharding/state.py)
-_process_set_id = registered_set_id
-_set_rank_size = set_rank_size

@@ -52,10 +52,12 @@ LAYERS = [
     ("launcher processes", ["tf_hvd.runner.processes"]),
     # the agent room is split around elastic: its loop, actions and RunOutcome below it,
     # its two policies above it, since they ask elastic's Membership who is in the job;
+    # elastic_policy's old address re-exports the policy from above
     ("launcher agent loop", ["tf_hvd.runner.agent"]),
     ("launcher elastic", ["tf_hvd.runner.elastic"]),
     ("launcher policies", ["tf_hvd.runner.agent.static_policy",
-                           "tf_hvd.runner.agent.elastic_policy"]),
+                           "tf_hvd.runner.agent.elastic_policy",
+                           "tf_hvd.runner.elastic.elastic_policy"]),
     ("launcher modes", ["tf_hvd.runner.modes"]),
     ("launcher command line", ["tf_hvd.runner.command_line"]),
     ("leaf", ["tf_hvd.build_info", "tf_hvd.platform_floor", "tf_hvd.exceptions",
@@ -270,6 +272,8 @@ def test_the_checks_see_a_cycle_and_a_hidden_import():
 # alias of the public name given here in the comment; switch the importer to it, then
 # remove the entry (and, once unused, the alias).
 PRIVATE_IMPORTS_ALLOWED = {
+    # spark/runner.py's _start_timeout wants a public name there
+    ("tf_hvd.spark.keras.estimator", "tf_hvd.spark.runner", "_start_timeout"),
 }
 
 
@@ -325,7 +329,8 @@ def test_no_module_uses_another_modules_underscore_name():
            if (m, u, n) not in PRIVATE_IMPORTS_ALLOWED]
     assert not new, ("give these a public name in the module that defines them (or move "
                      "them to the one that uses them):\n" + "\n".join(new))
-    gone = sorted(PRIVATE_IMPORTS_ALLOWED - set(found))
+    # set(): the allow-list is written as a set, and as "{}" (a dict) once it is empty
+    gone = sorted(set(PRIVATE_IMPORTS_ALLOWED) - set(found))
     assert not gone, "no longer used; remove from PRIVATE_IMPORTS_ALLOWED: %s" % gone
 
 

@@ -16,6 +16,8 @@ without importing tf_keras when the process never did.
 import os
 import sys
 
+from tf_hvd.sharded_rows import holds_sharded_state
+
 KERAS3 = "keras3"
 TF_KERAS = "tf_keras"                 # tf_keras.optimizers.Optimizer (Keras >= 2.11)
 TF_KERAS_LEGACY = "tf_keras_legacy"   # tf_keras.optimizers.legacy.Optimizer (OptimizerV2)
@@ -95,7 +97,7 @@ def replicated_optimizer_variables(optimizer):
     """The optimizer variables that every rank holds in full: all of them,
     except for a sharded DistributedOptimizer, whose slots are each rank's own
     slice (then only iterations, learning rate, loss scale)."""
-    if getattr(type(optimizer), "_hvd_sharded", False):
+    if holds_sharded_state(optimizer):
         return list(optimizer.replicated_variables())
     return optimizer_variables(optimizer)
 

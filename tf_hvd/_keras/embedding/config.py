@@ -92,8 +92,8 @@ class FeatureConfig:
 
     def get_config(self):
         return {"name": self.name, "table": as_table_config(self.table).get_config(),
-                "input_shape": _shape(self.input_shape),
-                "output_shape": _shape(self.output_shape)}
+                "input_shape": shape_list(self.input_shape),
+                "output_shape": shape_list(self.output_shape)}
 
     @classmethod
     def from_config(cls, config):
@@ -102,7 +102,11 @@ class FeatureConfig:
         return cls(**config)
 
 
-def _shape(shape):
+def shape_list(shape):
+    """``shape`` as a config holds it: a list of ints and Nones (None stays None).
+
+        shape_list((256, None))   # [256, None]
+    """
     return None if shape is None else [None if d is None else int(d) for d in shape]
 
 

@@ -409,8 +409,8 @@ def _initializer_of(state):
 def _feature_config(feature):
     table = config_lib.as_table_config(feature.table)
     return {"name": feature.name, "table": table.get_config(),
-            "input_shape": config_lib._shape(getattr(feature, "input_shape", None)),
-            "output_shape": config_lib._shape(getattr(feature, "output_shape", None)),
+            "input_shape": config_lib.shape_list(getattr(feature, "input_shape", None)),
+            "output_shape": config_lib.shape_list(getattr(feature, "output_shape", None)),
             "_feature": True}
 
 

@@ -23,12 +23,12 @@ from tf_hvd._keras.sharding import variable_keys
 from tf_hvd._keras.sharding.layout import ShardLayout, mismatch_message
 from tf_hvd._keras.sharding.support import check_no_weight_decay_exclusions
 from tf_hvd._keras.state import var_key
-from tf_hvd.allreduce_grads import _scale_factors
+from tf_hvd.allreduce_grads import scale_factors
 from tf_hvd.exceptions import ShardingError
 from tf_hvd.functions import allgather_object
 from tf_hvd.gradient_aggregation import (LocalGradientAggregationHelper,
                                          LocalGradientAggregationHelperEager)
-from tf_hvd.process_sets import _process_set_id, _set_rank_size
+from tf_hvd.process_sets import registered_set_id, set_rank_size
 from tf_hvd.reduce_ops import REDUCE_OP_NAMES, Average, Sum
 from tf_hvd.sharded_rows import is_sharded_rows
 
@@ -48,8 +48,8 @@ class ShardedState(object):
                 "gradients of one dtype always travel as one reduce-scatter")
         self.params = params
         self.name = name
-        self.set_id = _process_set_id(params.process_set)
-        self.op, self.prescale, self.postscale = _scale_factors(
+        self.set_id = registered_set_id(params.process_set)
+        self.op, self.prescale, self.postscale = scale_factors(
             params.op, params.gradient_predivide_factor)
         self.layout = None
         self.model_vars = []
@@ -83,7 +83,7 @@ class ShardedState(object):
                 "DistributedOptimizer(sharded=True) cannot shard the state of the sharded "
                 "embedding tables %s (a DistributedEmbedding keeps its rows' optimizer "
                 "state on their ranks already); use sharded=False" % ", ".join(tables))
-        self.rank, self.size = _set_rank_size(self.set_id)
+        self.rank, self.size = set_rank_size(self.set_id)
         described = []
         for v in variables:
             name = getattr(v, "path", None) or getattr(v, "name", "?")
