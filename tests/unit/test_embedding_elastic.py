@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tf_hvd.keras as hk
-from tf_hvd._keras.embedding import checkpoint, layer as layer_module
+from tf_hvd._keras import ranks
 from tf_hvd.keras.layers import DistributedEmbedding, FeatureConfig, TableConfig
 
 V, D = 11, 3
@@ -41,8 +41,7 @@ def _whole(emb):
 @pytest.fixture
 def as_rank(monkeypatch):
     def switch(rank, size):
-        for module in (layer_module, checkpoint):
-            monkeypatch.setattr(module, "_rank_size", lambda: (rank, size))
+        monkeypatch.setattr(ranks, "rank_size", lambda: (rank, size))
     return switch
 
 

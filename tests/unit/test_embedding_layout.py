@@ -35,7 +35,7 @@ def test_layouts_place_rows_as_documented():
 
 
 def test_tables_mismatch_names_table_field_and_ranks():
-    from tf_hvd._keras.embedding.layer import tables_mismatch
+    from tf_hvd._keras.embedding.table_checks import tables_mismatch
     same = {"tables": [("t", (10, 4, "sum", "mod", "None"))], "features": [("f", "t")]}
     other = {"tables": [("t", (10, 4, "sum", "range", "None"))], "features": [("f", "t")]}
     assert tables_mismatch("emb", [same, same]) is None

@@ -15,7 +15,7 @@ from one_process import initialized  # noqa: F401 (hvd.init() once, autouse)
 
 import tf_hvd as hvd
 import tf_hvd.keras as hk
-from tf_hvd._keras.embedding import checkpoint, layer as layer_module
+from tf_hvd._keras import ranks
 from tf_hvd._keras.sharded_state import initial_rows, protocol
 from tf_hvd._keras.sharded_state.row_layout import RowLayout
 from tf_hvd.exceptions import ShardingError
@@ -44,8 +44,7 @@ def _features(tables):
 @pytest.fixture
 def as_rank(monkeypatch):
     def switch(rank, size):
-        for module in (layer_module, checkpoint):
-            monkeypatch.setattr(module, "_rank_size", lambda: (rank, size))
+        monkeypatch.setattr(ranks, "rank_size", lambda: (rank, size))
     return switch
 
 

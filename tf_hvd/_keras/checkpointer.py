@@ -19,19 +19,13 @@ the saving rank's write::
 
 import logging
 
-from tf_hvd import functions, topology
-from tf_hvd._keras import training_state
+from tf_hvd import functions
+from tf_hvd._keras import ranks, training_state
 from tf_hvd.checkpoint import StepWriter, complete_steps, new_token, publish
 from tf_hvd.checkpoint.steps import Step
 from tf_hvd.exceptions import CheckpointError, CheckpointSaveError
 
 _log = logging.getLogger("tf_hvd")
-
-
-def _rank_size():
-    if not topology.is_initialized():
-        return 0, 1
-    return topology.rank(), topology.size()
 
 
 class Checkpointer(object):
@@ -79,7 +73,7 @@ class Checkpointer(object):
             getattr(self.model, "optimizer", None)
 
     def _agree_token(self):
-        rank, size = _rank_size()
+        rank, size = ranks.rank_size()
         if self._token is None:
             token = new_token() if rank == self.root_rank else None
             self._token = token if size == 1 else functions.broadcast_object(
@@ -90,7 +84,7 @@ class Checkpointer(object):
         """The newest step complete for every rank (None if none), agreed by the ranks
         (a collective). CheckpointError on every rank where the ranks see different
         steps of a directory that should be shared."""
-        rank, size = _rank_size()
+        rank, size = ranks.rank_size()
         mine = complete_steps(self.directory)
         views = [mine] if size == 1 else functions.allgather_object(
             mine, name="Checkpointer.steps")
@@ -129,7 +123,7 @@ class Checkpointer(object):
         CheckpointSaveError (an OSError) when this rank's part or the publication
         fails: the step is not published, the previous complete step stays, and
         training may go on."""
-        rank, size = _rank_size()
+        rank, size = ranks.rank_size()
         token = self._agree_token()
         arrays, meta = training_state.gather(self.model, self.optimizer, rank,
                                              self.root_rank)

@@ -54,7 +54,7 @@ from tf_hvd.checkpoint import commit  # noqa: E402
 from tf_hvd.exceptions import CheckpointError, CheckpointSaveError, ShardingError  # noqa: E402
 from tf_hvd.keras.layers import (DistributedEmbedding, FeatureConfig, TableConfig,  # noqa: E402
                                  load_embedding_shards, save_embedding_shards)
-from tf_hvd._keras.embedding import layer as layer_module  # noqa: E402
+from tf_hvd._keras import ranks  # noqa: E402
 from tf_hvd._keras.sharded_state import initial_rows  # noqa: E402
 import embedding_lib as lib  # noqa: E402
 from trainlib import Checks  # noqa: E402
@@ -384,14 +384,14 @@ def _gathered_initial(features, sharding):
 
 def _one_process_initial(features, sharding):
     # the layer as one process builds it (its build runs no collective)
-    at_np = layer_module._rank_size
-    layer_module._rank_size = lambda: (0, 1)
+    at_np = ranks.rank_size
+    ranks.rank_size = lambda: (0, 1)
     try:
         emb = DistributedEmbedding(features, table_sharding=sharding)
         emb.build(None)
         return {name: emb._hvd.tables[name].shard.numpy() for name in emb.table_names()}
     finally:
-        layer_module._rank_size = at_np
+        ranks.rank_size = at_np
 
 
 def section_initial():

@@ -30,19 +30,14 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tf_hvd import functions, ops, topology
+from tf_hvd import functions, ops
+from tf_hvd._keras import ranks
 from tf_hvd._keras.state import var_key
 from tf_hvd.checkpoint import (Step, StepWriter, complete_steps, new_token,
                                publish)
 from tf_hvd.checkpoint.steps import MANIFEST
 from tf_hvd.exceptions import CheckpointError, CheckpointSaveError, ShardingError
 from tf_hvd.sharded_rows import mark_sharded_rows, sharded_rows_layers
-
-
-def _rank_size():
-    if not topology.is_initialized():
-        return 0, 1
-    return topology.rank(), topology.size()
 
 
 def rows_of(full, layout, rank, table_name):
@@ -59,7 +54,7 @@ def rows_of(full, layout, rank, table_name):
 def gather_rows(variable, layout, root_rank, name):
     """The whole table from every rank's rows (a collective): on ``root_rank``
     (None: on every rank) a numpy array in global row order, None elsewhere."""
-    rank, size = _rank_size()
+    rank, size = ranks.rank_size()
     value = tf.convert_to_tensor(variable)
     if size == 1:
         return value.numpy()
@@ -88,7 +83,7 @@ def _keys(state):
 def gather_layer(layer, root_rank):
     """{store key: whole array} of every table and slot on ``root_rank``, None
     elsewhere (a collective)."""
-    rank, _ = _rank_size()
+    rank, _ = ranks.rank_size()
     values = {}
     for state in layer._hvd.tables.values():
         for key, variable in _keys(state):
@@ -118,7 +113,7 @@ def load_whole(layer, values):
 
 def save_layer(layer, store):
     """``layer.save_own_variables``: whole tables (gathered first at np > 1)."""
-    _, size = _rank_size()
+    _, size = ranks.rank_size()
     pending, layer._hvd.pending = layer._hvd.pending, None
     if size == 1:
         pending = gather_layer(layer, 0)
@@ -209,7 +204,7 @@ def write_shards(model, writer, prefix=""):
         ...
         read_shards(model, Step.newest(root), "embedding", meta)
     """
-    rank, size = _rank_size()
+    rank, size = ranks.rank_size()
     meta = {"size": size, "layers": {}}
     for layer in _layers(model):
         tables = {}
@@ -246,7 +241,7 @@ def read_shards(model, step, prefix, meta):
 
 def _load_rows(model, manifest, path_of, where):
     # path_of(relative name) -> a readable path (verified first where it can be)
-    rank, _ = _rank_size()
+    rank, _ = ranks.rank_size()
     saved_size = int(manifest["size"])
     for layer in _layers(model):
         tables = manifest["layers"].get(layer.name)
@@ -286,7 +281,7 @@ def _load_rows(model, manifest, path_of, where):
 def _on_rank0(fn, name, error_type):
     """``fn()`` on rank 0, its result (or its failure) on every rank: the ranks agree
     without one of them waiting for a collective the others never reach."""
-    rank, size = _rank_size()
+    rank, size = ranks.rank_size()
     outcome = None
     if rank == 0:
         try:
@@ -315,7 +310,7 @@ def save_shards(model, directory, keep=2, step=None):
 
         save_shards(model, "ckpt/tables")     # every rank, any np
     """
-    rank, size = _rank_size()
+    rank, size = ranks.rank_size()
     directory = str(directory)
 
     def draw():

@@ -17,68 +17,36 @@ load and re-shard it through that protocol.
 
     layer = DistributedEmbedding({"item": FeatureConfig("item", items, (None,), (None, 16))})
     vectors = layer({"item": ids})["item"]          # [batch, 16]
+
+This file is the layer's Keras surface (building, the forward pass, its config); its
+parts: the tables' state (tables.py), the inputs (features.py), the ranks' agreement
+(table_checks.py), the optimizer's side (sparse_updates.py), the whole tables and the
+sharded-state protocol (whole_tables.py), the config of its features
+(feature_configs.py).
 """
 
 import collections
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from tf_hvd import topology
-from tf_hvd._keras.embedding import checkpoint, config as config_lib
+from tf_hvd._keras import ranks
+from tf_hvd._keras.embedding import config as config_lib
 from tf_hvd._keras.embedding.exchange import LookupContext, TableIds, lookup_group
+from tf_hvd._keras.embedding.feature_configs import feature_config, map_feature_dicts
+from tf_hvd._keras.embedding.features import flatten_shapes, parse_feature
 from tf_hvd._keras.embedding.sparse_rules import rule_for
-from tf_hvd._keras.sharded_state.initial_rows import initial_rows
+from tf_hvd._keras.embedding.sparse_updates import SparseUpdates
+from tf_hvd._keras.embedding.table_checks import check_same_tables, signature
+from tf_hvd._keras.embedding.tables import Table, TableHolder, initializer_of
+from tf_hvd._keras.embedding.whole_tables import WholeTables
 from tf_hvd._keras.sharded_state.row_layout import RowLayout
 from tf_hvd._keras.state import var_key
-from tf_hvd.exceptions import ShardingError
-from tf_hvd.functions import allgather_object, broadcast_object
-from tf_hvd.sharded_rows import SHARDED_STATE, mark_sharded_rows, sharded_rows_owner
-
-
-def _rank_size():
-    if not topology.is_initialized():
-        return 0, 1
-    return topology.rank(), topology.size()
-
-
-class _Table(object):
-    """One table's state on this rank (kept out of Keras' tracking: the layer
-    tracks the shard itself; slots are saved by the layer's own methods)."""
-
-    def __init__(self, config, layout, rank):
-        self.config = config
-        self.layout = layout
-        self.rank = rank
-        self.shard = None          # keras.Variable [rows_on(rank), dim]
-        self.slots = {}            # name -> keras.Variable, same shape
-        self.rule = None
-        self.rule_class = None     # the optimizer class the slots were made for
-        self.own_optimizer = None  # TableConfig.optimizer, cloned
-        self.loaded_slots = {}     # name -> this rank's rows, from a checkpoint
-        self.loaded_iterations = None
-
-    @property
-    def name(self):
-        return self.config.name
-
-    def local_shape(self):
-        return (self.layout.rows_on(self.rank), int(self.config.embedding_dim))
-
-
-class _Holder(object):
-    """A plain attribute holder that Keras' tracking does not look inside."""
-
-    def __init__(self):
-        self.tables = collections.OrderedDict()
-        self.by_variable = {}
-        self.pending = None        # gathered whole tables for a save, by key
-        self.checked = False       # the ranks were found to describe the same tables
+from tf_hvd.sharded_rows import SHARDED_STATE, mark_sharded_rows
 
 
 @keras.saving.register_keras_serializable(package="tf_hvd")
-class DistributedEmbedding(keras.layers.Layer):
+class DistributedEmbedding(WholeTables, SparseUpdates, keras.layers.Layer):
     """Embedding tables sharded over the ranks, looked up by alltoall.
 
     Args:
@@ -106,6 +74,7 @@ class DistributedEmbedding(keras.layers.Layer):
 
     Example:
 
+    >>> import numpy as np
     >>> from tf_hvd.keras.layers import DistributedEmbedding, FeatureConfig, TableConfig
     >>> table = TableConfig("items", vocabulary_size=100, embedding_dim=4,
     ...                     combiner="sum")
@@ -129,7 +98,7 @@ class DistributedEmbedding(keras.layers.Layer):
                 feature.table, self.table_sharding.get(feature.table.name))
             config_lib.check_table(table)
             known = tables.get(table.name)
-            if known is not None and _signature(known) != _signature(table):
+            if known is not None and signature(known) != signature(table):
                 raise ValueError(
                     "DistributedEmbedding: two different tables are named '%s' "
                     "(features share a table by giving the same TableConfig)"
@@ -140,22 +109,21 @@ class DistributedEmbedding(keras.layers.Layer):
         if unknown:
             raise ValueError("DistributedEmbedding: table_sharding names no table of "
                              "the layer: %s" % ", ".join(sorted(unknown)))
-        self._hvd = _Holder()
+        self._hvd = TableHolder()
         self._table_configs = tables
 
     # -- building ------------------------------------------------------
     def build(self, input_shape=None):
-        rank, size = _rank_size()
+        rank, size = ranks.rank_size()
         holder = self._hvd
         for name, table in self._table_configs.items():
-            state = _Table(table, RowLayout(table.vocabulary_size, size,
+            state = Table(table, RowLayout(table.vocabulary_size, size,
                                             table.sharding), rank)
             state.shard = self.add_weight(
-                shape=state.local_shape(), initializer=_initializer_of(state),
+                shape=state.local_shape(), initializer=initializer_of(state),
                 name=name, trainable=True, dtype=self.variable_dtype)
             mark_sharded_rows(state.shard, self)
             if table.optimizer is not None:
-                import keras
                 own = keras.optimizers.get(table.optimizer)
                 state.own_optimizer = own.__class__.from_config(own.get_config())
                 state.rule = rule_for(state.own_optimizer, name)
@@ -165,7 +133,7 @@ class DistributedEmbedding(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         shapes = []
-        flat_shapes = _flatten_shapes(input_shape, len(self._features))
+        flat_shapes = flatten_shapes(input_shape, len(self._features))
         for (feature, table_name), shape in zip(self._features, flat_shapes):
             dim = int(self._table_configs[table_name].embedding_dim)
             batch = shape[0] if shape else None
@@ -174,7 +142,7 @@ class DistributedEmbedding(keras.layers.Layer):
 
     # -- the forward pass ----------------------------------------------
     def call(self, inputs, weights=None, training=None):
-        rank, size = _rank_size()
+        rank, size = ranks.rank_size()
         if not self._hvd.checked:
             self._check_ranks(size)
         flat_inputs = tf.nest.flatten(inputs, expand_composites=False)
@@ -184,7 +152,7 @@ class DistributedEmbedding(keras.layers.Layer):
                 "inputs" % (self.name, len(self._features), len(flat_inputs)))
         flat_weights = ([None] * len(flat_inputs) if weights is None
                         else tf.nest.flatten(weights, expand_composites=False))
-        parsed = [_parse_feature(x, w) for x, w in zip(flat_inputs, flat_weights)]
+        parsed = [parse_feature(x, w) for x, w in zip(flat_inputs, flat_weights)]
         outputs = [None] * len(parsed)
         # Tables of one width travel together: one alltoall for their ids, one
         # for their rows (and one for the rows' gradients).
@@ -229,147 +197,10 @@ class DistributedEmbedding(keras.layers.Layer):
                                                              table_name, vocab))
         return int(row)
 
-    # -- the optimizer's side ------------------------------------------
-    def table_for(self, variable):
-        return self._hvd.by_variable.get(var_key(variable))
-
-    def prepare_sparse_update(self, variable, optimizer):
-        """Make ``optimizer``'s slots for the rows of ``variable`` (once per
-        optimizer class); ShardingError if it cannot update rows."""
-        state = self.table_for(variable)
-        if state.own_optimizer is not None:
-            rule_class = type(state.own_optimizer)
-        else:
-            rule_class = getattr(type(optimizer), "_hvd_base", type(optimizer))
-            if state.rule_class is not rule_class:
-                state.rule = rule_for(optimizer, state.name)
-        if state.rule_class is rule_class:
-            return state
-        _make_slots(state, self.variable_dtype)
-        state.rule_class = rule_class
-        return state
-
-    def apply_sparse_gradient(self, variable, grad, optimizer):
-        """Apply ``grad`` (an IndexedSlices of local rows) to the table
-        ``variable`` with the table's optimizer (its own, or ``optimizer``)."""
-        state = self.prepare_sparse_update(variable, optimizer)
-        stepper = state.own_optimizer or optimizer
-        if not isinstance(grad, tf.IndexedSlices):
-            grad = tf.convert_to_tensor(grad)
-            grad = tf.IndexedSlices(grad, tf.range(tf.shape(grad)[0]))
-        values = tf.cast(grad.values, variable.dtype)
-        scale = getattr(optimizer, "loss_scale_factor", None)
-        if scale is not None:
-            values = values / scale
-        clipvalue = getattr(stepper, "clipvalue", None)
-        if clipvalue:
-            values = tf.clip_by_value(values, -clipvalue, clipvalue)
-        rows, position = tf.unique(tf.cast(grad.indices, tf.int32))
-        summed = tf.math.unsorted_segment_sum(values, position, tf.shape(rows)[0])
-        lr = tf.cast(stepper._get_current_learning_rate(), variable.dtype)
-        state.rule.apply(state.shard, state.slots, rows, summed, lr,
-                         tf.convert_to_tensor(stepper.iterations))
-        if state.own_optimizer is not None:
-            state.own_optimizer.iterations.assign_add(1)
-
-    # -- whole tables ----------------------------------------------------
-    def table_names(self):
-        return list(self._table_configs)
-
-    def get_table(self, name, root_rank=None):
-        """The whole table ``name`` as a numpy array, gathered from every rank
-        (a collective; ``root_rank``: only there, None elsewhere)."""
-        state = self._hvd.tables[name]
-        return checkpoint.gather_rows(state.shard, state.layout, root_rank,
-                                      "%s.%s" % (self.name, name))
-
-    def set_table(self, name, values):
-        """Set table ``name`` from its whole value (each rank keeps its rows)."""
-        state = self._hvd.tables[name]
-        state.shard.assign(checkpoint.rows_of(np.asarray(values), state.layout,
-                                              state.rank, name))
-
-    def get_slot(self, name, slot, root_rank=None):
-        """The whole optimizer slot ``slot`` of table ``name`` (a collective)."""
-        state = self._hvd.tables[name]
-        return checkpoint.gather_rows(state.slots[slot], state.layout, root_rank,
-                                      "%s.%s.%s" % (self.name, name, slot))
-
-    def gather_for_save(self, root_rank=0):
-        """Gather every table and slot to ``root_rank`` so that its next
-        ``save_own_variables`` writes them whole (tf_hvd.keras.save_model
-        calls it on every rank)."""
-        self._hvd.pending = checkpoint.gather_layer(self, root_rank)
-
-    def gather_whole(self, root_rank=None):
-        """Every table and slot, whole, as ``{key: array}`` on ``root_rank`` (None:
-        on every rank); a collective. ``load_whole`` takes it back at any size::
-
-            state = layer.gather_whole()     # before the job re-forms
-            layer.reshard(); layer.load_whole(state)
-        """
-        return checkpoint.gather_layer(self, root_rank)
-
-    def load_whole(self, values, root_rank=None):
-        """Each rank takes its rows of ``values`` (``gather_whole``'s result); with
-        ``root_rank``, that rank's ``values`` are broadcast first (a collective).
-        Returns the values loaded."""
-        if root_rank is not None and _rank_size()[1] > 1:
-            values = broadcast_object(values, int(root_rank),
-                                      name="DistributedEmbedding.%s.whole" % self.name)
-        checkpoint.load_whole(self, values)
-        return values
-
-    def own_steps(self):
-        """``{table name: step count}`` of the tables that have their own optimizer
-        (TableConfig.optimizer), what a checkpoint keeps beside the rows."""
-        return dict((name, int(state.own_optimizer.iterations.numpy()))
-                    for name, state in self._hvd.tables.items()
-                    if state.own_optimizer is not None)
-
-    def load_own_steps(self, steps):
-        """Set the step counts ``own_steps`` returned (tables not named keep theirs)."""
-        for name, count in steps.items():
-            state = self._hvd.tables.get(name)
-            if state is not None and state.own_optimizer is not None:
-                state.own_optimizer.iterations.assign(int(count))
-
-    # -- the sharded-state protocol (tf_hvd._keras.sharded_state.protocol) --
-    def sharded_state_exists(self):
-        """Whether the tables were laid out with the other ranks (the layer has
-        looked ids up or re-sharded): a rank that just joined has not."""
-        return bool(self.built and self._hvd.checked)
-
-    def lay_out(self, model=None):
-        """``reshard``: lay the tables out over the ranks as they are now."""
-        self.reshard()
-
-    def save_own_variables(self, store):
-        checkpoint.save_layer(self, store)
-
-    def load_own_variables(self, store):
-        checkpoint.load_layer(self, store)
-
-    def reshard(self):
-        """Lay the tables out again over the ranks as they are now (after an
-        elastic job re-formed): new shards and slots for this rank's rows, to
-        be filled by ``load_whole`` (tf_hvd's elastic Keras state does both)."""
-        rank, size = _rank_size()
-        self._check_ranks(size)
-        for state in self._hvd.tables.values():
-            if state.layout.n == size and state.rank == rank:
-                continue
-            state.layout = RowLayout(state.config.vocabulary_size, size,
-                                     state.config.sharding)
-            state.rank = rank
-            checkpoint.replace_shard(self, state)
-            if state.rule_class is not None:
-                _make_slots(state, self.variable_dtype)
-
     def get_config(self):
         config = super().get_config()
         config.update({
-            "feature_configs": tf.nest.map_structure(lambda f: _feature_config(f),
+            "feature_configs": tf.nest.map_structure(lambda f: feature_config(f),
                                                      self.feature_configs),
             "table_stacking": self.table_stacking, "update_stats": self.update_stats,
             "default_row": self.default_row, "table_sharding": self.table_sharding,
@@ -387,206 +218,9 @@ class DistributedEmbedding(keras.layers.Layer):
             fc.table = tables.setdefault(fc.table.name, fc.table)
             return fc
 
-        config["feature_configs"] = _map_feature_dicts(feature, config["feature_configs"])
+        config["feature_configs"] = map_feature_dicts(feature, config["feature_configs"])
         return cls(**config)
-
 
 
 # the marker of a holder of sharded state (tf_hvd._keras.sharded_state.protocol)
 setattr(DistributedEmbedding, SHARDED_STATE, True)
-
-
-def _initializer_of(state):
-    """The Keras initializer of ``state``'s shard: this rank's rows of the whole
-    table, each row's value fixed by the seed and its id (not by the ranks)."""
-    def initialize(shape, dtype=None):
-        return initial_rows(state.config.initializer, state.layout.vocabulary_size,
-                            state.config.embedding_dim,
-                            state.layout.global_ids(state.rank), dtype)
-    return initialize
-
-
-def _feature_config(feature):
-    table = config_lib.as_table_config(feature.table)
-    return {"name": feature.name, "table": table.get_config(),
-            "input_shape": config_lib.shape_list(getattr(feature, "input_shape", None)),
-            "output_shape": config_lib.shape_list(getattr(feature, "output_shape", None)),
-            "_feature": True}
-
-
-def _map_feature_dicts(fn, structure):
-    if isinstance(structure, dict) and structure.get("_feature"):
-        c = dict(structure)
-        c.pop("_feature")
-        return fn(c)
-    if isinstance(structure, dict):
-        return {k: _map_feature_dicts(fn, v) for k, v in structure.items()}
-    if isinstance(structure, (list, tuple)):
-        return type(structure)(_map_feature_dicts(fn, v) for v in structure)
-    return structure
-
-
-def _flatten_shapes(input_shape, count):
-    """The flat list of per-feature shapes in ``input_shape`` (a shape, or a
-    structure of them)."""
-    def is_shape(s):
-        return isinstance(s, (tuple, list)) and all(
-            d is None or isinstance(d, (int, np.integer)) for d in s)
-    if is_shape(input_shape) and count == 1:
-        return [tuple(input_shape)]
-    out = []
-
-    def walk(s):
-        if is_shape(s):
-            out.append(tuple(s))
-        elif isinstance(s, dict):
-            for k in sorted(s):
-                walk(s[k])
-        else:
-            for v in s:
-                walk(v)
-    walk(input_shape)
-    return out
-
-
-def _signature(table):
-    opt = table.optimizer
-    opt_name = None if opt is None else (opt if isinstance(opt, str) else type(opt).__name__)
-    return (int(table.vocabulary_size), int(table.embedding_dim), table.combiner,
-            table.sharding, str(opt_name))
-
-
-def check_same_tables(layer_name, tables, features, size):
-    """Every rank must describe the same tables: ShardingError naming the table,
-    the field and the ranks otherwise (a collective when ``size > 1``)."""
-    mine = {"tables": [(name, _signature(t)) for name, t in tables.items()],
-            "features": [(f.name, t) for f, t in features]}
-    if size == 1:
-        return
-    everyone = allgather_object(mine, name="DistributedEmbedding.%s.tables" % layer_name)
-    message = tables_mismatch(layer_name, everyone)
-    if message:
-        raise ShardingError(message)
-
-
-_FIELDS = ("vocabulary_size", "embedding_dim", "combiner", "sharding", "optimizer")
-
-
-def tables_mismatch(layer_name, everyone):
-    """The message for tables that differ across ranks (``everyone[r]`` is rank
-    r's description), or None."""
-    def ranks(rs):
-        return ("rank %d" % rs[0]) if len(rs) == 1 else "ranks " + ", ".join(map(str, rs))
-    names = collections.OrderedDict()
-    for r, desc in enumerate(everyone):
-        names.setdefault(tuple(n for n, _ in desc["tables"]), []).append(r)
-    if len(names) > 1:
-        return ("DistributedEmbedding '%s': the tables differ across ranks: %s"
-                % (layer_name, "; ".join("%s on %s" % (list(n), ranks(rs))
-                                         for n, rs in names.items())))
-    for i, (name, _) in enumerate(everyone[0]["tables"]):
-        for f, field in enumerate(_FIELDS):
-            seen = collections.OrderedDict()
-            for r, desc in enumerate(everyone):
-                seen.setdefault(desc["tables"][i][1][f], []).append(r)
-            if len(seen) > 1:
-                return ("DistributedEmbedding '%s': table '%s' differs across ranks: %s"
-                        % (layer_name, name, " but ".join(
-                            "%s=%r on %s" % (field, v, ranks(rs)) for v, rs in seen.items())))
-    features = collections.OrderedDict()
-    for r, desc in enumerate(everyone):
-        features.setdefault(tuple(tuple(x) for x in desc["features"]), []).append(r)
-    if len(features) > 1:
-        return ("DistributedEmbedding '%s': the features differ across ranks: %s"
-                % (layer_name, "; ".join("%s on %s" % (list(f), ranks(rs))
-                                         for f, rs in features.items())))
-    return None
-
-
-def _make_slots(state, dtype):
-    """New slot variables for ``state.rule`` (initial values, or this rank's
-    rows of a loaded checkpoint)."""
-    import keras
-    shape = state.local_shape()
-    slots = {}
-    with tf.init_scope():
-        for name in state.rule.slot_names:
-            value = state.loaded_slots.pop(name, None)
-            if value is None:
-                value = np.full(shape, state.rule.initial(name), dtype=dtype)
-            slot = keras.Variable(value, dtype=dtype, trainable=False,
-                                  name="%s_%s" % (state.name, name))
-            mark_sharded_rows(slot, sharded_rows_owner(state.shard))
-            slots[name] = slot
-        if state.loaded_iterations is not None and state.own_optimizer is not None:
-            state.own_optimizer.iterations.assign(state.loaded_iterations)
-            state.loaded_iterations = None
-    state.slots = slots
-
-
-class _Feature(object):
-    """One feature's ids, flat, and how to turn their rows into its output."""
-
-    def __init__(self, ids, kind, batch=None, segments=None, weights=None, shape=None):
-        self.ids = ids
-        self.kind = kind            # "one", "dense", "segments"
-        self.batch = batch
-        self.segments = segments
-        self.weights = weights
-        self.shape = shape
-
-    def combine(self, rows, combiner, dtype):
-        rows = tf.cast(rows, dtype)
-        if self.kind == "one":
-            return rows
-        if self.kind == "dense":
-            dim = tf.shape(rows)[-1]
-            rows = tf.reshape(rows, tf.concat([self.shape, [dim]], 0))
-            if self.weights is None:
-                total = tf.reduce_sum(rows, axis=-2)
-                if combiner == "sum":
-                    return total
-                k = tf.cast(self.shape[-1], dtype)
-                return total / (k if combiner == "mean" else tf.sqrt(k))
-            w = tf.cast(self.weights, dtype)
-            total = tf.reduce_sum(rows * w[..., None], axis=-2)
-            return _normalize(total, w, combiner, axis=-1)
-        w = (tf.ones_like(self.segments, dtype=dtype) if self.weights is None
-             else tf.cast(self.weights, dtype))
-        total = tf.math.unsorted_segment_sum(rows * w[:, None], self.segments, self.batch)
-        if combiner == "sum":
-            return total
-        if combiner == "mean":
-            denom = tf.math.unsorted_segment_sum(w, self.segments, self.batch)
-        else:
-            denom = tf.sqrt(tf.math.unsorted_segment_sum(w * w, self.segments, self.batch))
-        return tf.math.divide_no_nan(total, denom[:, None])
-
-
-def _normalize(total, w, combiner, axis):
-    if combiner == "sum":
-        return total
-    if combiner == "mean":
-        return tf.math.divide_no_nan(total, tf.reduce_sum(w, axis=axis)[..., None])
-    return tf.math.divide_no_nan(total, tf.sqrt(tf.reduce_sum(w * w, axis=axis))[..., None])
-
-
-def _parse_feature(x, w):
-    if isinstance(x, tf.RaggedTensor):
-        ids = x.flat_values
-        weights = None if w is None else (w.flat_values if isinstance(w, tf.RaggedTensor)
-                                          else tf.reshape(w, [-1]))
-        return _Feature(ids, "segments", batch=x.nrows(out_type=tf.int32),
-                        segments=tf.cast(x.value_rowids(), tf.int32), weights=weights)
-    if isinstance(x, tf.SparseTensor):
-        weights = None if w is None else (w.values if isinstance(w, tf.SparseTensor)
-                                          else tf.reshape(w, [-1]))
-        return _Feature(x.values, "segments", batch=tf.cast(x.dense_shape[0], tf.int32),
-                        segments=tf.cast(x.indices[:, 0], tf.int32), weights=weights)
-    x = tf.convert_to_tensor(x)
-    if x.shape.rank == 1:
-        return _Feature(x, "one")
-    if x.shape.rank == 2 and x.shape[-1] == 1 and w is None:
-        return _Feature(tf.reshape(x, [-1]), "one")
-    return _Feature(tf.reshape(x, [-1]), "dense", weights=w, shape=tf.shape(x))
-
