@@ -73,8 +73,9 @@ class _CrcFile(object):
     data (sizes and CRC in a data descriptor after it): the bytes reach the file in order
     and their CRC-32 is the file's, with no second reading of the file."""
 
-    def __init__(self, f):
+    def __init__(self, f, crc=True):
         self._f = f
+        self._crc = crc
         self.crc = 0
         self.size = 0
 
@@ -82,7 +83,8 @@ class _CrcFile(object):
         raise io.UnsupportedOperation("written only")
 
     def write(self, data):
-        self.crc = zlib.crc32(data, self.crc)
+        if self._crc:
+            self.crc = zlib.crc32(data, self.crc)
         self.size += memoryview(data).nbytes
         return self._f.write(data)
 
@@ -153,20 +155,24 @@ class StepWriter(object):
         self.files[name] = None
 
     def write_arrays(self, name, arrays):
-        """``arrays`` ({key: numpy array}) as one uncompressed .npz file ``name``, its
-        CRC-32 taken as it is written."""
+        """``arrays`` ({key: numpy array}) as one uncompressed .npz file ``name``. Its
+        record holds each member's CRC-32 as zip takes it while writing (one pass over
+        the bytes; a whole-file CRC-32 would be a second) and the file's size."""
         full = self.path(name)
+        members = {}
         try:
             with open(full, "wb") as f:
-                out = _CrcFile(f)
+                out = _CrcFile(f, crc=False)
                 # np.savez's own format, its members written from the arrays' buffers
                 with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
                     for key, value in arrays.items():
                         with z.open(key + ".npy", "w", force_zip64=True) as member:
                             write_npy(member, value)
+                    for info in z.infolist():
+                        members[info.filename] = info.CRC
         except OSError as e:
             raise self._failed(full, e)
-        self.files[name] = (out.crc & 0xFFFFFFFF, out.size)
+        self.files[name] = {"size": out.size, "members": members}
 
     def write_array(self, name, array):
         """One array as a .npy file ``name``, its CRC-32 taken as it is written."""
@@ -189,11 +195,15 @@ class StepWriter(object):
             full = os.path.join(self.directory, *name.split("/"))
             try:
                 fsync_path(full)
-                # read back only the files not written through write_array(s)
-                crc, size = self.files[name] or file_crc32(full)
+                entry = self.files[name]
+                if entry is None:  # added by path: read back
+                    crc, size = file_crc32(full)
+                    entry = {"size": size, "crc32": crc}
+                elif isinstance(entry, tuple):  # written by write_array
+                    entry = {"size": entry[1], "crc32": entry[0]}
             except OSError as e:
                 raise self._failed(full, e)
-            record["files"][name] = {"size": size, "crc32": crc}
+            record["files"][name] = entry
         try:
             folders = set(os.path.dirname(os.path.join(self.directory, *n.split("/")))
                           for n in self.files)

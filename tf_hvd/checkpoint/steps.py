@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import zipfile
 import zlib
 
 from tf_hvd.exceptions import CheckpointError
@@ -99,7 +100,8 @@ class Step(object):
         return name in self.files
 
     def verify(self, name):
-        """Check file ``name``'s size and CRC-32 against the manifest; returns its path.
+        """Check file ``name``'s size and CRC-32 (a .npz file's: each member's) against
+        the manifest; returns its path.
         CheckpointError names the file and what differs."""
         path = self.path(name)
         info = self.files.get(name)
@@ -115,6 +117,9 @@ class Step(object):
         if size != info["size"]:
             raise CheckpointError("checkpoint file %s has %d bytes, its manifest says %d "
                                   "(truncated or overwritten)" % (path, size, info["size"]))
+        if "members" in info:
+            _verify_members(path, info["members"])
+            return path
         crc = 0
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(16 << 20), b""):
@@ -124,3 +129,29 @@ class Step(object):
                                   "manifest says %08x" % (path, crc & 0xFFFFFFFF,
                                                           info["crc32"]))
         return path
+
+
+def _verify_members(path, members):
+    """A .npz file checked member by member: the same members, each read whole with its
+    CRC-32 equal to the manifest's (zip's own structure checked on the way)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = sorted(z.namelist())
+            if names != sorted(members):
+                raise CheckpointError(
+                    "checkpoint file %s is corrupted: it holds the members %s, its manifest "
+                    "lists %s" % (path, ", ".join(names), ", ".join(sorted(members))))
+            for name in names:
+                crc = 0
+                try:
+                    with z.open(name) as f:  # zip checks the member's CRC-32 at its end
+                        for chunk in iter(lambda: f.read(16 << 20), b""):
+                            crc = zlib.crc32(chunk, crc)
+                except zipfile.BadZipFile:
+                    crc = None
+                if crc != members[name]:
+                    raise CheckpointError(
+                        "checkpoint file %s is corrupted: its member %s does not have the "
+                        "CRC-32 %08x its manifest says" % (path, name, members[name]))
+    except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+        raise CheckpointError("checkpoint file %s is corrupted: %s" % (path, e))
