@@ -387,12 +387,12 @@ def test_each_module_imports_first_in_a_fresh_process():
 
 def test_hvd_elastic_right_after_import_tf_hvd():
     """As in Horovod: ``@hvd.elastic.run`` works with nothing else imported."""
-    code = ("import tf_hvd as hvd, sys; sys.stdout.write(hvd.elastic.run.__module__ + ' ' + "
-            "hvd.elastic.TensorFlowKerasState.__name__)")
+    code = ("import tf_hvd as hvd, sys; sys.stdout.write(hvd.elastic.__name__ + ' ' + "
+            "hvd.elastic.run.__name__ + ' ' + hvd.elastic.TensorFlowKerasState.__name__)")
     result = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=ROOT),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             timeout=120)
-    assert result.stdout == "tf_hvd.elastic TensorFlowKerasState", result.stderr[-3000:]
+    assert result.stdout == "tf_hvd.elastic run TensorFlowKerasState", result.stderr[-3000:]
 
 
 if __name__ == "__main__":
