@@ -38,7 +38,12 @@ def model_variables(model):
 
 def build_optimizer(model, optimizer):
     """Create the optimizer's state now (a collective for a sharded one), so that it
-    can be saved or loaded before the first step."""
+    can be saved or loaded before the first step, and so that a rank that has not
+    trained yet (one joining an elastic job) holds the same variables as the others
+    (tf_hvd.elastic's TensorFlowKerasState.sync calls it too)::
+
+        build_optimizer(model, model.optimizer)   # no-op once built
+    """
     if optimizer is None or isinstance(optimizer, str) or flavors.optimizer_built(optimizer):
         return
     trainable = list(model.trainable_variables)
