@@ -52,12 +52,10 @@ LAYERS = [
     ("launcher processes", ["tf_hvd.runner.processes"]),
     # the agent room is split around elastic: its loop, actions and RunOutcome below it,
     # its two policies above it, since they ask elastic's Membership who is in the job;
-    # elastic_policy's old address re-exports the policy from above
     ("launcher agent loop", ["tf_hvd.runner.agent"]),
     ("launcher elastic", ["tf_hvd.runner.elastic"]),
     ("launcher policies", ["tf_hvd.runner.agent.static_policy",
-                           "tf_hvd.runner.agent.elastic_policy",
-                           "tf_hvd.runner.elastic.elastic_policy"]),
+                           "tf_hvd.runner.agent.elastic_policy"]),
     ("launcher modes", ["tf_hvd.runner.modes"]),
     ("launcher command line", ["tf_hvd.runner.command_line"]),
     ("leaf", ["tf_hvd.build_info", "tf_hvd.platform_floor", "tf_hvd.exceptions",
@@ -267,14 +265,9 @@ def test_the_checks_see_a_cycle_and_a_hidden_import():
     assert visitor.in_function == [("tf_hvd.basics", 4)]
 
 
-# (importer, module, name): the uses of another module's underscore name still left, in
-# files being reworked elsewhere. Each defining module keeps the underscore spelling as an
-# alias of the public name given here in the comment; switch the importer to it, then
-# remove the entry (and, once unused, the alias).
-PRIVATE_IMPORTS_ALLOWED = {
-    # spark/runner.py's _start_timeout wants a public name there
-    ("tf_hvd.spark.keras.estimator", "tf_hvd.spark.runner", "_start_timeout"),
-}
+# (importer, module, name): uses of another module's underscore name allowed for a while
+# (none now); an entry no longer used fails the check, so the list only shrinks.
+PRIVATE_IMPORTS_ALLOWED = set()
 
 
 def _is_private(name):

@@ -42,7 +42,7 @@ node lost) before a newcomer received it, ``run`` raises HorovodInternalError sa
 state was lost and at which commit, instead of letting the newcomers start over.
 
 The meeting of the survivors and newcomers goes through the driver's authenticated
-rendezvous store, exactly as under ``tfhvdrun --min-np`` (tf_hvd/elastic.py).
+rendezvous store, exactly as under ``tfhvdrun --min-np`` (tf_hvd/elastic/).
 """
 
 import time
