@@ -9,6 +9,7 @@ import collections
 
 from tf_hvd.exceptions import ShardingError
 from tf_hvd.functions import allgather_object
+from tf_hvd.job.rank_names import rank_list
 
 
 def signature(table):
@@ -38,14 +39,12 @@ _FIELDS = ("vocabulary_size", "embedding_dim", "combiner", "sharding", "optimize
 def tables_mismatch(layer_name, everyone):
     """The message for tables that differ across ranks (``everyone[r]`` is rank
     r's description), or None."""
-    def ranks(rs):
-        return ("rank %d" % rs[0]) if len(rs) == 1 else "ranks " + ", ".join(map(str, rs))
     names = collections.OrderedDict()
     for r, desc in enumerate(everyone):
         names.setdefault(tuple(n for n, _ in desc["tables"]), []).append(r)
     if len(names) > 1:
         return ("DistributedEmbedding '%s': the tables differ across ranks: %s"
-                % (layer_name, "; ".join("%s on %s" % (list(n), ranks(rs))
+                % (layer_name, "; ".join("%s on %s" % (list(n), rank_list(rs))
                                          for n, rs in names.items())))
     for i, (name, _) in enumerate(everyone[0]["tables"]):
         for f, field in enumerate(_FIELDS):
@@ -55,12 +54,12 @@ def tables_mismatch(layer_name, everyone):
             if len(seen) > 1:
                 return ("DistributedEmbedding '%s': table '%s' differs across ranks: %s"
                         % (layer_name, name, " but ".join(
-                            "%s=%r on %s" % (field, v, ranks(rs)) for v, rs in seen.items())))
+                            "%s=%r on %s" % (field, v, rank_list(rs)) for v, rs in seen.items())))
     features = collections.OrderedDict()
     for r, desc in enumerate(everyone):
         features.setdefault(tuple(tuple(x) for x in desc["features"]), []).append(r)
     if len(features) > 1:
         return ("DistributedEmbedding '%s': the features differ across ranks: %s"
-                % (layer_name, "; ".join("%s on %s" % (list(f), ranks(rs))
+                % (layer_name, "; ".join("%s on %s" % (list(f), rank_list(rs))
                                          for f, rs in features.items())))
     return None

@@ -21,6 +21,7 @@ import collections
 import numpy as np
 
 from tf_hvd._keras.sharded_state.row_layout import RowLayout
+from tf_hvd.job.rank_names import rank_list
 
 Piece = collections.namedtuple("Piece", "var lo hi at")
 Piece.__doc__ = ("Elements ``lo:hi`` of variable ``var`` (flattened), found at "
@@ -118,7 +119,7 @@ def mismatch_message(signatures, names, ranks=None):
             by_count.setdefault(c, []).append(r)
         return ("sharded optimizer: the number of trainable variables differs across "
                 "ranks: %s; every rank must build the optimizer on the same variables"
-                % "; ".join("%d on %s" % (c, _ranks(rs)) for c, rs in by_count.items()))
+                % "; ".join("%d on %s" % (c, rank_list(rs)) for c, rs in by_count.items()))
     for i in range(counts[0] if counts else 0):
         seen = collections.OrderedDict()
         for r, sig in zip(ranks, signatures):
@@ -130,15 +131,11 @@ def mismatch_message(signatures, names, ranks=None):
             if len(var_names) == 1:
                 label = "'%s'" % next(iter(var_names))
             else:
-                label = ", ".join("'%s' on %s" % (nm, _ranks(rs))
+                label = ", ".join("'%s' on %s" % (nm, rank_list(rs))
                                   for nm, rs in var_names.items())
-            parts = ["shape %s %s on %s" % (shape, dtype, _ranks(rs))
+            parts = ["shape %s %s on %s" % (shape, dtype, rank_list(rs))
                      for (shape, dtype), rs in seen.items()]
             return ("sharded optimizer: trainable variable %d differs across ranks: %s "
                     "has %s" % (i, label, " but ".join(parts)))
     return None
 
-
-def _ranks(rs):
-    return ("rank %d" % rs[0]) if len(rs) == 1 else (
-        "ranks " + ", ".join(str(r) for r in rs))
