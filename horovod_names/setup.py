@@ -41,6 +41,6 @@ setup(
     install_requires=["tf_hvd==%s" % VERSION],
     py_modules=["_tf_hvd_horovod_names"],
     cmdclass={"build_py": BuildWithPth},
-    entry_points={"console_scripts": ["horovodrun = tf_hvd.horovodrun:main"]},
+    entry_points={"console_scripts": ["horovodrun = tf_hvd.runner.horovodrun:main"]},
     zip_safe=False,
 )

@@ -5,7 +5,7 @@ Libraries built on Horovod (embedding libraries, model zoos) and large code base
 ``horovod.tensorflow`` and its submodules in many files. ``pip install
 "tf_hvd[horovod]"`` installs the small ``tf-hvd-horovod`` distribution, whose one
 ``.pth`` line calls :func:`install` at interpreter start-up, and a ``horovodrun``
-command that is ``tfhvdrun`` (tf_hvd.horovodrun). After that::
+command that is ``tfhvdrun`` (tf_hvd.runner.horovodrun). After that::
 
     import horovod.tensorflow.keras as hvd      # is tf_hvd.keras
     from horovod.tensorflow.mpi_ops import Sum  # is tf_hvd.mpi_ops.Sum
@@ -25,9 +25,10 @@ Nothing here imports TensorFlow: the ``.pth`` line costs one finder object.
 
 import importlib
 import importlib.abc
-import importlib.machinery
 import importlib.util
 import sys
+
+from tf_hvd.job.real_horovod import real_horovod
 
 # Horovod's public modules and the tf_hvd module each one is.
 ALIASES = {
@@ -61,15 +62,6 @@ NAMESPACES = ("horovod", "horovod.common", "horovod.spark.common")
 HOROVOD_API_VERSION = "0.28.1"
 
 _OTHER_FRAMEWORKS = ("torch", "mxnet")
-
-
-def real_horovod():
-    """The location of a ``horovod`` package on ``sys.path`` other than these names, or
-    None (asked of the path finder alone, so this finder never answers itself)."""
-    spec = importlib.machinery.PathFinder.find_spec("horovod")
-    if spec is None:
-        return None
-    return spec.origin or ", ".join(spec.submodule_search_locations or ()) or "horovod"
 
 
 def _missing(fullname):

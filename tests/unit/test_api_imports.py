@@ -73,8 +73,7 @@ LAYERS = [
     ("init", ["tf_hvd.basics", "tf_hvd.mpi_ops"]),
     ("keras", ["tf_hvd.keras"]),
     ("integrations", ["tf_hvd.ray", "tf_hvd.data", "tf_hvd.spark"]),
-    # horovodrun: tfhvdrun under Horovod's name, beside the Horovod names, over the launcher
-    ("facade", ["tf_hvd", "tf_hvd.horovodrun"]),
+    ("facade", ["tf_hvd"]),
 ]
 
 # Every module is checked for function-level imports of the package's own modules.
@@ -226,8 +225,8 @@ def test_no_function_level_imports_of_tf_hvd():
 
 
 # The package facade gives tf_hvd.run lazily (importlib, no import statement) and
-# horovodrun runs tfhvdrun's main; nothing else outside the launcher may import it.
-LAUNCHER, LAUNCHER_IMPORTED_BY = "tf_hvd.runner", ("tf_hvd", "tf_hvd.horovodrun")
+# Nothing outside the launcher imports it (the package facade's lazy ``run`` aside).
+LAUNCHER, LAUNCHER_IMPORTED_BY = "tf_hvd.runner", ("tf_hvd",)
 
 
 def _launcher_imports(module, source):

@@ -44,7 +44,7 @@ def test_wheel_holds_only_the_start_up_hook_and_horovodrun(wheel):
     info = "tf_hvd_horovod-0.1.0.dist-info/"
     assert re.search(r"^Requires-Dist: tf[-_]hvd==0\.1\.0$", members[info + "METADATA"],
                      re.M), members[info + "METADATA"]
-    assert "horovodrun = tf_hvd.horovodrun:main" in members[info + "entry_points.txt"]
+    assert "horovodrun = tf_hvd.runner.horovodrun:main" in members[info + "entry_points.txt"]
 
 
 def test_horovod_module_paths_are_the_tf_hvd_modules(venv_bin):

@@ -4,13 +4,13 @@ installed, whose own ``horovodrun`` pip wrote this one over.
 
     horovodrun -np 2 python train.py      # the same as tfhvdrun -np 2 python train.py
 
-It lives beside the names (tf_hvd.horovod_names), above the launcher it runs: the
-launcher (tf_hvd.runner) imports nothing of the Horovod names.
+It is the launcher's; what it shares with the Horovod names (whether a real Horovod is
+installed) is in the job contract (tf_hvd.job.real_horovod), which both import.
 """
 
 import sys
 
-from tf_hvd.horovod_names import real_horovod
+from tf_hvd.job.real_horovod import real_horovod
 from tf_hvd.runner.launch import main as tfhvdrun_main
 
 
